@@ -1,0 +1,44 @@
+"""``prh <command> [args]``: the one entry point every Snakemake rule calls.
+
+Each command lives in the module that implements it, as a function
+``main(argv: list[str]) -> None`` that parses its own arguments with argparse
+and calls one library function. Modules are imported only when their command
+runs, so ``prh --help`` stays fast and a command never pays for torch it does
+not use.
+
+    prh --help
+    prh <command> --help
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+# command name -> "module:function"; keep sorted by pipeline stage.
+COMMANDS: dict[str, str] = {
+    "check-config": "prh.config:main",
+}
+
+
+def _usage() -> str:
+    lines = ["usage: prh <command> [args]", "", "commands:"]
+    lines += [f"  {name}" for name in COMMANDS]
+    lines += ["", "`prh <command> --help` describes a command's arguments."]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(_usage())
+        return
+    name, rest = argv[0], argv[1:]
+    if name not in COMMANDS:
+        sys.exit(f"prh: unknown command {name!r}; choose one of: {', '.join(COMMANDS)}")
+    module, func = COMMANDS[name].split(":")
+    getattr(importlib.import_module(module), func)(rest)
+
+
+if __name__ == "__main__":
+    main()

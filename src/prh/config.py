@@ -1,0 +1,152 @@
+"""Loading and checking ``params.yaml`` (the Snakemake config and the DVC params).
+
+Two layers of checking, both before any job runs:
+
+1. ``validate_schema``: JSON-schema validation against
+   ``workflow/schemas/params.schema.yaml`` (types, unknown keys, allowed values),
+   filling in schema defaults. The Snakefile does this with Snakemake's own
+   ``validate()``; this function does the same for code that runs without Snakemake.
+2. ``check_references``: what a schema cannot say. Every name that refers to
+   another entry (a suite's datasets and model sets, a model set's members)
+   must exist; the message names the key, the bad value and the allowed values.
+
+    prh check-config params.yaml
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+SCHEMA = ROOT / "workflow" / "schemas" / "params.schema.yaml"
+
+
+class ConfigError(ValueError):
+    """params.yaml is wrong; the message names the key and what is allowed."""
+
+
+def load(path: str | Path = "params.yaml") -> dict:
+    path = Path(path)
+    if not path.exists():
+        raise ConfigError(f"config file {path} does not exist")
+    with open(path) as f:
+        cfg = yaml.safe_load(f)
+    if not isinstance(cfg, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping of keys to values")
+    return cfg
+
+
+def validate_schema(cfg: dict, schema_path: str | Path = SCHEMA) -> dict:
+    """Validate ``cfg`` against the JSON schema (with ``$ref`` to sibling files) and fill defaults."""
+    import jsonschema
+    from referencing import Registry, Resource
+    from referencing.jsonschema import DRAFT202012
+
+    schema_path = Path(schema_path)
+    schema_dir = schema_path.parent
+
+    def retrieve(uri: str) -> Resource:
+        return Resource.from_contents(
+            yaml.safe_load((schema_dir / uri).read_text()), default_specification=DRAFT202012
+        )
+
+    schema = yaml.safe_load(schema_path.read_text())
+    validator_cls = jsonschema.validators.validator_for(schema)
+    validator = _with_defaults(validator_cls)(schema, registry=Registry(retrieve=retrieve))
+    errors = sorted(validator.iter_errors(cfg), key=lambda e: list(e.absolute_path))
+    if errors:
+        raise ConfigError("params.yaml is invalid:\n" + "\n".join(_describe(e) for e in errors))
+    return cfg
+
+
+def _describe(err) -> str:
+    where = ".".join(str(p) for p in err.absolute_path) or "(top level)"
+    if err.validator == "additionalProperties":
+        allowed = sorted(err.schema.get("properties", {}))
+        return f"  {where}: {err.message}; allowed keys: {', '.join(allowed)}"
+    if err.validator == "enum":
+        return f"  {where}: {err.instance!r} is not allowed; choose one of {err.validator_value}"
+    return f"  {where}: {err.message}"
+
+
+def _with_defaults(validator_cls):
+    """A validator that also fills ``default`` values into the instance (as Snakemake does)."""
+    validate_props = validator_cls.VALIDATORS["properties"]
+
+    def set_defaults(validator, properties, instance, schema):
+        if isinstance(instance, dict):
+            for key, sub in properties.items():
+                if isinstance(sub, dict) and "default" in sub:
+                    instance.setdefault(key, sub["default"])
+        yield from validate_props(validator, properties, instance, schema)
+
+    return __import__("jsonschema").validators.extend(validator_cls, {"properties": set_defaults})
+
+
+def all_models(cfg: dict) -> dict[str, dict]:
+    """Every model the config defines, by name: the offline zoo and the paper suite's hub models."""
+    models: dict[str, dict] = {}
+    for family in ("vision", "language"):
+        for name, spec in (cfg.get("zoo", {}).get(family) or {}).items():
+            models[name] = {"source": "zoo", "modality": family, **spec}
+    for name, spec in (cfg.get("paper", {}).get("models") or {}).items():
+        models[name] = {"source": "hub", **spec}
+    return models
+
+
+def all_datasets(cfg: dict) -> dict[str, dict]:
+    """Every dataset the config defines, by name."""
+    return dict(cfg.get("datasets") or {})
+
+
+def check_references(cfg: dict) -> dict:
+    """Raise ``ConfigError`` when a name refers to a dataset, model or model set that does not exist."""
+    problems: list[str] = []
+    models = all_models(cfg)
+    datasets = all_datasets(cfg)
+    sets = cfg.get("model_sets") or {}
+
+    for set_name, members in sets.items():
+        for m in members:
+            if m not in models:
+                problems.append(
+                    f"  model_sets.{set_name}: unknown model {m!r}; defined models: {', '.join(sorted(models))}"
+                )
+    for suite_name, suite in (cfg.get("suites") or {}).items():
+        for key, value in suite.items():
+            if key.endswith("_models") and value not in sets:
+                problems.append(
+                    f"  suites.{suite_name}.{key}: unknown model set {value!r}; "
+                    f"choose one of: {', '.join(sorted(sets))}"
+                )
+            if key.endswith("_dataset") and value not in datasets:
+                problems.append(
+                    f"  suites.{suite_name}.{key}: unknown dataset {value!r}; "
+                    f"choose one of: {', '.join(sorted(datasets))}"
+                )
+    suite = cfg.get("suite")
+    if suite is not None and suite not in (cfg.get("suites") or {}):
+        problems.append(f"  suite: unknown suite {suite!r}; choose one of: {', '.join(cfg.get('suites') or {})}")
+    if problems:
+        raise ConfigError("params.yaml refers to names that do not exist:\n" + "\n".join(problems))
+    return cfg
+
+
+def load_checked(path: str | Path = "params.yaml") -> dict:
+    """Load, validate and check a config: what the Snakefile does, for use outside Snakemake."""
+    return check_references(validate_schema(load(path)))
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="prh check-config", description=__doc__.splitlines()[0])
+    parser.add_argument("config", nargs="?", default="params.yaml")
+    args = parser.parse_args(argv)
+    try:
+        load_checked(args.config)
+    except ConfigError as e:
+        raise SystemExit(str(e)) from None
+    print(f"{args.config}: ok")

@@ -1,0 +1,128 @@
+"""Reading and writing the workflow's artifacts (see DESIGN.md, "Data contracts").
+
+Every writer writes to a temporary file in the destination folder and renames it
+into place, so a killed job never leaves a half-written file that looks complete.
+Only JSON, JSON lines, ``.npy`` and safetensors are written: no pickles.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+import numpy as np
+
+__all__ = [
+    "atomic_path",
+    "write_json",
+    "read_json",
+    "write_jsonl",
+    "read_jsonl",
+    "write_npy",
+    "save_features",
+    "load_features",
+    "features_meta_path",
+]
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; rename it onto ``path`` on success.
+
+    On an exception the temporary file is removed and ``path`` is left untouched.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    tmp = Path(tmp)
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def _to_jsonable(obj: Any) -> Any:
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, Path):
+        return str(obj)
+    raise TypeError(f"cannot write {type(obj).__name__} to JSON")
+
+
+def write_json(path: str | os.PathLike, obj: Any) -> None:
+    """Write ``obj`` as indented JSON, atomically. NumPy scalars and arrays are converted."""
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(obj, indent=2, default=_to_jsonable, allow_nan=True) + "\n")
+
+
+def read_json(path: str | os.PathLike) -> Any:
+    return json.loads(Path(path).read_text())
+
+
+def write_jsonl(path: str | os.PathLike, records: Iterable[dict]) -> None:
+    """Write one JSON object per line, atomically."""
+    with atomic_path(path) as tmp, open(tmp, "w") as f:
+        for rec in records:
+            f.write(json.dumps(rec, default=_to_jsonable) + "\n")
+
+
+def read_jsonl(path: str | os.PathLike) -> list[dict]:
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def write_npy(path: str | os.PathLike, array: np.ndarray) -> None:
+    """Save one array as ``.npy`` (no pickle), atomically."""
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        np.save(f, np.asarray(array), allow_pickle=False)
+
+
+def features_meta_path(path: str | os.PathLike) -> Path:
+    """``results/features/<dataset>/<model>.safetensors`` -> ``.../<model>.json``."""
+    return Path(path).with_suffix(".json")
+
+
+def save_features(path: str | os.PathLike, feats: Any, meta: dict) -> None:
+    """Save an N x L x D feature tensor as safetensors (key ``feats``) plus its meta JSON.
+
+    ``meta`` should name the model, revision, pooling, dtype and parameter count
+    (DESIGN.md). The meta file is written first, so a complete ``.safetensors``
+    always has its meta beside it.
+    """
+    import torch
+    from safetensors.torch import save_file
+
+    t = torch.as_tensor(feats)
+    if t.ndim != 3:
+        raise ValueError(f"features must be N x L x D, got shape {tuple(t.shape)}")
+    meta = {**meta, "shape": list(t.shape), "stored_dtype": str(t.dtype).removeprefix("torch.")}
+    write_json(features_meta_path(path), meta)
+    with atomic_path(path) as tmp:
+        save_file({"feats": t.contiguous().cpu()}, str(tmp))
+
+
+def load_features(path: str | os.PathLike, *, with_meta: bool = False):
+    """Load ``feats`` (a float torch tensor, N x L x D) and optionally its meta dict."""
+    from safetensors.torch import load_file
+
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(
+            f"features file {path} does not exist: run the workflow (snakemake {path}) "
+            "or fetch it with `dvc pull results/features`"
+        )
+    feats = load_file(str(path))["feats"]
+    if not with_meta:
+        return feats
+    meta_path = features_meta_path(path)
+    meta = read_json(meta_path) if meta_path.exists() else {}
+    return feats, meta
