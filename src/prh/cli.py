@@ -18,6 +18,19 @@ import sys
 # command name -> "module:function"; keep sorted by pipeline stage.
 COMMANDS: dict[str, str] = {
     "check-config": "prh.config:main",
+    "make-shapes": "prh.data.shapes:main",
+    "hub-dataset": "prh.data.hub:main",
+    "extract-vision": "prh.extract:vision_main",
+    "extract-language": "prh.extract:language_main",
+    "pin-revisions": "prh.pin:main",
+    "lm-sample": "prh.experiments.lm_score:sample_main",
+    "lm-score": "prh.experiments.lm_score:main",
+    "align": "prh.metrics.engine:main",
+    "plot-alignment": "prh.plots.alignment:main",
+    "zoo-metrics": "prh.experiments.zoo_metrics:main",
+    "plot-sample-sheet": "prh.plots.sample_sheet:main",
+    "transfer": "prh.experiments.transfer:main",
+    "plot-transfer": "prh.plots.transfer:main",
 }
 
 

@@ -1,0 +1,36 @@
+# The two commands of the README:
+#   make figures   install into .venv, then run the workflow (default suite) and its HTML report
+#   make test      install into .venv, then run the test suite
+# Installing is idempotent: a second call finds .venv/.installed newer than the
+# pins and does nothing.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: install figures report test pull clean-results
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml requirements.lock
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check \
+		-c requirements.lock -e '.[workflow,test]'
+	touch $@
+
+figures: $(STAMP)
+	$(BIN)/snakemake --cores all
+	$(BIN)/snakemake --report results/report.html
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+# After `dvc pull`, files carry the pull's timestamps, not the order they were
+# built in; --touch marks them up to date so Snakemake plans no job for them.
+pull: $(STAMP)
+	$(BIN)/dvc pull
+	$(BIN)/snakemake --touch --cores 1 --quiet
+
+clean-results:
+	rm -rf results .snakemake

@@ -1,0 +1,186 @@
+"""The whole DAG on the smoke config, in a temporary copy of the repository.
+
+One run (through `dvc repro`, which runs Snakemake and the report) is shared by
+every test here; each test then checks one promise of the README:
+
+- the run leaves every figure (PDF + PNG), the experiments' numbers and the report;
+- a second run plans nothing;
+- changing one parameter replans exactly the jobs that use it;
+- a bad params.yaml fails before any job, naming the bad key;
+- results pushed to a DVC remote and pulled into a fresh clone plan nothing;
+- the SLURM profile plans the DAG without a cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytestmark = pytest.mark.slow
+
+BIN = Path(sys.executable).parent
+
+
+def run(cmd, cwd, check=True, env=None):
+    """Run a command with the test's virtualenv first on PATH; return the completed process."""
+    full_env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", **(env or {})}
+    proc = subprocess.run(cmd, cwd=cwd, env=full_env, capture_output=True, text=True, shell=isinstance(cmd, str))
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{cmd} failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-8000:]}")
+    return proc
+
+
+def planned_jobs(cwd, *extra) -> dict[str, int]:
+    """Rule name -> number of jobs a dry run plans (empty when there is nothing to do)."""
+    proc = run(["snakemake", "--dry-run", "--cores", "1", *extra], cwd)
+    out = proc.stdout + proc.stderr
+    if "Nothing to be done" in out:
+        return {}
+    table = out.split("Job stats:", 1)[1]
+    jobs = {}
+    for line in table.splitlines()[3:]:
+        parts = line.split()
+        if len(parts) != 2 or not parts[1].isdigit():
+            break
+        jobs[parts[0]] = int(parts[1])
+    jobs.pop("total", None)
+    return jobs
+
+
+def copy_repo(src: Path, dst: Path) -> Path:
+    """Copy the repository's tracked and untracked-but-not-ignored files (what a clone would hold)."""
+    files = run(["git", "ls-files", "-co", "--exclude-standard", "-z"], src).stdout.split("\0")
+    for rel in filter(None, files):
+        if not (src / rel).exists():
+            continue  # deleted in the working tree, not yet committed
+        (dst / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src / rel, dst / rel)
+    return dst
+
+
+def git_commit(cwd, message):
+    run(["git", "add", "-A"], cwd)
+    run(["git", "-c", "user.name=test", "-c", "user.email=test@example.com", "commit", "-qm", message], cwd)
+
+
+@pytest.fixture(scope="module")
+def smoke(repo_root, tmp_path_factory) -> Path:
+    """A repository copy whose params.yaml is the smoke config, after one full `dvc repro`."""
+    work = copy_repo(repo_root, tmp_path_factory.mktemp("smoke") / "repo")
+    shutil.copy(work / "tests" / "smoke" / "params.yaml", work / "params.yaml")
+    run(["git", "init", "-q"], work)
+    git_commit(work, "smoke copy")
+    run(["dvc", "repro"], work)
+    return work
+
+
+def test_run_leaves_every_figure_and_the_report(smoke):
+    figures = sorted((smoke / "results" / "figures").glob("*.pdf"))
+    assert figures, "no figure was rendered"
+    for pdf in figures:
+        assert pdf.stat().st_size > 1000, pdf
+        assert pdf.with_suffix(".png").stat().st_size > 1000, pdf.with_suffix(".png")
+    report = (smoke / "results" / "report.html").read_text()
+    for pdf in figures:
+        assert pdf.with_suffix(".png").name in report or pdf.name in report, f"{pdf.name} is not in the report"
+
+
+def _numbers(obj):
+    if isinstance(obj, bool):
+        return
+    if isinstance(obj, (int, float)):
+        yield float(obj)
+    elif isinstance(obj, dict):
+        for v in obj.values():
+            yield from _numbers(v)
+    elif isinstance(obj, list):
+        for v in obj:
+            yield from _numbers(v)
+
+
+def test_alignment_scores_are_finite_and_in_range(smoke):
+    tables = list((smoke / "results" / "alignment").rglob("*.json"))
+    assert len(tables) >= 2, tables  # vision-vision and language-vision
+    for path in tables:
+        scores = json.loads(path.read_text())["scores"]
+        flat = [s for row in scores for s in row]
+        assert flat and all(math.isfinite(s) and -1.0 - 1e-6 <= s <= 1.0 + 1e-6 for s in flat), path
+
+
+def test_experiment_metrics_are_finite(smoke):
+    metrics = list((smoke / "results" / "experiments").rglob("metrics.json"))
+    assert metrics, "no experiment wrote metrics.json"
+    for path in metrics:
+        values = list(_numbers(json.loads(path.read_text())))
+        assert values and all(math.isfinite(v) for v in values), path
+    shown = run(["dvc", "metrics", "show", "--json"], smoke).stdout
+    assert "zoo/metrics.json" in shown
+
+
+def test_second_run_does_nothing(smoke):
+    assert planned_jobs(smoke) == {}
+
+
+def test_changing_one_param_replans_only_its_jobs(smoke):
+    params = yaml.safe_load((smoke / "params.yaml").read_text())
+    params["alignment"]["topk"] += 1
+    (smoke / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    try:
+        jobs = planned_jobs(smoke)
+    finally:
+        run(["git", "checkout", "params.yaml"], smoke)
+    assert jobs.get("align") == 2, jobs  # vision-vision and language-vision
+    upstream = {"shapes_dataset", "train_vision", "train_language", "train_tokenizer",
+                "extract_vision", "extract_language", "simplicity", "transfer"}
+    assert not upstream & jobs.keys(), f"a topk change replanned upstream jobs: {jobs}"
+    assert planned_jobs(smoke) == {}
+
+
+@pytest.mark.parametrize(
+    "override, expected",
+    [
+        ({"alignment": {"top_k": 3}}, r"top_k"),
+        ({"alignment": {"topk": "ten"}}, r"ten"),
+        ({"suites": {"offline": {"vision_models": "zoo_visoin"}}}, r"unknown model set 'zoo_visoin'"),
+    ],
+    ids=["unknown-key", "wrong-type", "unknown-model-set"],
+)
+def test_bad_params_fail_before_any_job(smoke, tmp_path, override, expected):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(override))
+    before = sorted(p.name for p in (smoke / "results" / "logs").rglob("*"))
+    proc = run(["snakemake", "--cores", "1", "--configfile", str(bad)], smoke, check=False)
+    assert proc.returncode != 0
+    assert re.search(expected, proc.stdout + proc.stderr), proc.stderr[-3000:]
+    assert sorted(p.name for p in (smoke / "results" / "logs").rglob("*")) == before
+
+
+def test_dvc_push_clone_pull_plans_nothing(smoke, tmp_path):
+    remote = tmp_path / "remote"
+    run(["dvc", "remote", "add", "--local", "-f", "test", str(remote)], smoke)
+    run(["dvc", "push", "-r", "test"], smoke)
+    git_commit(smoke, "results of the smoke run")
+
+    clone = tmp_path / "clone"
+    run(["git", "clone", "-q", str(smoke), str(clone)], tmp_path)
+    run(["dvc", "remote", "add", "--local", "-f", "-d", "test", str(remote)], clone)
+    assert not (clone / "results").exists()
+    run(["make", "pull", f"BIN={BIN}", "STAMP="], clone)
+    assert sorted(p.name for p in (clone / "results" / "figures").iterdir()) == sorted(
+        p.name for p in (smoke / "results" / "figures").iterdir()
+    )
+    assert planned_jobs(clone) == {}
+
+
+def test_slurm_profile_plans_the_dag_without_a_cluster(smoke):
+    proc = run(["snakemake", "--dry-run", "--profile", "workflow/profiles/slurm", "--forceall"], smoke)
+    assert "Job stats:" in proc.stdout + proc.stderr

@@ -1,0 +1,52 @@
+# Alignment between model sets (PRH appendix A/B): every layer of each model
+# against every layer of each other model, best pair kept. Each model's
+# neighbour sets are computed once per job, however many pairs it enters.
+
+ALIGN = config["alignment"]
+
+
+def alignment_json(dataset, xset, yset, metric=ALIGN["metric"]):
+    return f"{R}/alignment/{dataset}/{metric}/{xset}__{yset}.json"
+
+
+def set_features(dataset, set_name):
+    return [f"{R}/features/{dataset}/{m}.safetensors" for m in model_set(set_name)]
+
+
+# The two alignments every suite needs: vision-vision on the vision-only set,
+# language-vision on the paired set.
+VISION_ALIGNMENT = alignment_json(
+    SUITE_CFG["vision_dataset"], SUITE_CFG["vision_models"], SUITE_CFG["vision_models"]
+)
+CROSS_ALIGNMENT = alignment_json(
+    SUITE_CFG["paired_dataset"], SUITE_CFG["language_models"], SUITE_CFG["vision_models"]
+)
+
+
+rule align:
+    input:
+        x=lambda w: set_features(w.dataset, w.xset),
+        y=lambda w: set_features(w.dataset, w.yset),
+    output:
+        f"{R}/alignment/{{dataset}}/{{metric}}/{{xset}}__{{yset}}.json",
+    params:
+        x_names=lambda w: model_set(w.xset),
+        y_names=lambda w: model_set(w.yset),
+        topk=ALIGN["topk"],
+        quantile=ALIGN["quantile"],
+    wildcard_constraints:
+        xset="[^/_]+(_[^/_]+)*",
+        yset="[^/_]+(_[^/_]+)*",
+    log:
+        log_path("align", "{dataset}", "{metric}", "{xset}__{yset}"),
+    benchmark:
+        bench_path("align", "{dataset}", "{metric}", "{xset}__{yset}")
+    threads: 2
+    resources:
+        mem_mb=8000,
+        runtime=60,
+    shell:
+        "prh align --metric {wildcards.metric} --topk {params.topk} --quantile {params.quantile}"
+        " --x-names {params.x_names} --x-features {input.x}"
+        " --y-names {params.y_names} --y-features {input.y}"
+        " --threads {threads} --out {output} > {log} 2>&1"
