@@ -1,0 +1,66 @@
+# The shapes world (PRH section 4.1): one dataset dir per `kind: shapes` dataset of
+# params.yaml (images, captions at every density, latent scenes, meta), and the
+# sample sheet that shows the world in the report.
+import json
+import re
+import shlex
+
+SHAPES_DATASETS = [name for name, d in config["datasets"].items() if d["kind"] == "shapes"]
+# The kernel settings do not change the data, so they are left out: editing them reruns no dataset.
+WORLD_DATA = {k: v for k, v in config.get("world", {}).items() if k != "kernel"}
+SAMPLE_SHEET_DATASET = config["suites"].get("offline", {}).get("paired_dataset")
+
+
+def shapes_files(dataset):
+    """The files of a shapes dataset dir (DESIGN.md, data contracts), by name."""
+    files = {"images": "images.npy", "captions": "captions.jsonl", "scenes": "scenes.jsonl", "meta": "meta.json"}
+    return {key: f"{R}/data/{dataset}/{name}" for key, name in files.items()}
+
+
+rule shapes_dataset:
+    output:
+        **shapes_files("{dataset}"),
+    params:
+        out=lambda w: f"{R}/data/{w.dataset}",
+        n=lambda w: config["datasets"][w.dataset]["n"],
+        seed=lambda w: config["datasets"][w.dataset]["seed"],
+        world=shlex.quote(json.dumps(WORLD_DATA, sort_keys=True)),
+    wildcard_constraints:
+        dataset="|".join(map(re.escape, SHAPES_DATASETS)) or "(?!)",
+    log:
+        log_path("shapes_dataset", "{dataset}"),
+    benchmark:
+        bench_path("shapes_dataset", "{dataset}")
+    resources:
+        mem_mb=1000,
+        runtime=15,
+    shell:
+        "prh make-shapes --out {params.out} --n {params.n} --seed {params.seed} --world {params.world} > {log} 2>&1"
+
+
+rule world_sample_sheet:
+    input:
+        **shapes_files(SAMPLE_SHEET_DATASET),
+    output:
+        pdf=report(
+            f"{R}/figures/world_sample_sheet.pdf", caption="../report/sample_sheet.rst", category="Shapes world"
+        ),
+        png=report(
+            f"{R}/figures/world_sample_sheet.png", caption="../report/sample_sheet.rst", category="Shapes world"
+        ),
+    params:
+        data=f"{R}/data/{SAMPLE_SHEET_DATASET}",
+        n_items=4,
+    log:
+        log_path("world_sample_sheet", "world_sample_sheet"),
+    benchmark:
+        bench_path("world_sample_sheet", "world_sample_sheet")
+    resources:
+        mem_mb=1000,
+        runtime=5,
+    shell:
+        "prh plot-sample-sheet --data {params.data} --out {output.pdf} --n-items {params.n_items} > {log} 2>&1"
+
+
+if SUITE == "offline" and SAMPLE_SHEET_DATASET in SHAPES_DATASETS:
+    TARGETS += [rules.world_sample_sheet.output.pdf, rules.world_sample_sheet.output.png]
