@@ -100,3 +100,9 @@ def test_every_schema_property_has_a_description(repo_root):
     for path in sorted((repo_root / "workflow" / "schemas").glob("*.yaml")):
         walk(yaml.safe_load(path.read_text()), path.name)
     assert not missing, f"schema keys without a description: {missing}"
+
+
+def test_every_schema_file_declares_its_draft(repo_root):
+    """Snakemake's validate() cannot resolve a $ref'd file that does not name its JSON-schema draft."""
+    for path in sorted((repo_root / "workflow" / "schemas").glob("*.yaml")):
+        assert path.read_text().startswith("$schema:"), f"{path.name} must start with a $schema line"
