@@ -1,0 +1,204 @@
+"""``prh pin-revisions``: rewrite every hub revision in params.yaml to its commit SHA.
+
+params.yaml names each hub checkpoint and dataset with the revision it was published
+under (a branch such as ``main``, or a tag such as ``wit_1024``). A branch moves; a
+commit SHA does not. With network, this command asks the hub which commit each
+revision points to now (``HfApi().model_info`` / ``dataset_info``) and writes the SHAs
+back, so the same params give the same weights and data next year (DESIGN.md, "Config").
+
+Only the revision values change: the file is edited by exact text substitution on the
+lines that hold each entry, so comments, order and layout stay as they are (no YAML
+round trip). The result is parsed again and must equal the old config with only the
+revisions replaced, or nothing is written.
+
+What is pinned: ``paper.models.*`` (timm names are looked up as ``timm/<name>``),
+``datasets.*`` of ``kind: hub`` whose repo is on the hub (local folders are skipped), and
+``paper.lm_score``. Revisions that already are 40-hex SHAs are left alone.
+
+    prh pin-revisions params.yaml            # rewrite in place
+    prh pin-revisions params.yaml --dry-run  # print what would change
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+
+import yaml
+
+from prh.io import atomic_path
+
+__all__ = ["hub_entries", "pin_revisions"]
+
+SHA_RE = re.compile(r"^[0-9a-f]{40}$")
+_REPO_RE = re.compile(r"""\brepo:\s*(["']?)([^\s,{}"'#]+)\1""")
+_REV_RE = re.compile(r"""(\brevision:\s*)(["']?)([^\s,{}"'#]+)\2""")
+
+
+def _is_hub_id(repo: str) -> bool:
+    return repo.count("/") == 1 and not repo.startswith((".", "/", "~"))
+
+
+def hub_entries(cfg: dict) -> list[dict]:
+    """Every hub entry of a config: ``{"key", "kind": "model"|"dataset", "repo", "repo_id", "revision"}``.
+
+    ``repo`` is the text in params.yaml, ``repo_id`` the hub id to query (timm names get ``timm/``).
+    """
+    out = []
+    for name, spec in ((cfg.get("paper") or {}).get("models") or {}).items():
+        repo = spec["repo"]
+        repo_id = repo if "/" in repo else f"timm/{repo}"
+        out.append({"key": f"paper.models.{name}", "kind": "model", "repo": repo, "repo_id": repo_id,
+                    "revision": spec.get("revision")})
+    for name, spec in (cfg.get("datasets") or {}).items():
+        if spec.get("kind") == "hub" and _is_hub_id(spec["repo"]) and spec.get("revision") is not None:
+            out.append({"key": f"datasets.{name}", "kind": "dataset", "repo": spec["repo"],
+                        "repo_id": spec["repo"], "revision": spec["revision"]})
+    lm = (cfg.get("paper") or {}).get("lm_score") or {}
+    if lm.get("repo") and lm.get("revision") is not None:
+        out.append({"key": "paper.lm_score", "kind": "dataset", "repo": lm["repo"], "repo_id": lm["repo"],
+                    "revision": lm["revision"]})
+    return out
+
+
+def _unreachable(exc: BaseException) -> bool:
+    """The hub cannot be reached at all (offline mode, DNS, refused or timed-out connection)."""
+    return isinstance(exc, ConnectionError) or type(exc).__name__ in {"ConnectError", "ConnectTimeout"}
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" -"))
+
+
+def _rewrite(text: str, shas: dict[tuple[str, str], str]) -> str:
+    """Replace the revision of every entry whose (repo, revision) is in ``shas``.
+
+    Flow style (``{repo: x, revision: main}``): the revision on the repo's line.
+    Block style: the ``revision:`` line among the repo line's siblings (same indentation).
+    """
+    lines = text.splitlines(keepends=True)
+    for i, line in enumerate(lines):
+        code = line.split("#", 1)[0]
+        m = _REPO_RE.search(code)
+        if not m:
+            continue
+        repo = m.group(2)
+        if _REV_RE.search(code):
+            candidates = [i]
+        else:
+            ind, candidates = _indent(line), []
+            for step in (-1, 1):
+                j = i + step
+                while 0 <= j < len(lines):
+                    if lines[j].strip() and not lines[j].lstrip().startswith("#"):
+                        if _indent(lines[j]) < ind:
+                            break
+                        if _indent(lines[j]) == ind and _REV_RE.search(lines[j].split("#", 1)[0]):
+                            candidates.append(j)
+                            break
+                    j += step
+        for j in candidates[:1]:
+            code_j, sep, comment = lines[j].partition("#")
+            rev = _REV_RE.search(code_j)
+            sha = shas.get((repo, rev.group(3)))
+            if sha is not None:
+                code_j = code_j[: rev.start(3)] + sha + code_j[rev.end(3):]
+                lines[j] = code_j + sep + comment
+    return "".join(lines)
+
+
+def _expected(cfg: dict, entries: list[dict], shas: dict[tuple[str, str], str]) -> dict:
+    import copy
+
+    new = copy.deepcopy(cfg)
+    for e in entries:
+        sha = shas.get((e["repo"], e["revision"]))
+        if sha is None:
+            continue
+        parts = e["key"].split(".")
+        node = new
+        for p in parts:
+            node = node[p]
+        node["revision"] = sha
+    return new
+
+
+def pin_revisions(params_path: str | Path, *, api=None, dry_run: bool = False) -> list[dict]:
+    """Resolve every hub revision in ``params_path`` to a commit SHA and write it back.
+
+    Parameters
+    ----------
+    params_path : the params.yaml to rewrite in place.
+    api : an object with ``model_info(repo_id, revision=...)`` and ``dataset_info(...)``
+        returning objects with a ``.sha`` (default: ``huggingface_hub.HfApi()``).
+    dry_run : resolve and report, but do not write.
+
+    Returns
+    -------
+    One record per hub entry: key, repo_id, old revision, sha (unchanged entries included).
+    """
+    path = Path(params_path)
+    text = path.read_text()
+    cfg = yaml.safe_load(text)
+    entries = hub_entries(cfg)
+    if api is None:
+        from huggingface_hub import HfApi
+
+        api = HfApi()
+
+    shas: dict[tuple[str, str], str] = {}
+    failures = []
+    cache: dict[tuple[str, str, str], str] = {}
+    for e in entries:
+        rev = str(e["revision"])
+        if SHA_RE.match(rev):
+            e["sha"] = rev
+            continue
+        look = (e["kind"], e["repo_id"], rev)
+        if look not in cache:
+            info = api.model_info if e["kind"] == "model" else api.dataset_info
+            try:
+                cache[look] = str(info(e["repo_id"], revision=rev).sha)
+            except Exception as exc:  # one report for every entry that failed, then stop
+                failures.append(f"  {e['key']}: {e['kind']} {e['repo_id']!r} revision {rev!r}: "
+                                f"{type(exc).__name__}: {exc}")
+                if _unreachable(exc):  # every other query would wait for the same timeout
+                    failures.append(f"  (the hub is unreachable: the other {len(entries) - 1} entries were not tried)")
+                    break
+                continue
+        e["sha"] = cache[look]
+        shas[(e["repo"], rev)] = e["sha"]
+    if failures:
+        raise ValueError(
+            "could not resolve these revisions on the Hugging Face hub (this command needs network; "
+            "gated repos need `hf auth login` and an accepted licence); nothing was written:\n"
+            + "\n".join(failures)
+        )
+
+    new_text = _rewrite(text, shas)
+    if yaml.safe_load(new_text) != _expected(cfg, entries, shas):
+        raise ValueError(
+            f"{path}: rewriting the revisions would change more than the revisions (an entry's repo "
+            "and revision are laid out in a way this command does not recognise); nothing was written. "
+            "Keep each entry's repo and revision on one line, or as sibling keys."
+        )
+    if not dry_run and new_text != text:
+        with atomic_path(path) as tmp:
+            tmp.write_text(new_text)
+    return entries
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(prog="prh pin-revisions", description=__doc__.splitlines()[0])
+    p.add_argument("params", nargs="?", default="params.yaml")
+    p.add_argument("--dry-run", action="store_true", help="print the SHAs, do not write")
+    a = p.parse_args(argv)
+    try:
+        entries = pin_revisions(a.params, dry_run=a.dry_run)
+    except ValueError as e:
+        raise SystemExit(str(e)) from None
+    for e in entries:
+        mark = "=" if str(e["revision"]) == e["sha"] else "->"
+        print(f"{e['key']}: {e['repo_id']} {e['revision']} {mark} {e['sha']}")
+    print(f"{a.params}: {len(entries)} hub entries {'checked (dry run)' if a.dry_run else 'pinned'}")

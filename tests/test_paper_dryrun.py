@@ -1,0 +1,108 @@
+"""The paper suite on a SLURM cluster, planned without one (issue 5, part 4).
+
+A dry run of the full DAG with ``--profile workflow/profiles/slurm --config suite=paper``
+(the default target and the suite's two alignments) must plan one GPU job per
+(model, dataset) for feature extraction, one LM-score job per language model, and every planned job
+must fit a partition of the profile's ``partitions.yaml``: GPU jobs the GPU partition,
+the rest the CPU partition (decided by the executor plugin's own partition scoring).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+FEATURES = re.compile(r"results/features/([^/\s,]+)/([^/\s,]+)\.safetensors")
+
+
+def _jobs(text: str) -> list[dict]:
+    """The jobs of a dry run's log: rule, outputs, resources (one dict per job block)."""
+    jobs = []
+    for block in re.split(r"\n(?=(?:local)?rule \S+:\n)", text):
+        head = re.match(r"(?:local)?rule (\S+):\n", block)
+        if not head:
+            continue
+        out = re.search(r"^\s+output: (.*)$", block, re.M)
+        res = re.search(r"^\s+resources: (.*)$", block, re.M)
+        resources = {}
+        for item in (res.group(1).split(", ") if res else []):
+            key, _, value = item.partition("=")
+            resources[key] = int(value) if value.isdigit() else value
+        jobs.append({"rule": head.group(1), "output": out.group(1) if out else "", "resources": resources})
+    return jobs
+
+
+@pytest.fixture(scope="module")
+def plan(tmp_path_factory):
+    """Dry-run log of the paper suite with the SLURM profile, in a copy of the workflow."""
+    tmp = tmp_path_factory.mktemp("paper")
+    shutil.copytree(ROOT / "workflow", tmp / "workflow")
+    shutil.copy(ROOT / "params.yaml", tmp / "params.yaml")
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+    cfg = yaml.safe_load((ROOT / "params.yaml").read_text())
+    suite, metric = cfg["suites"]["paper"], cfg["alignment"]["metric"]
+    # the default target, plus the two alignments the paper's figures 2 and 3 rest on
+    targets = [
+        "all",
+        f"results/alignment/{suite['vision_dataset']}/{metric}/{suite['vision_models']}__{suite['vision_models']}.json",
+        f"results/alignment/{suite['paired_dataset']}/{metric}/{suite['language_models']}__{suite['vision_models']}.json",
+    ]
+    proc = subprocess.run(
+        [sys.executable, "-m", "snakemake", "--dry-run", "--profile", "workflow/profiles/slurm",
+         "--config", "suite=paper", "--", *targets],
+        cwd=tmp, env=env, capture_output=True, text=True, timeout=600,
+    )
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, log[-6000:]
+    return log
+
+
+def test_one_gpu_job_per_model_and_dataset(plan):
+    cfg = yaml.safe_load((ROOT / "params.yaml").read_text())
+    suite, sets = cfg["suites"]["paper"], cfg["model_sets"]
+    expected = {(suite["vision_dataset"], m) for m in sets[suite["vision_models"]]}
+    expected |= {(suite["paired_dataset"], m) for m in sets[suite["vision_models"]] + sets[suite["language_models"]]}
+
+    extraction = [j for j in _jobs(plan) if FEATURES.search(j["output"])]
+    pairs = [FEATURES.search(j["output"]).groups() for j in extraction]
+    assert len(pairs) == len(set(pairs)), "a (dataset, model) pair is extracted by more than one job"
+    assert expected <= set(pairs), f"missing extraction jobs: {sorted(expected - set(pairs))[:5]}"
+    for j in extraction:
+        assert j["resources"].get("gpu", 0) >= 1, f"{j['rule']} for {j['output']} asks for no GPU"
+        assert j["resources"]["mem_mb"] > 0 and j["resources"]["runtime"] > 0
+
+
+def test_lm_score_planned_per_language_model(plan):
+    cfg = yaml.safe_load((ROOT / "params.yaml").read_text())
+    lms = set(cfg["model_sets"][cfg["suites"]["paper"]["language_models"]]) | set(cfg["model_sets"]["prh_test_language"])
+    scored = {Path(j["output"]).stem for j in _jobs(plan) if j["rule"] == "lm_score"}
+    assert scored == lms
+    assert all(j["resources"]["gpu"] >= 1 for j in _jobs(plan) if j["rule"] == "lm_score")
+
+
+def test_every_job_fits_a_partition(plan):
+    """The plugin's partition scoring sends GPU jobs to `gpu` and the rest to `cpu`."""
+    from snakemake_executor_plugin_slurm.partitions import get_best_partition, read_partition_file
+    from snakemake_executor_plugin_slurm.utils import set_gres_string
+
+    partitions = read_partition_file(ROOT / "workflow" / "profiles" / "slurm" / "partitions.yaml")
+    logger = SimpleNamespace(debug=lambda *a: None, info=lambda *a: None, warning=lambda *a: None)
+    jobs = [j for j in _jobs(plan) if j["rule"] != "all"]
+    assert jobs
+    for j in jobs:
+        # what the plugin reads of a Snakemake job: name, threads, resources
+        job = SimpleNamespace(name=j["rule"], threads=1, resources=j["resources"])
+        want = "gpu" if j["resources"].get("gpu", 0) else "cpu"
+        assert get_best_partition(partitions, job, logger) == want, j
+        if want == "gpu":
+            assert set_gres_string(job).strip() == f"--gpus={j['resources']['gpu']}"

@@ -1,0 +1,150 @@
+"""`prh pin-revisions`: branch/tag revisions -> commit SHAs, by exact text substitution.
+
+The hub is unreachable here, so the hub client is passed in: ``FakeHub`` answers
+``model_info`` / ``dataset_info`` like ``huggingface_hub.HfApi`` does (an object with ``.sha``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import yaml
+
+from prh.pin import hub_entries, pin_revisions
+
+ROOT = Path(__file__).resolve().parents[1]
+
+PARAMS = """\
+# a comment that must survive
+datasets:
+  wit: {kind: hub, repo: minhuh/prh, revision: wit_1024, split: train}   # trailing comment
+  wit_again: {kind: hub, repo: minhuh/prh, revision: wit_1024, split: test}
+  local: {kind: hub, repo: ./data/dci, revision: null, split: train}
+  shapes: {kind: shapes, n: 10, seed: 1}
+paper:
+  models:
+    vit-s: {repo: vit_small_patch14_dinov2.lvd142m, revision: main, modality: vision, n_params: 1}
+    bloom: {repo: bigscience/bloomz-560m, revision: "main", modality: language, n_params: 1}
+    done: {repo: huggyllama/llama-7b, revision: %s, modality: language, n_params: 1}
+  lm_score:
+    repo: Skylion007/openwebtext   # the corpus
+    split: train
+    revision: main   # pin me
+    seed: 0
+""" % ("a" * 40)
+
+
+def sha(kind, repo, rev):
+    return hashlib.sha1(f"{kind}:{repo}@{rev}".encode()).hexdigest()
+
+
+class FakeHub:
+    """Answers like HfApi: ``model_info(repo_id, revision=...)`` -> object with ``.sha``."""
+
+    def __init__(self, missing=()):
+        self.calls, self.missing = [], set(missing)
+
+    def _info(self, kind, repo_id, revision=None):
+        self.calls.append((kind, repo_id, revision))
+        if repo_id in self.missing:
+            raise FileNotFoundError(f"404 Client Error: Repository Not Found for url: .../{repo_id}")
+        return SimpleNamespace(sha=sha(kind, repo_id, revision), id=repo_id)
+
+    def model_info(self, repo_id, revision=None):
+        return self._info("model", repo_id, revision)
+
+    def dataset_info(self, repo_id, revision=None):
+        return self._info("dataset", repo_id, revision)
+
+
+def test_pins_every_hub_entry_and_keeps_the_rest(tmp_path):
+    p = tmp_path / "params.yaml"
+    p.write_text(PARAMS)
+    hub = FakeHub()
+    pin_revisions(p, api=hub)
+    new = p.read_text()
+    cfg = yaml.safe_load(new)
+    assert cfg["datasets"]["wit"]["revision"] == sha("dataset", "minhuh/prh", "wit_1024")
+    assert cfg["datasets"]["wit_again"]["revision"] == cfg["datasets"]["wit"]["revision"]
+    assert cfg["paper"]["models"]["vit-s"]["revision"] == sha("model", "timm/vit_small_patch14_dinov2.lvd142m", "main")
+    assert cfg["paper"]["models"]["bloom"]["revision"] == sha("model", "bigscience/bloomz-560m", "main")
+    assert cfg["paper"]["models"]["done"]["revision"] == "a" * 40
+    assert cfg["paper"]["lm_score"]["revision"] == sha("dataset", "Skylion007/openwebtext", "main")
+    assert cfg["datasets"]["local"]["revision"] is None
+    # one query per distinct (repo, revision); SHAs and local folders are not queried
+    assert sorted(hub.calls) == sorted([
+        ("dataset", "minhuh/prh", "wit_1024"),
+        ("model", "timm/vit_small_patch14_dinov2.lvd142m", "main"),
+        ("model", "bigscience/bloomz-560m", "main"),
+        ("dataset", "Skylion007/openwebtext", "main"),
+    ])
+    # only revision values changed: comments, quotes and layout are as they were
+    old_lines, new_lines = PARAMS.splitlines(), new.splitlines()
+    assert len(old_lines) == len(new_lines)
+    changed = [(a, b) for a, b in zip(old_lines, new_lines) if a != b]
+    assert len(changed) == 5
+    for a, b in changed:
+        assert "revision:" in a and a.split("revision:")[0] == b.split("revision:")[0]
+    assert new_lines[0] == "# a comment that must survive"
+    assert new_lines[2].endswith("}   # trailing comment")
+    assert 'revision: "' in new_lines[9]  # the quoted value stays quoted
+    assert new_lines[14].endswith("   # pin me")
+    # pinned params are a fixed point: a second run asks nothing and changes nothing
+    hub2 = FakeHub()
+    pin_revisions(p, api=hub2)
+    assert p.read_text() == new and hub2.calls == []
+
+
+def test_dry_run_writes_nothing(tmp_path):
+    p = tmp_path / "params.yaml"
+    p.write_text(PARAMS)
+    entries = pin_revisions(p, api=FakeHub(), dry_run=True)
+    assert p.read_text() == PARAMS
+    assert {e["key"]: e["sha"] for e in entries}["paper.models.bloom"] == sha("model", "bigscience/bloomz-560m", "main")
+
+
+def test_unresolvable_repo_names_it_and_writes_nothing(tmp_path):
+    p = tmp_path / "params.yaml"
+    p.write_text(PARAMS)
+    with pytest.raises(ValueError, match=r"paper\.models\.bloom: model 'bigscience/bloomz-560m' revision 'main'"):
+        pin_revisions(p, api=FakeHub(missing={"bigscience/bloomz-560m"}))
+    assert p.read_text() == PARAMS
+
+
+def test_the_real_params_file(tmp_path):
+    """Every hub entry of the project's params.yaml is found and rewritten; nothing else moves."""
+    p = tmp_path / "params.yaml"
+    shutil.copy(ROOT / "params.yaml", p)
+    old = yaml.safe_load(p.read_text())
+    entries = pin_revisions(p, api=FakeHub())
+    new = yaml.safe_load(p.read_text())
+    models = old["paper"]["models"]
+    assert sum(e["kind"] == "model" for e in entries) == len(models) >= 40
+    for name, spec in models.items():
+        repo_id = spec["repo"] if "/" in spec["repo"] else "timm/" + spec["repo"]
+        assert new["paper"]["models"][name] == {**spec, "revision": sha("model", repo_id, spec["revision"])}
+    hub_sets = [e for e in hub_entries(old) if e["key"].startswith("datasets.")]
+    assert any(e["repo"] == "minhuh/prh" for e in hub_sets)
+    for e in hub_sets:
+        name = e["key"].split(".", 1)[1]
+        assert new["datasets"][name]["revision"] == sha("dataset", e["repo_id"], e["revision"])
+    strip = lambda c: {k: v for k, v in c.items() if k not in ("paper", "datasets")}  # noqa: E731
+    assert strip(new) == strip(old)
+
+
+def test_unreachable_hub_stops_at_the_first_query(tmp_path):
+    class Offline(FakeHub):
+        def _info(self, kind, repo_id, revision=None):
+            self.calls.append((kind, repo_id, revision))
+            raise ConnectionError("Cannot reach https://huggingface.co: offline mode is enabled")
+
+    p = tmp_path / "params.yaml"
+    p.write_text(PARAMS)
+    hub = Offline()
+    with pytest.raises(ValueError, match="the hub is unreachable"):
+        pin_revisions(p, api=hub)
+    assert len(hub.calls) == 1 and p.read_text() == PARAMS

@@ -1,0 +1,128 @@
+# Paper suite data (issue 5): hub datasets materialised under results/data/<name>/ at
+# their pinned revisions, the seeded OpenWebText sample, and the language-modelling
+# score of PRH Figure 3's x-axis (1 - bits-per-byte), one GPU job per language model.
+import math
+import os
+import re
+
+# the schema's defaults, so a config that skipped validation still renders every flag
+HUB_DEFAULTS = dict(revision=None, config=None, split="train", image_column="image", text_column=None,
+                    label_column=None, n=None, seed=0, image_size=224)
+HUB_DATASETS = {
+    name: {**HUB_DEFAULTS, **spec} for name, spec in config["datasets"].items() if spec["kind"] == "hub"
+}
+LM_CFG = config.get("paper", {}).get("lm_score", {})
+LM_SAMPLE = f"{R}/data/openwebtext_sample"
+GPU_MEM_GB = 80  # one GPU of the cluster (A100/H100 80 GB); more GPUs when bf16 weights do not fit
+
+
+def _hub_names_regex(names):
+    """A wildcard constraint matching exactly these names (nothing when empty)."""
+    names = sorted(names)
+    return "|".join(re.escape(n) for n in names) if names else "(?!x)x"
+
+
+def hub_gpus(model):
+    """GPUs a hub model needs in bf16 (2 bytes per parameter, 20% for activations); 0 with device: cpu."""
+    if config["device"] == "cpu":
+        return 0
+    return max(1, math.ceil(MODELS[model]["n_params"] * 2.4e-9 / GPU_MEM_GB))
+
+
+def hub_mem_mb(model):
+    """Host memory to load a hub model: its bf16 weights once, plus the Python process."""
+    return int(8000 + MODELS[model]["n_params"] * 2.5e-6)
+
+
+def _lm_models():
+    """Causal LMs whose score the figures plot: the suite's language set and PRH's test set."""
+    if SUITE != "paper":
+        return []
+    names = list(suite_models("language")) + list(config["model_sets"].get("prh_test_language", []))
+    return list(dict.fromkeys(n for n in names if MODELS[n]["source"] == "hub"))
+
+
+def lm_score_json(model):
+    return f"{R}/experiments/lm_score/{model}.json"
+
+
+rule hub_dataset:
+    output:
+        images=f"{R}/data/{{dataset}}/images.npy",
+        captions=f"{R}/data/{{dataset}}/captions.jsonl",
+        labels=f"{R}/data/{{dataset}}/labels.npy",
+        meta=f"{R}/data/{{dataset}}/meta.json",
+    params:
+        spec=lambda w: HUB_DATASETS[w.dataset],
+        out=lambda w, output: os.path.dirname(output.meta),
+    wildcard_constraints:
+        dataset=_hub_names_regex(HUB_DATASETS),
+    log:
+        log_path("hub_dataset", "{dataset}"),
+    benchmark:
+        bench_path("hub_dataset", "{dataset}")
+    resources:
+        # the output array (N x S x S x 3 bytes, N unknown for uncapped sets: CIFAR-10's 50,000) twice
+        mem_mb=lambda w: 4000
+        + 2 * (HUB_DATASETS[w.dataset]["n"] or 50000) * HUB_DATASETS[w.dataset]["image_size"] ** 2 * 3 // 10**6,
+        runtime=120,
+    shell:
+        "prh hub-dataset --repo {params.spec[repo]:q} --revision {params.spec[revision]}"
+        " --config {params.spec[config]} --split {params.spec[split]}"
+        " --image-column {params.spec[image_column]} --text-column {params.spec[text_column]}"
+        " --label-column {params.spec[label_column]} --n {params.spec[n]} --seed {params.spec[seed]}"
+        " --image-size {params.spec[image_size]} --out {params.out} > {log} 2>&1"
+
+
+rule lm_sample:
+    output:
+        texts=f"{LM_SAMPLE}/texts.jsonl",
+        meta=f"{LM_SAMPLE}/meta.json",
+    params:
+        lm=LM_CFG,
+        out=LM_SAMPLE,
+    log:
+        log_path("lm_sample", "openwebtext"),
+    benchmark:
+        bench_path("lm_sample", "openwebtext")
+    resources:
+        mem_mb=8000,
+        runtime=120,
+    shell:
+        "prh lm-sample --repo {params.lm[repo]} --revision {params.lm[revision]} --split {params.lm[split]}"
+        " --text-column {params.lm[text_column]} --n-bytes {params.lm[n_bytes]}"
+        " --chunk-chars {params.lm[chunk_chars]} --shuffle-buffer {params.lm[shuffle_buffer]}"
+        " --seed {params.lm[seed]} --out {params.out} > {log} 2>&1"
+
+
+rule lm_score:
+    input:
+        texts=f"{LM_SAMPLE}/texts.jsonl",
+    output:
+        lm_score_json("{model}"),
+    params:
+        repo=lambda w: MODELS[w.model]["repo"],
+        revision=lambda w: MODELS[w.model]["revision"],
+        sample=LM_SAMPLE,
+        batch_size=LM_CFG.get("batch_size", 8),
+        device=config["device"],
+        # a model larger than one GPU is spread over the job's GPUs
+        device_map=lambda w: "--device-map auto" if hub_gpus(w.model) > 1 else "",
+    wildcard_constraints:
+        model=_hub_names_regex(n for n, m in MODELS.items() if m["source"] == "hub" and m["modality"] == "language"),
+    log:
+        log_path("lm_score", "{model}"),
+    benchmark:
+        bench_path("lm_score", "{model}")
+    resources:
+        gpu=lambda w: hub_gpus(w.model),
+        mem_mb=lambda w: hub_mem_mb(w.model),
+        # ~4M tokens: minutes for 1B parameters on one GPU, about an hour at 70B
+        runtime=lambda w: int(30 + MODELS[w.model]["n_params"] / 1e9),
+    shell:
+        "prh lm-score --model {params.repo} --revision {params.revision} --name {wildcards.model}"
+        " --sample {params.sample} --out {output} --batch-size {params.batch_size}"
+        " --device {params.device} {params.device_map} > {log} 2>&1"
+
+
+TARGETS.extend(lm_score_json(m) for m in _lm_models())
