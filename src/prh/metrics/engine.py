@@ -1,0 +1,254 @@
+"""The all-layer-pairs alignment engine and the model-set score table (PRH section 3, appendix A-B).
+
+For two models, every layer of one is compared with every layer of the other
+and the best score is kept with its layer pair. A model's neighbour lists and
+centred Grams depend on that model alone, so they are computed once per layer
+(``registry.layer_states``) and every layer pair pays only the cheap part: set
+intersections for the k-NN metrics, one inner product for CKA.
+
+For two *sets* of models, ``alignment_table`` reads each model's features once,
+computes its states once, and writes one JSON (DESIGN.md, "Alignment")::
+
+    prh align --metric mutual_knn --topk 10 --quantile 0.95 \\
+        --x-names gpt2 bloom --x-features f/gpt2.safetensors f/bloom.safetensors \\
+        --y-names vit_s --y-features f/vit_s.safetensors \\
+        --out results/alignment/wit_1024/mutual_knn/llm__lvm.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from prh.io import load_features, write_json
+from prh.metrics.calibration import best_pair, cell_seed, permutation_null
+from prh.metrics.registry import as_tensor, check_metric, layer_states, pair_scores, prepare_features
+
+__all__ = ["LayerPairScores", "layer_pair_scores", "alignment_table", "main"]
+
+DTYPES = {"float32": torch.float32, "float64": torch.float64}
+
+
+@dataclass
+class LayerPairScores:
+    """Result of ``layer_pair_scores``.
+
+    scores : La × Lb float64 array, scores[a, b] = metric(layer a of A, layer b of B)
+    best_score : max over the matrix, NaN ignored (NaN if all are NaN)
+    best_pair : (a, b) of the best score, or None
+    calibration : ``calibration.permutation_null`` dict when permutations were asked for
+    """
+
+    scores: np.ndarray
+    best_score: float
+    best_pair: tuple[int, int] | None
+    calibration: dict | None = None
+
+
+def resolve_device(device: str) -> str:
+    """``auto`` -> ``cuda`` when available, else ``cpu``."""
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return device
+
+
+def layer_pair_scores(
+    metric: str,
+    feats_a,
+    feats_b,
+    topk: int = 10,
+    normalize: bool = True,
+    *,
+    cca_dim: int = 10,
+    device: str = "cpu",
+    dtype=torch.float32,
+    block_rows: int | None = None,
+    null_permutations: int = 0,
+    seed: int = 0,
+) -> LayerPairScores:
+    """Score every layer of A against every layer of B and keep the best pair.
+
+    Parameters
+    ----------
+    metric : one of SUPPORTED_METRICS
+    feats_a, feats_b : tensor or array N × La × D and N × Lb × D' (same items, same order)
+    topk : int
+        k of the k-NN metrics and cknna.
+    normalize : bool
+        L2-normalise every item's vector within each layer first (clamp outliers
+        beforehand with ``prepare_features``).
+    cca_dim : int
+        Singular directions kept by svcca.
+    device, dtype : where and in what precision the states are computed
+        (float32 accumulation by default; float64 for reference runs).
+    block_rows : rows of the similarity matrix held at once in the k-NN search.
+    null_permutations, seed : when > 0, add a permutation test of the best score
+        (``calibration.permutation_null``).
+
+    Returns
+    -------
+    LayerPairScores
+    """
+    check_metric(metric)
+    device = resolve_device(device)
+    a = as_tensor(feats_a, ndim=3, name="feats_a", dtype=dtype)
+    b = as_tensor(feats_b, ndim=3, name="feats_b", dtype=dtype)
+    if a.shape[0] != b.shape[0]:
+        raise ValueError(f"feats_a and feats_b must have the same items N, got {a.shape[0]} and {b.shape[0]}")
+    kw = dict(topk=topk, cca_dim=cca_dim, normalize=normalize, device=device, dtype=dtype, block_rows=block_rows)
+    state_a, state_b = layer_states(metric, a, **kw), layer_states(metric, b, **kw)
+    scores = pair_scores(metric, state_a, state_b).cpu().numpy()
+    best, pair = best_pair(scores)
+    calib = None
+    if null_permutations > 0:
+        calib = permutation_null(metric, state_a, state_b, permutations=null_permutations, seed=seed, observed=scores)
+    return LayerPairScores(scores=scores, best_score=best, best_pair=pair, calibration=calib)
+
+
+def _n_layers(state) -> int:
+    return int((state["idx"] if isinstance(state, dict) else state).shape[0])
+
+
+def alignment_table(
+    metric: str,
+    *,
+    x_names: list[str],
+    x_features: list[str],
+    y_names: list[str] | None = None,
+    y_features: list[str] | None = None,
+    out: str | None = None,
+    topk: int = 10,
+    quantile: float = 0.95,
+    cca_dim: int = 10,
+    device: str = "cpu",
+    dtype: str = "float32",
+    block_rows: int | None = None,
+    null_permutations: int = 0,
+    seed: int = 0,
+    layer_scores: bool = False,
+    threads: int | None = None,
+) -> dict:
+    """Best-layer-pair alignment of every x model with every y model, written as one JSON.
+
+    Each model's features are read once, clamped (``prepare_features(q=quantile)``),
+    L2-normalised per layer, and turned into per-layer states once. The y
+    states are kept for the whole run (memory: the Σ over y models of L × N × k
+    indices for k-NN metrics, L × N² floats for cka/unbiased_cka); x models are
+    streamed. When y is omitted or lists the same files as x, the set is scored
+    against itself and each model is computed once.
+
+    Parameters
+    ----------
+    metric : one of SUPPORTED_METRICS
+    x_names, x_features : model names and their ``.safetensors`` feature files (rows)
+    y_names, y_features : the same for the columns; default: the x set
+    out : JSON path to write (``results/alignment/<dataset>/<metric>/<xset>__<yset>.json``)
+    topk, quantile, cca_dim : metric settings (k, outlier-clamp quantile, SVCCA dims)
+    device : ``cpu``, ``cuda`` or ``auto``; dtype : ``float32`` or ``float64``
+    null_permutations, seed : P > 0 adds a permutation test of every cell's best score
+    layer_scores : also store every model pair's La × Lb matrix
+    threads : torch intra-op threads (left as is when None)
+
+    Returns
+    -------
+    dict, the JSON written:
+    ``settings``, ``x_names``, ``y_names``, ``x_layers``, ``y_layers``, ``scores``
+    (len(x) × len(y)), ``best_pairs`` ([la, lb] per cell), optionally
+    ``layer_scores`` ({"x__y": La × Lb}) and ``calibration`` (per-cell matrices
+    ``p_value``, ``corrected``, ``null_max_mean``, ``null_max_std``, ``null_pair_mean``).
+    """
+    check_metric(metric)
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {list(DTYPES)}, got {dtype!r}")
+    if y_names is None and y_features is None:
+        y_names, y_features = x_names, x_features
+    for side, names, files in (("x", x_names, x_features), ("y", y_names, y_features)):
+        if names is None or files is None or len(names) != len(files) or not names:
+            raise ValueError(f"--{side}-names and --{side}-features must be non-empty lists of equal length")
+    if threads is not None:
+        torch.set_num_threads(threads)
+    device = resolve_device(device)
+    kw = dict(topk=topk, cca_dim=cca_dim, normalize=True, device=device, dtype=DTYPES[dtype], block_rows=block_rows)
+    n_items: dict[str, int] = {}
+
+    def state_of(name: str, path: str):
+        feats = load_features(path)
+        n_items[name] = feats.shape[0]
+        if len(set(n_items.values())) > 1:
+            raise ValueError(f"all feature files must have the same items; item counts per model: {n_items}")
+        return layer_states(metric, prepare_features(feats, q=quantile), **kw)
+
+    y_states = {}
+    for name, path in tqdm(list(zip(y_names, y_features)), desc="y models"):
+        y_states[os.path.realpath(path)] = state_of(name, path)
+    scores = np.full((len(x_names), len(y_names)), np.nan)
+    pairs: list[list] = [[None] * len(y_names) for _ in x_names]
+    calib = {key: np.full_like(scores, np.nan) for key in ("p_value", "corrected", "null_max_mean", "null_max_std", "null_pair_mean")}
+    per_pair, x_layers = {}, []
+    for i, (xname, xpath) in enumerate(tqdm(list(zip(x_names, x_features)), desc="x models")):
+        sx = y_states.get(os.path.realpath(xpath))
+        if sx is None:
+            sx = state_of(xname, xpath)
+        x_layers.append(_n_layers(sx))
+        for j, (yname, ypath) in enumerate(zip(y_names, y_features)):
+            sy = y_states[os.path.realpath(ypath)]
+            s = pair_scores(metric, sx, sy).cpu().numpy()
+            scores[i, j], pairs[i][j] = best_pair(s)
+            if layer_scores:
+                per_pair[f"{xname}__{yname}"] = s
+            if null_permutations > 0:
+                null = permutation_null(metric, sx, sy, permutations=null_permutations, seed=cell_seed(seed, i, j), observed=s)
+                for key in calib:
+                    calib[key][i, j] = null[key]
+    result = {
+        "settings": {
+            "metric": metric, "topk": topk, "quantile": quantile, "n": next(iter(n_items.values())),
+            "cca_dim": cca_dim, "normalize": True, "dtype": dtype,
+        },
+        "x_names": list(x_names),
+        "y_names": list(y_names),
+        "x_layers": x_layers,
+        "y_layers": [_n_layers(y_states[os.path.realpath(path)]) for path in y_features],
+        "scores": scores,
+        "best_pairs": [[list(p) if p is not None else None for p in row] for row in pairs],
+    }
+    if layer_scores:
+        result["layer_scores"] = per_pair
+    if null_permutations > 0:
+        result["calibration"] = {"permutations": null_permutations, "seed": seed, **calib}
+    if out is not None:
+        write_json(out, result)
+    return result
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(prog="prh align", description=alignment_table.__doc__.split("\n")[0])
+    p.add_argument("--metric", required=True, help="one of the eight SUPPORTED_METRICS")
+    p.add_argument("--topk", type=int, default=10, help="k of the k-NN metrics and cknna")
+    p.add_argument("--quantile", type=float, default=0.95, help="clamp |x| at this quantile first; 1 = no clamp")
+    p.add_argument("--cca-dim", type=int, default=10, help="SVCCA singular directions")
+    p.add_argument("--x-names", nargs="+", required=True, help="row model names")
+    p.add_argument("--x-features", nargs="+", required=True, help="row feature files, same order")
+    p.add_argument("--y-names", nargs="+", help="column model names (default: the x set)")
+    p.add_argument("--y-features", nargs="+", help="column feature files (default: the x set)")
+    p.add_argument("--out", required=True, help="output JSON path")
+    p.add_argument("--device", default="cpu", help="cpu | cuda | auto")
+    p.add_argument("--dtype", default="float32", choices=sorted(DTYPES))
+    p.add_argument("--block-rows", type=int, default=None, help="rows per k-NN similarity block")
+    p.add_argument("--null-permutations", type=int, default=0, help="P > 0: permutation p-values of each best score")
+    p.add_argument("--seed", type=int, default=0, help="seeds the permutations")
+    p.add_argument("--layer-scores", action="store_true", help="also store every La x Lb matrix")
+    p.add_argument("--threads", type=int, default=None, help="torch threads (default: leave as is)")
+    args = p.parse_args(argv)
+    alignment_table(
+        args.metric, x_names=args.x_names, x_features=args.x_features, y_names=args.y_names,
+        y_features=args.y_features, out=args.out, topk=args.topk, quantile=args.quantile,
+        cca_dim=args.cca_dim, device=args.device, dtype=args.dtype, block_rows=args.block_rows,
+        null_permutations=args.null_permutations, seed=args.seed, layer_scores=args.layer_scores,
+        threads=args.threads,
+    )

@@ -1,0 +1,180 @@
+"""The all-layer-pairs engine against a direct per-pair computation, and the model-set table + CLI."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sklearn.cross_decomposition import CCA
+
+from prh.cli import main as prh_main
+from prh.io import save_features
+from prh.metrics import SUPPORTED_METRICS, layer_pair_scores, measure, prepare_features
+
+# ---- direct implementations, written plainly after the reference code (PRH appendix A-B) ----
+
+
+def knn_lists(f, k):
+    return (f @ f.T).fill_diagonal_(float("-inf")).argsort(dim=1, descending=True)[:, :k]
+
+
+def lcs_length(x, y):
+    dp = [[0] * (len(y) + 1) for _ in range(len(x) + 1)]
+    for i in range(1, len(x) + 1):
+        for j in range(1, len(y) + 1):
+            dp[i][j] = dp[i - 1][j - 1] + 1 if x[i - 1] == y[j - 1] else max(dp[i - 1][j], dp[i][j - 1])
+    return dp[-1][-1]
+
+
+def levenshtein(x, y):
+    dp = [[i + j if i * j == 0 else 0 for j in range(len(y) + 1)] for i in range(len(x) + 1)]
+    for i in range(1, len(x) + 1):
+        for j in range(1, len(y) + 1):
+            dp[i][j] = min(dp[i - 1][j] + 1, dp[i][j - 1] + 1, dp[i - 1][j - 1] + (x[i - 1] != y[j - 1]))
+    return dp[-1][-1]
+
+
+def hsic_biased(K, L):
+    H = torch.eye(K.shape[0], dtype=K.dtype) - 1 / K.shape[0]
+    return torch.trace(K @ H @ L @ H)
+
+
+def hsic_unbiased(K, L):
+    m = K.shape[0]
+    Kt, Lt = K.clone().fill_diagonal_(0), L.clone().fill_diagonal_(0)
+    value = (Kt * Lt.T).sum() + Kt.sum() * Lt.sum() / ((m - 1) * (m - 2)) - 2 * (Kt @ Lt).sum() / (m - 2)
+    return value / (m * (m - 3))
+
+
+def direct(metric, a, b, k, cca_dim=4):
+    """One metric on one layer pair, recomputing everything, as the reference code does."""
+    n = a.shape[0]
+    if metric in ("mutual_knn", "cycle_knn", "lcs_knn", "edit_distance_knn"):
+        A, B = knn_lists(a, k), knn_lists(b, k)
+        if metric == "mutual_knn":
+            mask_a = torch.zeros(n, n).scatter_(1, A, 1)
+            mask_b = torch.zeros(n, n).scatter_(1, B, 1)
+            return ((mask_a * mask_b).sum(1) / k).mean().item()
+        if metric == "cycle_knn":
+            return (A[B] == torch.arange(n).view(-1, 1, 1)).reshape(n, -1).any(1).double().mean().item()
+        pairs = zip(A.tolist(), B.tolist())
+        if metric == "lcs_knn":
+            return np.mean([lcs_length(x, y) for x, y in pairs]) / k
+        return 1 - np.mean([levenshtein(x, y) for x, y in pairs]) / k
+    K, L = a @ a.T, b @ b.T
+    if metric in ("cka", "unbiased_cka"):
+        h = hsic_unbiased if metric == "unbiased_cka" else hsic_biased
+        return (h(K, L) / torch.sqrt(h(K, K) * h(L, L))).item()
+    if metric == "cknna":
+        def align(K, L):
+            top_k = K.clone().fill_diagonal_(float("-inf")).topk(k, dim=1).indices
+            top_l = L.clone().fill_diagonal_(float("-inf")).topk(k, dim=1).indices
+            mask = torch.zeros_like(K).scatter_(1, top_k, 1) * torch.zeros_like(L).scatter_(1, top_l, 1)
+            return hsic_unbiased(mask * K, mask * L)
+        return (align(K, L) / torch.sqrt(align(K, K) * align(L, L))).item()
+    # svcca: standardise, top singular vectors, then sklearn's CCA and the mean correlation
+    def top_u(x):
+        z = (x - x.mean(0)) / (x.std(0) + 1e-8)
+        return torch.linalg.svd(z, full_matrices=False)[0][:, :cca_dim].numpy()
+    ua, ub = top_u(a), top_u(b)
+    xa, xb = CCA(n_components=cca_dim, max_iter=5000, tol=1e-12).fit(ua, ub).transform(ua, ub)
+    return np.mean([np.corrcoef(xa[:, i], xb[:, i])[0, 1] for i in range(cca_dim)])
+
+
+def model_feats(n, layers, d, seed):
+    g = torch.Generator().manual_seed(seed)
+    shared = torch.randn(n, 6, generator=g, dtype=torch.float64)
+    return torch.stack([shared @ torch.randn(6, d, generator=g, dtype=torch.float64) + torch.randn(n, d, generator=g, dtype=torch.float64) * (l + 1) for l in range(layers)], dim=1)
+
+
+@pytest.mark.parametrize("metric", SUPPORTED_METRICS)
+def test_layer_pair_scores_equal_the_direct_per_pair_computation(metric):
+    fa, fb = prepare_features(model_feats(40, 3, 10, 0)), prepare_features(model_feats(40, 2, 7, 1))
+    res = layer_pair_scores(metric, fa, fb, topk=5, cca_dim=4, dtype=torch.float64)
+    want = np.array([[direct(metric, F.normalize(fa[:, i], dim=1), F.normalize(fb[:, j], dim=1), 5) for j in range(2)] for i in range(3)])
+    assert res.scores.shape == (3, 2)
+    np.testing.assert_allclose(res.scores, want, atol=1e-6)
+    assert res.best_score == pytest.approx(want.max(), abs=1e-6)
+    assert res.best_pair == np.unravel_index(want.argmax(), want.shape)
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    n=st.integers(12, 40), la=st.integers(1, 3), lb=st.integers(1, 3),
+    d=st.integers(2, 8), k=st.integers(2, 6), seed=st.integers(0, 10_000),
+    metric=st.sampled_from(SUPPORTED_METRICS),
+)
+def test_engine_matches_measure_for_any_shapes_and_k(n, la, lb, d, k, seed, metric):
+    g = torch.Generator().manual_seed(seed)
+    fa, fb = torch.randn(n, la, d, generator=g, dtype=torch.float64), torch.randn(n, lb, d + 1, generator=g, dtype=torch.float64)
+    res = layer_pair_scores(metric, fa, fb, topk=k, cca_dim=2, dtype=torch.float64)
+    assert res.scores.shape == (la, lb)
+    i, j = la - 1, lb - 1
+    want = measure(metric, F.normalize(fa[:, i], dim=1), F.normalize(fb[:, j], dim=1), topk=k, cca_dim=2, dtype=torch.float64)
+    assert res.scores[i, j] == pytest.approx(want, abs=1e-9, nan_ok=True)
+    if metric in ("mutual_knn", "lcs_knn", "edit_distance_knn", "cycle_knn", "svcca"):
+        assert np.all((res.scores >= -1e-12) & (res.scores <= 1 + 1e-12))
+    # cknna is not: its 1ᵀMP1 term differs from 1ᵀPM1 because k-NN masks are not symmetric
+    if metric in ("mutual_knn", "lcs_knn", "edit_distance_knn", "cka", "unbiased_cka", "svcca"):
+        swapped = layer_pair_scores(metric, fb, fa, topk=k, cca_dim=2, dtype=torch.float64).scores
+        np.testing.assert_allclose(swapped, res.scores.T, atol=1e-9)  # symmetric metrics
+
+
+def write_models(tmp_path, n=30):
+    paths = {}
+    for seed, (name, layers, d) in enumerate([("m_small", 2, 6), ("m_deep", 4, 9), ("m_wide", 3, 16)]):
+        paths[name] = tmp_path / f"{name}.safetensors"
+        save_features(paths[name], model_feats(n, layers, d, seed).float(), {"model": name})
+    return paths
+
+
+def test_cli_writes_the_alignment_table_of_two_model_sets(tmp_path):
+    paths = write_models(tmp_path)
+    out = tmp_path / "alignment" / "x__y.json"
+    prh_main([
+        "align", "--metric", "mutual_knn", "--topk", "4", "--quantile", "0.9",
+        "--x-names", "m_small", "m_deep", "--x-features", str(paths["m_small"]), str(paths["m_deep"]),
+        "--y-names", "m_wide", "--y-features", str(paths["m_wide"]), "--out", str(out), "--layer-scores",
+    ])
+    table = json.loads(out.read_text())
+    assert table["settings"] == {"metric": "mutual_knn", "topk": 4, "quantile": 0.9, "n": 30, "cca_dim": 10, "normalize": True, "dtype": "float32"}
+    assert table["x_names"] == ["m_small", "m_deep"] and table["y_names"] == ["m_wide"]
+    assert table["x_layers"] == [2, 4] and table["y_layers"] == [3]
+    assert np.array(table["scores"]).shape == (2, 1)
+    from prh.io import load_features
+
+    for i, name in enumerate(["m_small", "m_deep"]):
+        res = layer_pair_scores("mutual_knn", prepare_features(load_features(paths[name]), q=0.9), prepare_features(load_features(paths["m_wide"]), q=0.9), topk=4)
+        assert table["scores"][i][0] == pytest.approx(res.best_score, abs=1e-12)
+        assert tuple(table["best_pairs"][i][0]) == res.best_pair
+        np.testing.assert_allclose(table["layer_scores"][f"{name}__m_wide"], res.scores, atol=1e-12)
+    assert "calibration" not in table
+
+
+def test_a_set_against_itself_is_computed_once_and_has_a_unit_diagonal(tmp_path):
+    paths = write_models(tmp_path)
+    out = tmp_path / "x__x.json"
+    prh_main([
+        "align", "--metric", "cknna", "--topk", "5", "--x-names", *paths, "--x-features", *map(str, paths.values()),
+        "--out", str(out), "--null-permutations", "9", "--seed", "3",
+    ])
+    table = json.loads(out.read_text())
+    scores = np.array(table["scores"])
+    assert table["y_names"] == list(paths) and scores.shape == (3, 3)
+    np.testing.assert_allclose(np.diag(scores), 1.0, atol=1e-6)
+    assert np.all(scores[~np.eye(3, dtype=bool)] < 1 - 1e-3)
+    calib = table["calibration"]
+    assert calib["permutations"] == 9 and calib["seed"] == 3
+    p = np.array(calib["p_value"])
+    assert p.shape == (3, 3) and np.all((p >= 0.1) & (p <= 1))  # resolution 1/(P+1)
+    np.testing.assert_allclose(np.diag(p), 0.1)  # a model is more aligned with itself than any shuffle
+
+
+def test_table_rejects_feature_files_with_different_items(tmp_path):
+    paths = write_models(tmp_path)
+    save_features(tmp_path / "short.safetensors", torch.randn(20, 2, 4), {"model": "short"})
+    with pytest.raises(ValueError, match="same items"):
+        prh_main(["align", "--metric", "mutual_knn", "--x-names", "a", "b", "--x-features", str(paths["m_small"]), str(tmp_path / "short.safetensors"), "--out", str(tmp_path / "o.json")])
