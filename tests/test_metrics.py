@@ -124,6 +124,19 @@ def test_prepare_features_clamps_at_the_quantile_of_the_whole_tensor():
     assert torch.equal(clamped[x.abs() <= c], x[x.abs() <= c])
 
 
+def test_prepare_features_ignores_zero_padding_of_narrow_layers():
+    """CNN stages of different widths are zero-padded to the widest; the clamp must not see the padding."""
+    real = [gaussian(40, 8, 6), gaussian(40, 3, 7)]
+    padded = torch.zeros(40, 2, 8, dtype=real[0].dtype)
+    padded[:, 0, :8], padded[:, 1, :3] = real[0], real[1]
+    c = np.quantile(torch.cat([r.reshape(-1) for r in real]).abs().numpy(), 0.9)
+    clamped = prepare_features(padded, q=0.9, layer_dims=[8, 3])
+    assert clamped.abs().max().item() == pytest.approx(c, rel=1e-12)
+    assert prepare_features(padded, q=0.9).abs().max().item() < c  # what padding would have done
+    with pytest.raises(ValueError, match="layer_dims"):
+        prepare_features(padded, q=0.9, layer_dims=[8])
+
+
 @pytest.mark.parametrize(
     "call, message",
     [

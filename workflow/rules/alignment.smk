@@ -34,6 +34,11 @@ rule align:
         y_names=lambda w: model_set(w.yset),
         topk=ALIGN["topk"],
         quantile=ALIGN["quantile"],
+        cca_dim=ALIGN["cca_dim"],
+        permutations=ALIGN["null_permutations"],
+        dtype=ALIGN["dtype"],
+        seed=config["seed"],
+        device=config["device"],
     wildcard_constraints:
         xset="[^/_]+(_[^/_]+)*",
         yset="[^/_]+(_[^/_]+)*",
@@ -49,4 +54,5 @@ rule align:
         "prh align --metric {wildcards.metric} --topk {params.topk} --quantile {params.quantile}"
         " --x-names {params.x_names} --x-features {input.x}"
         " --y-names {params.y_names} --y-features {input.y}"
-        " --threads {threads} --out {output} > {log} 2>&1"
+        " --cca-dim {params.cca_dim} --null-permutations {params.permutations} --seed {params.seed}"
+        " --dtype {params.dtype} --device {params.device} --threads {threads} --out {output} > {log} 2>&1"

@@ -177,11 +177,12 @@ def alignment_table(
     n_items: dict[str, int] = {}
 
     def state_of(name: str, path: str):
-        feats = load_features(path)
+        feats, meta = load_features(path, with_meta=True)
         n_items[name] = feats.shape[0]
         if len(set(n_items.values())) > 1:
             raise ValueError(f"all feature files must have the same items; item counts per model: {n_items}")
-        return layer_states(metric, prepare_features(feats, q=quantile), **kw)
+        clamped = prepare_features(feats, q=quantile, layer_dims=meta.get("layer_dims"))
+        return layer_states(metric, clamped, **kw)
 
     y_states = {}
     for name, path in tqdm(list(zip(y_names, y_features)), desc="y models"):

@@ -70,7 +70,7 @@ def as_tensor(feats, *, ndim: int, name: str, dtype=torch.float32, device="cpu")
     return t.to(device=device, dtype=dtype)
 
 
-def prepare_features(feats, q: float = 0.95):
+def prepare_features(feats, q: float = 0.95, *, layer_dims=None):
     """Clamp every element to ±c, c = the q-quantile of |x| over the whole N × L × D tensor.
 
     Parameters
@@ -79,6 +79,10 @@ def prepare_features(feats, q: float = 0.95):
     q : float in (0, 1]
         ``q=1`` returns ``feats`` unchanged. The quantile interpolates linearly
         between order statistics, as ``numpy.quantile``.
+    layer_dims : list of L ints, optional
+        The real width of each layer when narrower layers were zero-padded to D
+        (CNN stages; the features' meta records it). The quantile is then taken
+        over the real entries only, so padding does not lower the clamp.
 
     Returns
     -------
@@ -91,7 +95,12 @@ def prepare_features(feats, q: float = 0.95):
         raise ValueError(f"feats must be N x L x D (3-D), got shape {tuple(t.shape)}")
     if q == 1:
         return t
-    flat = t.abs().reshape(-1)
+    if layer_dims is not None:
+        if len(layer_dims) != t.shape[1] or max(layer_dims) > t.shape[2]:
+            raise ValueError(f"layer_dims {list(layer_dims)} does not fit features of shape {tuple(t.shape)}")
+        flat = torch.cat([t[:, i, :d].abs().reshape(-1) for i, d in enumerate(layer_dims)])
+    else:
+        flat = t.abs().reshape(-1)
     pos = q * (flat.numel() - 1)
     lo = int(np.floor(pos))
     # kthvalue is a selection, O(n): torch.quantile refuses tensors over 2^24 elements.

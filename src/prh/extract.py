@@ -1,0 +1,158 @@
+"""``prh extract-vision`` / ``prh extract-language``: a model over a dataset dir -> features file.
+
+One job per (model, dataset), as the Snakemake rules in workflow/rules/features.smk
+run it. Reads the dataset contract (``images.npy``, ``captions.jsonl``), loads the
+model with ``prh.models.hub`` (zoo directory or hub name), extracts with
+``prh.features`` and writes ``<out>.safetensors`` + ``<out>.json`` via
+``prh.io.save_features``. Finished batches are kept in ``<out>.partial/`` so a killed
+job resumes where it stopped; the directory is removed after the final write.
+
+    prh extract-vision --model results/models/vit_s --data results/data/shapes_eval \\
+        --out results/features/shapes_eval/vit_s.safetensors --name vit_s
+    prh extract-language --model bigscience/bloomz-560m --revision <sha> --data results/data/wit_1024 \\
+        --out results/features/wit_1024/bloomz-560m.safetensors
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+
+from prh import features as fx
+from prh.io import read_jsonl, save_features
+from prh.models import hub
+
+
+def _partial_dir(out) -> Path:
+    return Path(str(out) + ".partial")
+
+
+def _read_images(data) -> np.ndarray:
+    path = Path(data) / "images.npy"
+    if not path.exists():
+        raise ValueError(f"data={str(data)!r} has no images.npy; build the dataset first (snakemake {path})")
+    return np.load(path, mmap_mode="r", allow_pickle=False)
+
+
+def _read_texts(data, text_field: str, text_index: int | None) -> list[str]:
+    path = Path(data) / "captions.jsonl"
+    if not path.exists():
+        raise ValueError(f"data={str(data)!r} has no captions.jsonl; build the dataset first (snakemake {path})")
+    texts = []
+    for rec in read_jsonl(path):
+        if text_field not in rec:
+            raise ValueError(f"text_field={text_field!r} is not a key of {path}; keys: {sorted(rec)}")
+        value = rec[text_field]
+        if isinstance(value, list):
+            if text_index is None:
+                raise ValueError(f"{path}: field {text_field!r} is a list; pass text_index (e.g. --text-index -1)")
+            value = value[text_index]
+        texts.append(value)
+    return texts
+
+
+def _layer_dims(net, image, pre, dtype) -> list[int]:
+    """Width of each block / stage before zero-padding (CNN stages differ), from one image."""
+    import torch
+
+    kw = {k: pre[k] for k in ("input_size", "mean", "std", "interpolation", "crop_pct")}
+    x = fx.preprocess_images(image, **kw).to(next(net.parameters()).device, dtype)
+    with torch.inference_mode():
+        return [int(t.shape[-1]) for t in fx._pool_blocks(net, x, pre["pooling"])]
+
+
+def extract_vision_dataset(*, model, data, out, name=None, revision=None, batch_size=64, device="auto",
+                           dtype="auto", progress=True) -> None:
+    """Features of ``model`` (zoo dir or timm name) on ``data/images.npy``, saved to ``out``."""
+    dev = fx.resolve_device(device)
+    dt = fx.resolve_dtype(dtype, dev)
+    images = _read_images(data)
+    net, pre = hub.load_vision_model(model, revision=revision)
+    kw = {k: pre[k] for k in ("pooling", "mean", "std", "input_size", "interpolation", "crop_pct")}
+    feats = fx.extract_vision_features(net, images, batch_size=batch_size, device=dev, dtype=dt,
+                                       checkpoint_dir=_partial_dir(out), progress=progress, **kw)
+    layer_dims = _layer_dims(net, images[:1], pre, dt)
+    meta = {
+        "model": name or Path(str(model)).name, "source": str(model), "revision": revision,
+        "dataset": Path(data).name, "modality": "vision", "dtype": str(dt).removeprefix("torch."),
+        "n_params": hub.count_params(net), "n_layers": int(feats.shape[1]), "layer_dims": layer_dims, **kw,
+    }
+    save_features(out, feats, meta)
+    fx.remove_checkpoint(_partial_dir(out))
+    del net
+    hub.free_model_memory()
+
+
+def extract_language_dataset(*, model, data, out, name=None, revision=None, pooling="mean", prompt_template=None,
+                             text_field="text", text_index=None, batch_size=32, device="auto", dtype="auto",
+                             device_map=None, load_in_4bit=False, bpb=True, max_batch_tokens=None,
+                             progress=True) -> None:
+    """Features (and bits-per-byte for causal LMs) of ``model`` on ``data/captions.jsonl``, saved to ``out``."""
+    if prompt_template == "prh":
+        prompt_template = fx.PRH_PROMPT
+    dev = fx.resolve_device(device)
+    dt = fx.resolve_dtype(dtype, dev)
+    texts = _read_texts(data, text_field, text_index)
+    net, tok = hub.load_language_model(model, revision=revision, dtype=dt, device_map=device_map,
+                                       load_in_4bit=load_in_4bit)
+    common = dict(batch_size=batch_size, device=dev, dtype=dt, max_batch_tokens=max_batch_tokens,
+                  checkpoint_dir=_partial_dir(out), progress=progress)
+    feats = fx.extract_language_features(net, tok, texts, pooling=pooling, prompt_template=prompt_template, **common)
+    meta = {
+        "model": name or Path(str(model)).name, "source": str(model), "revision": revision,
+        "dataset": Path(data).name, "modality": "language", "pooling": pooling,
+        "prompt_template": prompt_template, "text_field": text_field, "text_index": text_index,
+        "dtype": str(dt).removeprefix("torch."), "n_params": hub.count_params(net), "n_layers": int(feats.shape[1]),
+        "causal_lm": hub.is_causal_lm(net.config), "load_in_4bit": load_in_4bit,
+    }
+    if bpb and meta["causal_lm"]:
+        per_item = fx.bits_per_byte(net, tok, texts, **common)
+        meta.update(bpb=float(per_item.mean()), bpb_per_item=per_item.tolist())
+    save_features(out, feats, meta)
+    fx.remove_checkpoint(_partial_dir(out))
+    del net
+    hub.free_model_memory()
+
+
+def _common_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", required=True, help="zoo checkpoint dir or hub name")
+    parser.add_argument("--revision", default=None, help="hub revision (commit hash); ignored for a dir")
+    parser.add_argument("--data", required=True, help="dataset dir, e.g. results/data/shapes_eval")
+    parser.add_argument("--out", required=True, help="results/features/<dataset>/<model>.safetensors")
+    parser.add_argument("--name", default=None, help="model name recorded in the meta (default: dir name)")
+    parser.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"])
+    parser.add_argument("--dtype", default="auto", choices=["auto", *fx.DTYPES])
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def vision_main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="prh extract-vision", description="per-block pooled vision features")
+    _common_args(parser)
+    parser.add_argument("--batch-size", type=int, default=64)
+    a = parser.parse_args(argv)
+    extract_vision_dataset(model=a.model, data=a.data, out=a.out, name=a.name, revision=a.revision,
+                           batch_size=a.batch_size, device=a.device, dtype=a.dtype, progress=not a.no_progress)
+
+
+def language_main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="prh extract-language", description="per-layer pooled language features")
+    _common_args(parser)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--pooling", default="mean", choices=["mean", "last"])
+    parser.add_argument("--prompt-template", default=None,
+                        help="'prh' (appendix C.2 prompt) or a format string containing {caption}")
+    parser.add_argument("--text-field", default="text", help="captions.jsonl key holding the text")
+    parser.add_argument("--text-index", type=int, default=None, help="index into the field when it is a list")
+    parser.add_argument("--device-map", default=None, help="'auto' to spread a large model over devices")
+    parser.add_argument("--load-in-4bit", action="store_true", help="4-bit weights (bitsandbytes)")
+    parser.add_argument("--no-bpb", action="store_true", help="skip bits-per-byte for causal LMs")
+    parser.add_argument("--max-batch-tokens", type=int, default=None,
+                        help="cap items x longest tokens per batch (bounds memory); default: no cap")
+    a = parser.parse_args(argv)
+    extract_language_dataset(model=a.model, data=a.data, out=a.out, name=a.name, revision=a.revision,
+                             pooling=a.pooling, prompt_template=a.prompt_template, text_field=a.text_field,
+                             text_index=a.text_index, batch_size=a.batch_size, device=a.device, dtype=a.dtype,
+                             device_map=a.device_map, load_in_4bit=a.load_in_4bit, bpb=not a.no_bpb,
+                             max_batch_tokens=a.max_batch_tokens, progress=not a.no_progress)

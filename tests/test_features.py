@@ -1,0 +1,230 @@
+"""prh.features on tiny random checkpoints: pooled features equal a hand computation,
+padding and batching change nothing, bits-per-byte equals a direct cross-entropy,
+an interrupted extraction resumes to identical features, and the CLI writes the contract."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from tiny_models import CORPUS, save_language_model, save_vision_zoo
+
+from prh import features as fx
+from prh.io import load_features, write_jsonl, write_npy
+from prh.models.hub import load_language_model, load_vision_model
+
+TEXTS = [CORPUS[0], "a", CORPUS[1], CORPUS[3], "two spheres", CORPUS[2] + " and " + CORPUS[0], "café"]
+KINDS = ["gpt2", "llama", "bloom"]
+
+
+@pytest.fixture(scope="module")
+def lm_dirs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("lms")
+    return {k: save_language_model(k, root / k) for k in KINDS}
+
+
+@pytest.fixture(scope="module")
+def images():
+    return np.random.default_rng(0).integers(0, 256, size=(5, 32, 32, 3), dtype=np.uint8)
+
+
+def _normalised(images, pre):
+    x = torch.from_numpy(images).permute(0, 3, 1, 2).float() / 255
+    return (x - torch.tensor(pre["mean"]).view(1, 3, 1, 1)) / torch.tensor(pre["std"]).view(1, 3, 1, 1)
+
+
+# ---------------------------------------------------------------- vision
+
+
+def test_vit_cls_tokens_equal_blocks_run_by_hand(tmp_path, images):
+    model, pre = load_vision_model(save_vision_zoo("vit", tmp_path / "vit"))
+    feats = fx.extract_vision_features(model, images, batch_size=2, progress=False, **pre)
+    with torch.no_grad():
+        x = model.norm_pre(model._pos_embed(model.patch_embed(_normalised(images, pre))))
+        expected = []
+        for blk in model.blocks:
+            x = blk(x)
+            expected.append(x[:, 0])
+    assert feats.shape == (5, 2, 16) and feats.dtype == torch.float32
+    torch.testing.assert_close(feats, torch.stack(expected, 1), atol=1e-5, rtol=1e-5)
+
+
+def test_resnet_stage_means_equal_stages_run_by_hand(tmp_path, images):
+    model, pre = load_vision_model(save_vision_zoo("resnet", tmp_path / "resnet"))
+    feats = fx.extract_vision_features(model, images, batch_size=3, progress=False, **pre)
+    with torch.no_grad():
+        x = model.act1(model.bn1(model.conv1(_normalised(images, pre))))
+        stages = [x]
+        x = model.maxpool(x)
+        for layer in (model.layer1, model.layer2, model.layer3, model.layer4):
+            x = layer(x)
+            stages.append(x)
+    assert feats.shape == (5, 5, 512)
+    for i, s in enumerate(stages):
+        d = s.shape[1]
+        torch.testing.assert_close(feats[:, i, :d], s.mean((2, 3)), atol=1e-5, rtol=1e-5)
+        assert torch.all(feats[:, i, d:] == 0)  # narrower stages are zero-padded
+
+
+def test_preprocess_resizes_crops_and_normalises():
+    img = np.full((2, 50, 70, 3), 51, dtype=np.uint8)
+    x = fx.preprocess_images(img, input_size=[3, 32, 32], mean=[0.1, 0.2, 0.3], std=[0.5, 0.5, 0.25], crop_pct=0.875)
+    assert x.shape == (2, 3, 32, 32)
+    for c, (m, s) in enumerate([(0.1, 0.5), (0.2, 0.5), (0.3, 0.25)]):
+        torch.testing.assert_close(x[:, c], torch.full((2, 32, 32), (0.2 - m) / s), atol=1e-5, rtol=0)
+    with pytest.raises(ValueError, match="uint8"):
+        fx.preprocess_images(img.astype(np.float32), input_size=[3, 32, 32], mean=[0] * 3, std=[1] * 3)
+
+
+def test_vision_rejects_cls_pooling_on_a_cnn(tmp_path, images):
+    model, pre = load_vision_model(save_vision_zoo("resnet", tmp_path / "resnet"))
+    with pytest.raises(ValueError, match="pooling"):
+        fx.extract_vision_features(model, images, progress=False, **{**pre, "pooling": "cls"})
+
+
+# ---------------------------------------------------------------- language
+
+
+def _by_hand(model, tok, text, pooling):
+    """Hidden states of one unpadded text, pooled by hand."""
+    ids = tok(text, return_tensors="pt")
+    with torch.no_grad():
+        hs = model(**ids, output_hidden_states=True).hidden_states
+    return torch.stack([h[0].mean(0) if pooling == "mean" else h[0, -1] for h in hs])
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_language_features_equal_hidden_states_pooled_by_hand(lm_dirs, kind):
+    model, tok = load_language_model(lm_dirs[kind])
+    feats = fx.extract_language_features(model, tok, TEXTS, batch_size=3, progress=False)
+    assert feats.shape == (len(TEXTS), 3, 16)
+    for i, t in enumerate(TEXTS):
+        torch.testing.assert_close(feats[i], _by_hand(model, tok, t, "mean"), atol=1e-5, rtol=1e-5)
+
+    last = fx.extract_language_features(model, tok, TEXTS, batch_size=3, pooling="last",
+                                        prompt_template=fx.PRH_PROMPT, progress=False)
+    prompt = fx.PRH_PROMPT.replace("{caption}", TEXTS[2])
+    torch.testing.assert_close(last[2], _by_hand(model, tok, prompt, "last"), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_padding_side_and_batch_composition_change_nothing(lm_dirs, kind):
+    model, tok = load_language_model(lm_dirs[kind])
+    runs = []
+    for side in ("left", "right"):
+        tok.padding_side = side
+        for bs, grouped, budget in ((1, True, None), (3, True, None), (4, False, None), (len(TEXTS), True, None),
+                                    (len(TEXTS), True, 25)):
+            for pooling in ("mean", "last"):
+                runs.append((pooling, fx.extract_language_features(
+                    model, tok, TEXTS, batch_size=bs, pooling=pooling, group_by_length=grouped,
+                    max_batch_tokens=budget, progress=False)))
+    for pooling in ("mean", "last"):
+        ref = [f for p, f in runs if p == pooling]
+        assert len(ref) == 10
+        for f in ref[1:]:
+            assert (f - ref[0]).abs().max() <= 1e-5
+
+
+def test_length_batches_cover_every_item_once_within_budget():
+    lengths = np.random.default_rng(0).integers(1, 60, size=50)
+    for kw in ({}, {"max_tokens": 100}, {"group_by_length": False}):
+        batches = fx.length_batches(lengths, 8, **kw)
+        assert sorted(np.concatenate(batches).tolist()) == list(range(50))
+        assert all(1 <= len(b) <= 8 for b in batches)
+    grouped = fx.length_batches(lengths, 8, max_tokens=100)
+    assert all(len(b) * lengths[b].max() <= 100 or len(b) == 1 for b in grouped)
+    longest = [lengths[b].max() for b in grouped]
+    assert longest == sorted(longest, reverse=True)  # longest batch first: memory errors come at once
+    assert [b.tolist() for b in fx.length_batches(lengths, 8, group_by_length=False)][0] == list(range(8))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_bits_per_byte_equals_direct_cross_entropy(lm_dirs, kind):
+    model, tok = load_language_model(lm_dirs[kind])
+    tok.padding_side = "left"
+    bpb = fx.bits_per_byte(model, tok, TEXTS, batch_size=3, progress=False)
+    start = tok.bos_token_id if tok.bos_token_id is not None else tok.eos_token_id
+    for i, t in enumerate(TEXTS):
+        ids = torch.tensor([[start] + tok(t, add_special_tokens=False).input_ids])
+        with torch.no_grad():
+            logp = torch.log_softmax(model(ids).logits[0, :-1], -1)
+        nats = -logp.gather(1, ids[0, 1:, None]).sum()
+        assert bpb[i] == pytest.approx(float(nats) / math.log(2) / len(t.encode("utf-8")), rel=1e-5)
+    # a random model's bpb is near log2(vocab) per token: a sanity range, not a tautology
+    assert np.all((bpb > 0.5) & (bpb < math.log2(len(tok)) * 2))
+
+
+def test_resume_after_interruption_gives_identical_features(lm_dirs, tmp_path):
+    model, tok = load_language_model(lm_dirs["llama"])
+    full = fx.extract_language_features(model, tok, TEXTS, batch_size=2, progress=False)
+    calls = {"n": 0}
+
+    def stop_on_third(module, args):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise KeyboardInterrupt("simulated kill")
+
+    hook = model.get_input_embeddings().register_forward_pre_hook(stop_on_third)
+    ckpt = tmp_path / "out.safetensors.partial"
+    with pytest.raises(KeyboardInterrupt):
+        fx.extract_language_features(model, tok, TEXTS, batch_size=2, checkpoint_dir=ckpt, progress=False)
+    assert len(list(ckpt.glob("language_*.safetensors"))) == 2  # batches 0 and 1 finished
+    calls["n"] = -100  # no more interruptions; count the batches the resumed run computes
+    resumed = fx.extract_language_features(model, tok, TEXTS, batch_size=2, checkpoint_dir=ckpt, progress=False)
+    hook.remove()
+    assert calls["n"] == -100 + 2  # 4 batches in all, 2 recomputed
+    assert torch.equal(resumed, full)
+
+    # another batch size is another computation: the old batches are discarded, not mixed in
+    other = fx.extract_language_features(model, tok, TEXTS, batch_size=3, checkpoint_dir=ckpt, progress=False)
+    torch.testing.assert_close(other, full, atol=1e-5, rtol=1e-5)
+    assert len(list(ckpt.glob("language_*.safetensors"))) == 3
+
+
+def test_bad_arguments_raise_clear_errors(lm_dirs):
+    model, tok = load_language_model(lm_dirs["gpt2"])
+    with pytest.raises(ValueError, match="pooling"):
+        fx.extract_language_features(model, tok, TEXTS, pooling="max")
+    with pytest.raises(ValueError, match="non-empty"):
+        fx.bits_per_byte(model, tok, ["ok", ""])
+    with pytest.raises(ValueError, match="caption"):
+        fx.extract_language_features(model, tok, TEXTS, prompt_template="no slot")
+    with pytest.raises(ValueError, match="dtype"):
+        fx.resolve_dtype("float8")
+    assert fx.resolve_dtype("auto", "cpu") == torch.float32
+
+
+# ---------------------------------------------------------------- CLI
+
+
+def test_cli_writes_features_and_meta_per_contract(lm_dirs, tmp_path, images):
+    from prh.cli import main
+
+    data = tmp_path / "data" / "tiny"
+    write_npy(data / "images.npy", images)
+    write_jsonl(data / "captions.jsonl", [{"id": i, "text": TEXTS[i], "texts": ["x", TEXTS[i]]} for i in range(5)])
+    zoo = save_vision_zoo("vit", tmp_path / "models" / "vit_t")
+
+    out_v = tmp_path / "features" / "tiny" / "vit_t.safetensors"
+    main(["extract-vision", "--model", str(zoo), "--data", str(data), "--out", str(out_v), "--batch-size", "2",
+          "--no-progress"])
+    feats, meta = load_features(out_v, with_meta=True)
+    assert feats.shape == (5, 2, 16) and meta["model"] == "vit_t" and meta["pooling"] == "cls"
+    assert meta["layer_dims"] == [16, 16] and meta["n_params"] > 0 and meta["dtype"] == "float32"
+    assert not (tmp_path / "features" / "tiny" / "vit_t.safetensors.partial").exists()
+
+    out_l = tmp_path / "features" / "tiny" / "llama.safetensors"
+    main(["extract-language", "--model", str(lm_dirs["llama"]), "--data", str(data), "--out", str(out_l),
+          "--name", "llama", "--text-field", "texts", "--text-index", "-1", "--no-progress"])
+    feats, meta = load_features(out_l, with_meta=True)
+    model, tok = load_language_model(lm_dirs["llama"])
+    torch.testing.assert_close(feats, fx.extract_language_features(model, tok, TEXTS[:5], progress=False))
+    bpb = fx.bits_per_byte(model, tok, TEXTS[:5], progress=False)
+    assert meta["causal_lm"] and meta["bpb"] == pytest.approx(bpb.mean()) and len(meta["bpb_per_item"]) == 5
+    assert json.loads(out_l.with_suffix(".json").read_text())["shape"] == [5, 3, 16]
+    assert not out_l.with_name("llama.safetensors.partial").exists()
