@@ -79,6 +79,17 @@ def test_schema_defaults_are_filled(cfg):
     assert config.validate_schema(trimmed)["alignment"]["topk"] == 10
 
 
+def test_omitted_block_gets_every_default_of_its_own_schema_file(cfg):
+    """Blocks live in sibling schema files ($ref); their defaults must be filled all the same."""
+    trimmed = copy.deepcopy(cfg)
+    del trimmed["features"], trimmed["alignment"]
+    filled = config.validate_schema(trimmed)
+    assert filled["features"]["vision_batch_size"] == 64
+    assert filled["alignment"] == {
+        "metric": "mutual_knn", "topk": 10, "quantile": 0.95, "cca_dim": 10, "null_permutations": 0, "dtype": "float32"
+    }
+
+
 def test_every_schema_property_has_a_description(repo_root):
     """STYLE.md: every schema key has a description (and the reader learns what it does)."""
     import yaml

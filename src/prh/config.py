@@ -4,8 +4,8 @@ Two layers of checking, both before any job runs:
 
 1. ``validate_schema``: JSON-schema validation against
    ``workflow/schemas/params.schema.yaml`` (types, unknown keys, allowed values),
-   filling in schema defaults. The Snakefile does this with Snakemake's own
-   ``validate()``; this function does the same for code that runs without Snakemake.
+   filling in every default, also inside the blocks kept in sibling files
+   (``$ref``), which Snakemake's own ``validate()`` checks but does not fill.
 2. ``check_references``: what a schema cannot say. Every name that refers to
    another entry (a suite's datasets and model sets, a model set's members)
    must exist; the message names the key, the bad value and the allowed values.
@@ -50,9 +50,11 @@ def validate_schema(cfg: dict, schema_path: str | Path = SCHEMA) -> dict:
     schema_dir = schema_path.parent
 
     def retrieve(uri: str) -> Resource:
-        return Resource.from_contents(
-            yaml.safe_load((schema_dir / uri).read_text()), default_specification=DRAFT202012
-        )
+        contents = yaml.safe_load((schema_dir / uri).read_text())
+        # Without its $schema the referenced file is validated by our validator class,
+        # which fills defaults; with it, jsonschema would switch to the plain class.
+        contents.pop("$schema", None)
+        return Resource.from_contents(contents, default_specification=DRAFT202012)
 
     schema = yaml.safe_load(schema_path.read_text())
     validator_cls = jsonschema.validators.validator_for(schema)

@@ -1,7 +1,5 @@
 # Helpers shared by every rule file: names from params.yaml -> file paths.
-from prh.config import all_models, check_references
-
-check_references(config)  # unknown dataset / model-set names stop the run here, before any job
+from prh.config import all_models
 
 SUITE = config["suite"]
 SUITE_CFG = config["suites"][SUITE]
