@@ -1,0 +1,1 @@
+"""Experiments: one module per family (probes, competence, colour, density, transfer, ...)."""
