@@ -1,0 +1,333 @@
+"""The offline language zoo: a tokenizer and small GPT-2 / BERT models trained on shapes-world captions.
+
+PRH section 4 pictures language models as learners that converge on the statistics
+of the world behind their text; issue 4 asks for a zoo that varies size and training
+budget. Every model is a plain Hugging Face ``save_pretrained`` directory (weights,
+config, fast tokenizer) loadable with ``AutoModel`` / ``AutoTokenizer``, so the
+feature extractor treats zoo and hub checkpoints alike.
+
+- Tokenizer: byte-level BPE (``tokenizers``) trained on the training captions of every
+  density. Byte-level means no unknown tokens, so bits-per-byte covers every byte.
+  Special tokens follow RoBERTa: ``<s>`` is BOS and CLS, ``</s>`` is EOS and SEP, so one
+  tokenizer (``<s> caption </s>``) serves the causal and the masked models.
+- Causal LM (``GPT2LMHeadModel``): next-token cross-entropy, L = -1/T sum_t log p(x_t | x_<t).
+- Masked LM (``BertForMaskedLM``): BERT's recipe, 15% of caption tokens chosen, of those
+  80% -> ``<mask>``, 10% -> a random token, 10% kept; loss on the chosen ones only.
+- Training: AdamW, linear warm-up then cosine decay to 10% of the peak rate, gradient
+  clipping at 1, length-bucketed batches (less padding), everything seeded: the same
+  arguments give the same weights on CPU.
+
+    prh train-tokenizer --data results/data/shapes_train --vocab-size 512 \\
+        --out results/models/_tokenizer/shapes_train-v512
+    prh train-language --data results/data/shapes_train --tokenizer results/models/_tokenizer/shapes_train-v512 \\
+        --arch gpt2 --n-layer 2 --n-embd 64 --n-head 2 --steps 400 --out results/models/gpt2_s_400
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import math
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+import torch
+
+from prh.io import write_json
+
+ARCHS = ("gpt2", "bert")
+SPECIALS = ["<pad>", "<s>", "</s>", "<unk>", "<mask>"]
+TRAINING_INFO = "training.json"
+
+
+def caption_texts(data_dir: str | os.PathLike) -> list[str]:
+    """Every caption of a shapes dataset, all densities, item by item (sparsest first)."""
+    from prh.data.shapes import load_dataset
+
+    return [text for item in load_dataset(data_dir).texts for text in item]
+
+
+def train_tokenizer(*, texts: list[str], vocab_size: int = 512):
+    """Train a byte-level BPE tokenizer on ``texts``; return it as a ``PreTrainedTokenizerFast``.
+
+    Parameters
+    ----------
+    texts : training captions.
+    vocab_size : size of the vocabulary, specials and the 256 byte symbols included.
+    """
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    base = 256 + len(SPECIALS)
+    if vocab_size <= base:
+        raise ValueError(f"vocab_size={vocab_size} leaves no room for merges: use more than {base}")
+    if not texts:
+        raise ValueError("texts is empty: pass the training captions")
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=SPECIALS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(texts, trainer)
+    bos, eos = tok.token_to_id("<s>"), tok.token_to_id("</s>")
+    tok.post_processor = processors.TemplateProcessing(
+        single="<s> $A </s>", special_tokens=[("<s>", bos), ("</s>", eos)]
+    )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        pad_token="<pad>", bos_token="<s>", eos_token="</s>", unk_token="<unk>",
+        mask_token="<mask>", cls_token="<s>", sep_token="</s>",
+        # no token_type_ids: GPT-2 would otherwise add token embeddings of id 0 at extraction
+        model_input_names=["input_ids", "attention_mask"],
+    )
+
+
+def build_model(*, arch: str, vocab_size: int, context: int, n_layer: int, n_embd: int, n_head: int,
+                pad_id: int, bos_id: int, eos_id: int):
+    """A randomly initialised ``GPT2LMHeadModel`` or ``BertForMaskedLM`` (dropout off: tiny models, ample data)."""
+    from transformers import BertConfig, BertForMaskedLM, GPT2Config, GPT2LMHeadModel
+
+    if arch not in ARCHS:
+        raise ValueError(f"arch={arch!r} is not trainable here; choose one of {ARCHS}")
+    if n_embd % n_head:
+        raise ValueError(f"n_embd={n_embd} must be divisible by n_head={n_head}")
+    if arch == "gpt2":
+        config = GPT2Config(
+            vocab_size=vocab_size, n_positions=context, n_embd=n_embd, n_layer=n_layer, n_head=n_head,
+            resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+            bos_token_id=bos_id, eos_token_id=eos_id, pad_token_id=pad_id,
+        )
+        return GPT2LMHeadModel(config)
+    config = BertConfig(
+        vocab_size=vocab_size, hidden_size=n_embd, num_hidden_layers=n_layer, num_attention_heads=n_head,
+        intermediate_size=4 * n_embd, max_position_embeddings=context, type_vocab_size=1,
+        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+        pad_token_id=pad_id, bos_token_id=bos_id, eos_token_id=eos_id,
+    )
+    return BertForMaskedLM(config)
+
+
+def bucketed_batches(lengths: np.ndarray, *, batch_size: int, rng: np.random.Generator) -> list[np.ndarray]:
+    """One epoch of index batches: shuffle, sort within windows of 16 batches by length, shuffle batches.
+
+    Captions of similar length share a batch, so little compute goes to padding.
+    """
+    order = rng.permutation(len(lengths))
+    window = 16 * batch_size
+    batches = []
+    for start in range(0, len(order), window):
+        chunk = order[start:start + window]
+        chunk = chunk[np.argsort(lengths[chunk], kind="stable")]
+        batches += [chunk[i:i + batch_size] for i in range(0, len(chunk), batch_size)]
+    return [batches[i] for i in rng.permutation(len(batches))]
+
+
+def collate(ids: list[list[int]], *, pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-pad token lists into ``input_ids`` and ``attention_mask`` (B x T)."""
+    width = max(len(x) for x in ids)
+    input_ids = torch.full((len(ids), width), pad_id, dtype=torch.long)
+    for row, x in enumerate(ids):
+        input_ids[row, :len(x)] = torch.tensor(x)
+    return input_ids, (input_ids != pad_id).long()
+
+
+def mask_tokens(input_ids: torch.Tensor, *, special: torch.Tensor, mask_id: int, vocab_size: int,
+                generator: torch.Generator, prob: float = 0.15) -> tuple[torch.Tensor, torch.Tensor]:
+    """BERT masking: choose ``prob`` of the non-special tokens; 80% -> mask, 10% -> random, 10% kept.
+
+    Returns the corrupted ids and the labels (-100 where not chosen).
+    """
+    draw = torch.rand(input_ids.shape, generator=generator)
+    chosen = (draw < prob) & ~special
+    labels = input_ids.masked_fill(~chosen, -100)
+    how = torch.rand(input_ids.shape, generator=generator)
+    random_ids = torch.randint(vocab_size, input_ids.shape, generator=generator)
+    corrupted = input_ids.clone()
+    corrupted[chosen & (how < 0.8)] = mask_id
+    swap = chosen & (how >= 0.8) & (how < 0.9)
+    corrupted[swap] = random_ids[swap]
+    return corrupted, labels
+
+
+def lr_at(step: int, *, steps: int, lr: float, warmup: int) -> float:
+    """Linear warm-up to ``lr`` over ``warmup`` steps, then cosine decay to 0.1 * lr at ``steps``."""
+    if step < warmup:
+        return lr * (step + 1) / warmup
+    progress = (step - warmup) / max(1, steps - warmup)
+    return lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+def train_language_model(*, texts: list[str], tokenizer, arch: str, n_layer: int, n_embd: int, n_head: int,
+                         steps: int, context: int = 512, batch_size: int = 16, lr: float = 3e-3, warmup: int = 20,
+                         weight_decay: float = 0.01, seed: int = 0, log_every: int = 10):
+    """Train one zoo language model on ``texts``; return ``(model, info)``.
+
+    Parameters
+    ----------
+    texts : training captions (every density).
+    tokenizer : the zoo tokenizer (``train_tokenizer``).
+    arch : ``gpt2`` (causal LM) or ``bert`` (masked LM).
+    n_layer, n_embd, n_head : transformer depth, width and heads.
+    steps : optimiser steps (the training budget); 0 keeps the seeded random initialisation.
+    context : most tokens per caption (position embeddings); longer captions are truncated.
+    batch_size : captions per step.
+    lr, warmup, weight_decay : AdamW peak rate, warm-up steps, decoupled weight decay.
+    seed : seeds initialisation, batch order and masking.
+
+    Returns
+    -------
+    model : the trained model (eval mode, CPU).
+    info : dict with the settings, parameter count, loss curve and wall time.
+    """
+    from tqdm import tqdm
+
+    if steps < 0 or batch_size < 1:
+        raise ValueError(f"steps={steps} must be >= 0 (0: untrained) and batch_size={batch_size} >= 1")
+    full = tokenizer(texts)["input_ids"]
+    n_truncated = sum(len(x) > context for x in full)
+    ids = [x[:context] for x in full]
+    lengths = np.array([len(x) for x in ids])
+    torch.manual_seed(seed)
+    model = build_model(
+        arch=arch, vocab_size=len(tokenizer), context=context, n_layer=n_layer, n_embd=n_embd, n_head=n_head,
+        pad_id=tokenizer.pad_token_id, bos_id=tokenizer.bos_token_id, eos_id=tokenizer.eos_token_id,
+    )
+    # decay matrices only: decaying biases and norm gains towards 0 only hurts
+    decay = [p for p in model.parameters() if p.ndim >= 2]
+    no_decay = [p for p in model.parameters() if p.ndim < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
+                             {"params": no_decay, "weight_decay": 0.0}], lr=lr, betas=(0.9, 0.95))
+    rng = np.random.default_rng(seed)
+    gen = torch.Generator().manual_seed(seed)
+    special_ids = torch.tensor(tokenizer.all_special_ids)
+    batches: list[np.ndarray] = []
+    curve, running = [], []
+    start, start_cpu = time.perf_counter(), time.process_time()
+    model.train()
+    for step in tqdm(range(steps), desc=f"train {arch}", mininterval=5):
+        if not batches:
+            batches = bucketed_batches(lengths, batch_size=batch_size, rng=rng)
+        input_ids, attention = collate([ids[i] for i in batches.pop()], pad_id=tokenizer.pad_token_id)
+        if arch == "gpt2":
+            labels = input_ids.masked_fill(attention == 0, -100)
+        else:
+            input_ids, labels = mask_tokens(input_ids, special=torch.isin(input_ids, special_ids),
+                                            mask_id=tokenizer.mask_token_id, vocab_size=len(tokenizer),
+                                            generator=gen)
+        for group in opt.param_groups:
+            group["lr"] = lr_at(step, steps=steps, lr=lr, warmup=warmup)
+        loss = model(input_ids=input_ids, attention_mask=attention, labels=labels).loss
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        running.append(loss.item())
+        if (step + 1) % log_every == 0 or step + 1 == steps:
+            curve.append({"step": step + 1, "loss": float(np.mean(running))})
+            running = []
+    model.eval()
+    info = {
+        "arch": arch, "n_layer": n_layer, "n_embd": n_embd, "n_head": n_head, "context": context,
+        "vocab_size": len(tokenizer), "steps": steps, "batch_size": batch_size, "lr": lr, "warmup": warmup,
+        "weight_decay": weight_decay, "seed": seed, "n_params": sum(p.numel() for p in model.parameters()),
+        "n_texts": len(texts), "truncated_texts": int(n_truncated), "epochs": steps * batch_size / len(texts),
+        "final_loss": curve[-1]["loss"] if curve else None, "loss_curve": curve,
+        # CPU seconds tell the cost apart from waiting on a shared machine
+        "train_seconds": time.perf_counter() - start, "train_cpu_seconds": time.process_time() - start_cpu,
+        "torch_threads": torch.get_num_threads(),
+    }
+    return model, info
+
+
+@contextlib.contextmanager
+def atomic_dir(out: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary directory beside ``out``; on success replace ``out`` with it.
+
+    A killed job leaves a hidden temporary directory, never a half-written checkpoint.
+    """
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    os.chmod(tmp, 0o755)  # mkdtemp makes it private; the checkpoint is for everyone to read
+    try:
+        yield tmp
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(tmp, out)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp)
+
+
+def save_checkpoint(out: str | os.PathLike, *, model=None, tokenizer=None, info: dict | None = None) -> Path:
+    """Write a ``save_pretrained`` directory (model, tokenizer, ``training.json``) atomically."""
+    with atomic_dir(out) as tmp:
+        if model is not None:
+            model.save_pretrained(tmp)
+        if tokenizer is not None:
+            tokenizer.save_pretrained(tmp)
+        if info is not None:
+            write_json(tmp / TRAINING_INFO, info)
+    return Path(out)
+
+
+def run_train_tokenizer(*, data: str, out: str, vocab_size: int = 512) -> Path:
+    """Train the zoo tokenizer on every caption of ``data`` and save it to ``out``."""
+    texts = caption_texts(data)
+    tokenizer = train_tokenizer(texts=texts, vocab_size=vocab_size)
+    info = {"data": str(data), "n_texts": len(texts), "vocab_size": len(tokenizer)}
+    return save_checkpoint(out, tokenizer=tokenizer, info=info)
+
+
+def run_train_language(*, data: str, tokenizer: str, out: str, threads: int = 1, **hparams) -> Path:
+    """Train one zoo model (``hparams``: see ``train_language_model``) and save it to ``out``."""
+    from transformers import AutoTokenizer
+
+    torch.set_num_threads(threads)
+    tok = AutoTokenizer.from_pretrained(tokenizer)
+    model, info = train_language_model(texts=caption_texts(data), tokenizer=tok, **hparams)
+    tok.model_max_length = info["context"]
+    info.update(data=str(data), tokenizer=str(tokenizer))
+    loss = "untrained" if info["final_loss"] is None else f"final loss {info['final_loss']:.3f}"
+    print(f"{out}: {info['n_params']} parameters, {info['steps']} steps, {loss}, "
+          f"{info['train_seconds']:.1f} s on {threads} thread(s)")
+    return save_checkpoint(out, model=model, tokenizer=tok, info=info)
+
+
+def tokenizer_main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="prh train-tokenizer", description=run_train_tokenizer.__doc__)
+    parser.add_argument("--data", required=True, help="shapes dataset directory (training split)")
+    parser.add_argument("--out", required=True, help="output directory (a save_pretrained tokenizer)")
+    parser.add_argument("--vocab-size", type=int, default=512, help="tokens, specials and 256 bytes included")
+    args = parser.parse_args(argv)
+    run_train_tokenizer(data=args.data, out=args.out, vocab_size=args.vocab_size)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="prh train-language", description=run_train_language.__doc__)
+    parser.add_argument("--data", required=True, help="shapes dataset directory (training split)")
+    parser.add_argument("--tokenizer", required=True, help="directory written by `prh train-tokenizer`")
+    parser.add_argument("--out", required=True, help="output checkpoint directory")
+    parser.add_argument("--arch", required=True, choices=ARCHS)
+    parser.add_argument("--n-layer", type=int, required=True)
+    parser.add_argument("--n-embd", type=int, required=True)
+    parser.add_argument("--n-head", type=int, required=True)
+    parser.add_argument("--steps", type=int, required=True, help="optimiser steps (the training budget; 0: untrained)")
+    parser.add_argument("--context", type=int, default=512, help="most tokens per caption (position embeddings)")
+    parser.add_argument("--batch-size", type=int, default=16, help="captions per step")
+    parser.add_argument("--lr", type=float, default=3e-3, help="peak AdamW learning rate")
+    parser.add_argument("--warmup", type=int, default=20, help="linear warm-up steps")
+    parser.add_argument("--weight-decay", type=float, default=0.01)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    args = parser.parse_args(argv)
+    run_train_language(**vars(args))
