@@ -40,8 +40,10 @@ rule align:
         seed=config["seed"],
         device=config["device"],
     wildcard_constraints:
-        xset="[^/_]+(_[^/_]+)*",
-        yset="[^/_]+(_[^/_]+)*",
+        dataset=DATASET,
+        metric=METRIC,
+        xset=MODEL_SET,
+        yset=MODEL_SET,
     log:
         log_path("align", "{dataset}", "{metric}", "{xset}__{yset}"),
     benchmark:

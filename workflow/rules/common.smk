@@ -1,5 +1,8 @@
 # Helpers shared by every rule file: names from params.yaml -> file paths.
+import re
+
 from prh.config import all_models
+from prh.metrics import SUPPORTED_METRICS
 
 SUITE = config["suite"]
 SUITE_CFG = config["suites"][SUITE]
@@ -9,6 +12,18 @@ R = "results"
 # Every rule file appends what the default run must build (figures, experiment
 # metrics) to TARGETS; `rule all` asks for all of it.
 TARGETS = []
+
+
+def one_of(names):
+    """A wildcard constraint matching exactly one of ``names`` (longest first, so no prefix wins)."""
+    return "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True)) or "(?!)"
+
+
+# Wildcard constraints: file names join datasets, metrics and model sets with "_",
+# which they contain too, so each wildcard may only be one of the configured names.
+DATASET = one_of(config["datasets"])
+MODEL_SET = one_of(config["model_sets"])
+METRIC = one_of(SUPPORTED_METRICS)
 
 
 def model_set(name):

@@ -19,10 +19,10 @@ rule plot_alignment:
             category="Alignment",
         ),
     wildcard_constraints:
-        dataset="[^/_]+(_[^/_]+)*",
-        metric="[a-z]+(_[a-z]+)*",
-        xset="[^/_]+(_[^/_]+)*",
-        yset="[^/_]+(_[^/_]+)*",
+        dataset=DATASET,
+        metric=METRIC,
+        xset=MODEL_SET,
+        yset=MODEL_SET,
     log:
         log_path("plot_alignment", "{dataset}_{metric}_{xset}__{yset}"),
     benchmark:
