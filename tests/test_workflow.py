@@ -126,6 +126,20 @@ def test_experiment_metrics_are_finite(smoke):
     assert "zoo/metrics.json" in shown
 
 
+def test_the_zoo_learns(smoke):
+    """Smoke sizes (512 training scenes, 200 probe items): deterministic on CPU, so these are regression
+    margins. Measured when written: ResNet supervised 0.47 vs random 0.41 mean probe accuracy; GPT-2
+    1.36 bits/byte after 60 steps vs 2.99 untrained and 4.41 for the byte unigram."""
+    zoo = json.loads((smoke / "results" / "experiments" / "zoo" / "metrics.json").read_text())
+    acc = zoo["vision"]["mean_accuracy"]
+    assert acc["resnet_xs_sup"] >= acc["resnet_xs_random"] + 0.03, acc
+    chance = zoo["vision"]["chance"]
+    assert acc["resnet_xs_sup"] > sum(chance.values()) / len(chance) + 0.05, (acc, chance)
+    bpb = zoo["language"]["bpb"]
+    assert bpb["gpt2_xs_60"] < bpb["gpt2_xs_0"] - 1.0, bpb
+    assert bpb["gpt2_xs_60"] < zoo["language"]["unigram_bpb"] - 2.0, bpb
+
+
 def test_second_run_does_nothing(smoke):
     assert planned_jobs(smoke) == {}
 

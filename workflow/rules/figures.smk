@@ -35,3 +35,35 @@ rule plot_alignment:
 
 
 TARGETS += [alignment_figure(VISION_ALIGNMENT), alignment_figure(CROSS_ALIGNMENT)]
+
+
+def untrained_zoo_models():
+    """Zoo models left at their random initialisation: the baselines of 'the models learn'."""
+    zoo = config["zoo"]
+    return [m for m, s in zoo["vision"].items() if s["objective"] == "random"] + [
+        m for m, s in zoo["language"].items() if s.get("steps") == 0
+    ]
+
+
+rule zoo_metrics:
+    input:
+        vision=f"{R}/experiments/zoo/vision.json",
+        language=f"{R}/experiments/zoo/language.json",
+    output:
+        f"{R}/experiments/zoo/metrics.json",
+    params:
+        untrained=untrained_zoo_models(),
+    log:
+        log_path("zoo_metrics", "metrics"),
+    benchmark:
+        bench_path("zoo_metrics", "metrics")
+    resources:
+        mem_mb=500,
+        runtime=5,
+    shell:
+        "prh zoo-metrics --vision {input.vision} --language {input.language}"
+        " --untrained {params.untrained} --out {output} > {log} 2>&1"
+
+
+if SUITE == "offline":
+    TARGETS.append(rules.zoo_metrics.output[0])
