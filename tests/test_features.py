@@ -10,7 +10,6 @@ import math
 import numpy as np
 import pytest
 import torch
-import torch.nn.functional as F
 from tiny_models import CORPUS, save_language_model, save_vision_zoo
 
 from prh import features as fx

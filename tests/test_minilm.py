@@ -7,14 +7,13 @@ import hashlib
 import pytest
 import torch
 
-from prh.io import read_json
+from prh.io import read_json, sha256_file
 from prh.models.minilm import (
     FILES,
     WEIGHTS_SHA256,
     main,
     minilm_dir,
     packaged_model_dir,
-    sha256_file,
     verify_weights,
 )
 

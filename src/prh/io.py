@@ -8,8 +8,10 @@ Only JSON, JSON lines, ``.npy`` and safetensors are written: no pickles.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -18,6 +20,8 @@ import numpy as np
 
 __all__ = [
     "atomic_path",
+    "atomic_dir",
+    "sha256_file",
     "write_json",
     "read_json",
     "write_jsonl",
@@ -51,6 +55,35 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+@contextlib.contextmanager
+def atomic_dir(out: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary directory beside ``out``; on success replace ``out`` with it.
+
+    A killed job leaves a hidden temporary directory, never a half-written checkpoint.
+    """
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    os.chmod(tmp, 0o777 & ~_UMASK)  # mkdtemp makes it private; outputs are for everyone to read
+    try:
+        yield tmp
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(tmp, out)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp)
+
+
+def sha256_file(path: str | os.PathLike, *, chunk: int = 1 << 20) -> str:
+    """Hex SHA-256 of a file, read in chunks (for meta.json checksums and pinned weights)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def _to_jsonable(obj: Any) -> Any:

@@ -32,12 +32,11 @@ and the two remedies (download it into the cache; or ``dvc pull results/data``).
 from __future__ import annotations
 
 import argparse
-import hashlib
 from pathlib import Path
 
 import numpy as np
 
-from prh.io import write_json, write_jsonl, write_npy
+from prh.io import sha256_file, write_json, write_jsonl, write_npy
 from prh.models.hub import ModelNotAvailableError
 
 __all__ = ["DatasetNotAvailableError", "is_local_repo", "materialize_hub_dataset", "subsample_indices", "square_rgb"]
@@ -204,7 +203,7 @@ def materialize_hub_dataset(
         "image_size": image_size,
         "columns": {"image": image_column, "text": text_column, "label": label_column},
         "label_names": label_names,
-        "sha256": hashlib.sha256((out / "images.npy").read_bytes()).hexdigest(),
+        "sha256": sha256_file(out / "images.npy"),
     }
     # meta.json last: its presence marks a complete dataset folder.
     write_json(out / "meta.json", meta)

@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import argparse
 import copy
-import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from prh.io import read_json, read_jsonl, write_json, write_jsonl, write_npy
+from prh.io import read_json, read_jsonl, sha256_file, write_json, write_jsonl, write_npy
 
 SHAPES = ("circle", "square", "triangle", "diamond", "hexagon", "star", "cross")
 COLORS = {  # name -> sRGB, chosen to be told apart on every background
@@ -269,7 +268,7 @@ def build_dataset(out: str | Path, *, n: int, seed: int, world: dict | None = No
     write_npy(out / "images.npy", images)
     write_jsonl(out / "captions.jsonl", captions)
     write_jsonl(out / "scenes.jsonl", scenes)
-    sha = hashlib.sha256((out / "images.npy").read_bytes()).hexdigest()
+    sha = sha256_file(out / "images.npy")
     data_world = {k: v for k, v in w.items() if k != "kernel"}  # the kernel does not change the data
     write_json(out / "meta.json", {"source": "prh.data.shapes", "params": {"n": n, "seed": seed, "world": data_world},
                                    "count": n, "levels": list(LEVELS), "sha256": sha})
@@ -283,7 +282,7 @@ def load_dataset(path: str | Path, *, verify: bool = False) -> ShapesDataset:
         raise FileNotFoundError(f"{path} is not a shapes dataset dir (no meta.json): run "
                                 f"`snakemake {path}/meta.json` or `prh make-shapes --out {path} ...`")
     meta = read_json(path / "meta.json")
-    if verify and hashlib.sha256((path / "images.npy").read_bytes()).hexdigest() != meta["sha256"]:
+    if verify and sha256_file(path / "images.npy") != meta["sha256"]:
         raise ValueError(f"{path}/images.npy does not match the sha256 in meta.json; rebuild the dataset")
     images = np.load(path / "images.npy", allow_pickle=False)
     texts = [rec["texts"] for rec in read_jsonl(path / "captions.jsonl")]

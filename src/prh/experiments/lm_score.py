@@ -26,7 +26,6 @@ Two steps, so every model is scored on exactly the same text:
 from __future__ import annotations
 
 import argparse
-import hashlib
 import re
 import shutil
 from pathlib import Path
@@ -34,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from prh.data.hub import DatasetNotAvailableError, is_local_repo
-from prh.io import read_json, read_jsonl, write_json, write_jsonl
+from prh.io import read_json, read_jsonl, sha256_file, write_json, write_jsonl
 
 __all__ = ["chunk_text", "sample_openwebtext", "lm_score"]
 
@@ -127,7 +126,7 @@ def sample_openwebtext(
         "source": "hub-stream", "repo": repo, "revision": revision, "split": split, "text_column": text_column,
         "seed": seed, "shuffle_buffer": shuffle_buffer, "chunk_chars": chunk_chars,
         "n_bytes": total, "n_texts": len(records), "n_docs": n_docs,
-        "sha256": hashlib.sha256((out / "texts.jsonl").read_bytes()).hexdigest(),
+        "sha256": sha256_file(out / "texts.jsonl"),
     }
     write_json(out / "meta.json", meta)
     return meta

@@ -25,6 +25,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from prh.features import resolve_device
 from prh.io import load_features, write_json
 from prh.metrics.calibration import best_pair, cell_seed, permutation_null
 from prh.metrics.registry import as_tensor, check_metric, layer_states, pair_scores, prepare_features
@@ -48,13 +49,6 @@ class LayerPairScores:
     best_score: float
     best_pair: tuple[int, int] | None
     calibration: dict | None = None
-
-
-def resolve_device(device: str) -> str:
-    """``auto`` -> ``cuda`` when available, else ``cpu``."""
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    return device
 
 
 def layer_pair_scores(
@@ -95,7 +89,7 @@ def layer_pair_scores(
     LayerPairScores
     """
     check_metric(metric)
-    device = resolve_device(device)
+    device = str(resolve_device(device))
     a = as_tensor(feats_a, ndim=3, name="feats_a", dtype=dtype)
     b = as_tensor(feats_b, ndim=3, name="feats_b", dtype=dtype)
     if a.shape[0] != b.shape[0]:
@@ -172,7 +166,7 @@ def alignment_table(
             raise ValueError(f"--{side}-names and --{side}-features must be non-empty lists of equal length")
     if threads is not None:
         torch.set_num_threads(threads)
-    device = resolve_device(device)
+    device = str(resolve_device(device))
     kw = dict(topk=topk, cca_dim=cca_dim, normalize=True, device=device, dtype=DTYPES[dtype], block_rows=block_rows)
     n_items: dict[str, int] = {}
 

