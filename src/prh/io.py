@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 import os
 import shutil
 import tempfile
@@ -96,10 +97,27 @@ def _to_jsonable(obj: Any) -> Any:
     raise TypeError(f"cannot write {type(obj).__name__} to JSON")
 
 
+def _strict(obj: Any) -> Any:
+    """NaN and infinities become ``null``: they are not JSON, and strict readers (DVC, browsers) refuse them."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, (np.ndarray, np.generic)):
+        return _strict(obj.tolist())
+    if isinstance(obj, dict):
+        return {k: _strict(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_strict(v) for v in obj]
+    return obj
+
+
 def write_json(path: str | os.PathLike, obj: Any) -> None:
-    """Write ``obj`` as indented JSON, atomically. NumPy scalars and arrays are converted."""
+    """Write ``obj`` as indented strict JSON, atomically.
+
+    NumPy scalars and arrays are converted; NaN and infinities are written as
+    ``null`` (a value that is undefined or was never reached).
+    """
     with atomic_path(path) as tmp:
-        tmp.write_text(json.dumps(obj, indent=2, default=_to_jsonable, allow_nan=True) + "\n")
+        tmp.write_text(json.dumps(_strict(obj), indent=2, default=_to_jsonable, allow_nan=False) + "\n")
 
 
 def read_json(path: str | os.PathLike) -> Any:
