@@ -8,8 +8,10 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# Rules call `prh`, and `dvc repro` calls `snakemake`: both must be found on PATH.
+export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: install figures report test pull clean-results
+.PHONY: install figures test repro pull clean-results
 
 install: $(STAMP)
 
@@ -25,6 +27,10 @@ figures: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
+
+# After editing params.yaml: rerun what the change touches and record it in dvc.lock.
+repro: $(STAMP)
+	$(BIN)/dvc repro
 
 # After `dvc pull`, files carry the pull's timestamps, not the order they were
 # built in; --touch marks them up to date so Snakemake plans no job for them.
