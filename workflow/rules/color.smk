@@ -1,0 +1,1 @@
+# placeholder: rules of the colour experiment
