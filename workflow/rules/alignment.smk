@@ -2,17 +2,6 @@
 # against every layer of each other model, best pair kept. Each model's
 # neighbour sets are computed once per job, however many pairs it enters.
 
-ALIGN = config["alignment"]
-
-
-def alignment_json(dataset, xset, yset, metric=ALIGN["metric"]):
-    return f"{R}/alignment/{dataset}/{metric}/{xset}__{yset}.json"
-
-
-def set_features(dataset, set_name):
-    return [f"{R}/features/{dataset}/{m}.safetensors" for m in model_set(set_name)]
-
-
 # The two alignments every suite needs: vision-vision on the vision-only set,
 # language-vision on the paired set.
 VISION_ALIGNMENT = alignment_json(
@@ -52,6 +41,8 @@ rule align:
     resources:
         mem_mb=8000,
         runtime=60,
+    conda:
+        CONDA_ENV
     shell:
         "prh align --metric {wildcards.metric} --topk {params.topk} --quantile {params.quantile}"
         " --x-names {params.x_names} --x-features {input.x}"

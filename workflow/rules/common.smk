@@ -1,5 +1,9 @@
-# Helpers shared by every rule file: names from params.yaml -> file paths.
+# Names from params.yaml -> file paths, shared by every rule file, and the input,
+# param and resource functions of each rule family (so the rule files hold only rules).
+import math
+import os
 import re
+import shlex
 
 from prh.config import all_models
 from prh.metrics import SUPPORTED_METRICS
@@ -8,6 +12,12 @@ SUITE = config["suite"]
 SUITE_CFG = config["suites"][SUITE]
 MODELS = all_models(config)
 R = "results"
+
+# With --software-deployment-method conda every rule runs in this environment
+# (the same pins as requirements.lock; tests/test_packaging.py checks they agree).
+# Snakemake reads a rule's conda path relative to the file that defines the rule,
+# so this points from workflow/rules/ to envs/prh.yaml at the repository root.
+CONDA_ENV = "../../envs/prh.yaml"
 
 # Every rule file appends what the default run must build (figures, experiment
 # metrics) to TARGETS; `rule all` asks for all of it.
@@ -37,13 +47,236 @@ def suite_models(modality):
 
 
 def log_path(rule_name, *parts):
-    return f"results/logs/{rule_name}/" + "/".join(parts) + ".log"
+    return os.path.join("results/logs", rule_name, *parts) + ".log"
 
 
 def bench_path(rule_name, *parts):
-    return f"results/benchmarks/{rule_name}/" + "/".join(parts) + ".tsv"
+    return os.path.join("results/benchmarks", rule_name, *parts) + ".tsv"
 
 
 def all_targets(wildcards):
     """Everything `snakemake --cores all` builds: every figure and the experiment metrics."""
     return TARGETS
+
+
+# ---- Shapes world (data.smk) ----
+
+
+def shapes_files(dataset):
+    """The files of a shapes dataset dir (DESIGN.md, data contracts), by name."""
+    files = {"images": "images.npy", "captions": "captions.jsonl", "scenes": "scenes.jsonl", "meta": "meta.json"}
+    return {key: f"{R}/data/{dataset}/{name}" for key, name in files.items()}
+
+
+# ---- Paper suite data and LM scores (paper_data.smk) ----
+
+GPU_MEM_GB = 80  # one GPU of the cluster (A100/H100 80 GB); more GPUs when bf16 weights do not fit
+
+
+def _hub_names_regex(names):
+    """A wildcard constraint matching exactly these names (nothing when empty)."""
+    names = sorted(names)
+    return "|".join(re.escape(n) for n in names) if names else "(?!x)x"
+
+
+def hub_gpus(model):
+    """GPUs a hub model needs in bf16 (2 bytes per parameter, 20% for activations); 0 with device: cpu."""
+    if config["device"] == "cpu":
+        return 0
+    return max(1, math.ceil(MODELS[model]["n_params"] * 2.4e-9 / GPU_MEM_GB))
+
+
+def hub_mem_mb(model):
+    """Host memory to load a hub model: its bf16 weights once, plus the Python process."""
+    return int(8000 + MODELS[model]["n_params"] * 2.5e-6)
+
+
+def _lm_models():
+    """Causal LMs whose score the figures plot: the suite's language set and PRH's test set."""
+    if SUITE != "paper":
+        return []
+    names = list(suite_models("language")) + list(config["model_sets"].get("prh_test_language", []))
+    return list(dict.fromkeys(n for n in names if MODELS[n]["source"] == "hub"))
+
+
+def lm_score_json(model):
+    return f"{R}/experiments/lm_score/{model}.json"
+
+
+# ---- Offline vision zoo (zoo_vision.smk) ----
+
+ZOO_VISION = (config.get("zoo") or {}).get("vision") or {}
+# Spec keys passed to `prh train-vision` as --<key> flags, per objective: only the keys an
+# objective uses, so editing e.g. a SimCLR setting reruns no supervised model.
+_COMMON_KEYS = ("epochs", "batch_size", "lr", "weight_decay", "n_train")
+TRAIN_VISION_KEYS = {
+    "random": (),
+    "supervised": _COMMON_KEYS,
+    "simclr": _COMMON_KEYS + ("temperature", "crop_min", "jitter"),
+    "denoise": _COMMON_KEYS + ("mask_ratio", "noise_std"),
+}
+
+
+def train_vision_data(wildcards):
+    """The shapes dataset files a zoo vision model trains on."""
+    return shapes_files(ZOO_VISION[wildcards.model].get("data", "shapes_train"))
+
+
+def train_vision_flags(wildcards):
+    """Architecture, objective, seed and hyperparameters of one zoo model, as CLI flags.
+
+    Keys left out of a spec take the CLI defaults, which equal the schema defaults (a test checks).
+    """
+    spec = ZOO_VISION[wildcards.model]
+    flags = [f"--arch {spec['arch']}", f"--objective {spec['objective']}",
+             f"--seed {config['seed'] + spec.get('seed', 0)}"]
+    flags += [f"--{k.replace('_', '-')} {spec[k]}" for k in TRAIN_VISION_KEYS[spec["objective"]]
+              if spec.get(k) is not None]
+    return " ".join(flags)
+
+
+# ---- Offline language zoo (zoo_language.smk) ----
+
+ZOO_LANGUAGE = (config.get("zoo") or {}).get("language") or {}
+# The schema validators do not fill defaults behind a $ref, so .get() below repeats the schema defaults.
+# Spec keys passed to `prh train-language` as --<key> flags (see workflow/schemas/zoo_language.schema.yaml).
+TRAIN_LANGUAGE_KEYS = ("arch", "n_layer", "n_embd", "n_head", "steps", "context", "batch_size", "lr", "warmup",
+                       "weight_decay")
+
+
+def checkpoint_files(model):
+    """The files of a zoo language checkpoint dir (config.json is what the feature rule asks for)."""
+    d = f"{R}/models/{model}"
+    return {"config": f"{d}/config.json", "weights": f"{d}/model.safetensors",
+            "tokenizer": f"{d}/tokenizer.json", "info": f"{d}/training.json"}
+
+
+def tokenizer_file(spec):
+    """One tokenizer per (training data, vocabulary size), shared by every model that asks for it."""
+    return f"{R}/models/_tokenizer/{spec.get('data', 'shapes_train')}-v{spec.get('vocab_size', 512)}/tokenizer.json"
+
+
+def train_language_inputs(wildcards):
+    spec = ZOO_LANGUAGE[wildcards.model]
+    return {**shapes_files(spec.get("data", "shapes_train")), "tokenizer": tokenizer_file(spec)}
+
+
+def train_language_flags(wildcards):
+    """Architecture, budget, seed and hyperparameters of one zoo model, as CLI flags."""
+    spec = ZOO_LANGUAGE[wildcards.model]
+    flags = [f"--{k.replace('_', '-')} {spec[k]}" for k in TRAIN_LANGUAGE_KEYS if spec.get(k) is not None]
+    return " ".join(flags + [f"--seed {config['seed'] + spec.get('seed', 0)}"])
+
+
+# ---- Per-layer features (features.smk) ----
+
+FEAT = config["features"]  # defaults filled in by the schema
+
+
+def _names_regex(modality):
+    return one_of(m for m, s in MODELS.items() if s.get("modality") == modality)
+
+
+def _spec(wildcards):
+    return MODELS[wildcards.model]
+
+
+def _is_zoo(wildcards):
+    return _spec(wildcards)["source"] == "zoo"
+
+
+def zoo_checkpoint(modality):
+    """Input function: the zoo checkpoint files of a zoo model; nothing for a hub model."""
+
+    def inputs(wildcards):
+        if not _is_zoo(wildcards):
+            return {}
+        d = f"{R}/models/{wildcards.model}"
+        files = {"config": f"{d}/config.json"}
+        if modality == "vision":
+            files["weights"] = f"{d}/model.safetensors"
+        return files
+
+    return inputs
+
+
+def model_arg(wildcards):
+    """What `--model` gets: the zoo checkpoint dir, or the hub name (timm name or repo id)."""
+    spec = _spec(wildcards)
+    return f"{R}/models/{wildcards.model}" if spec["source"] == "zoo" else spec["repo"]
+
+
+def revision_arg(wildcards):
+    rev = _spec(wildcards).get("revision")
+    return f"--revision {rev}" if rev and not _is_zoo(wildcards) else ""
+
+
+def _gb_params(wildcards):
+    """Billions of parameters (zoo models: ~0)."""
+    return float(_spec(wildcards).get("n_params") or 0) / 1e9
+
+
+def n_gpus(wildcards):
+    """0 for zoo models; hub models: as many 80 GB GPUs as the bf16 weights (+15%) need."""
+    if _is_zoo(wildcards) or config["device"] == "cpu":
+        return 0
+    return max(1, math.ceil(_gb_params(wildcards) * 2 * 1.15 / 80))
+
+
+def device_args(wildcards):
+    """`--device-map auto` spreads a model over several GPUs when one cannot hold it."""
+    return "--device-map auto" if n_gpus(wildcards) > 1 else ""
+
+
+def mem_mb(wildcards):
+    # Host memory: the dataset, one batch, and the bf16 weights passing through on load.
+    return 4000 if _is_zoo(wildcards) else int(8000 + 2200 * _gb_params(wildcards))
+
+
+def runtime(wildcards):
+    # Minutes: loading ~1 min per 10 GB of weights plus the forward passes.
+    return 20 if _is_zoo(wildcards) else int(30 + 4 * _gb_params(wildcards))
+
+
+def language_args(wildcards):
+    """Optional flags; a function, not a string, so the template's {caption} is not read as a wildcard."""
+    args = []
+    if FEAT.get("prompt_template"):
+        args.append(f"--prompt-template {shlex.quote(FEAT['prompt_template'])}")
+    if FEAT.get("max_batch_tokens"):
+        args.append(f"--max-batch-tokens {int(FEAT['max_batch_tokens'])}")
+    return " ".join(args)
+
+
+def n_threads(wildcards):
+    return 1 if _is_zoo(wildcards) else 4
+
+
+# ---- Alignment between model sets (alignment.smk) ----
+
+ALIGN = config["alignment"]
+
+
+def alignment_json(dataset, xset, yset, metric=ALIGN["metric"]):
+    return f"{R}/alignment/{dataset}/{metric}/{xset}__{yset}.json"
+
+
+def set_features(dataset, set_name):
+    return [f"{R}/features/{dataset}/{m}.safetensors" for m in model_set(set_name)]
+
+
+# ---- Alignment figures and zoo metrics (figures.smk) ----
+
+
+def alignment_figure(path):
+    """results/alignment/<ds>/<metric>/<x>__<y>.json -> results/figures/alignment_<ds>_<metric>_<x>__<y>.pdf"""
+    dataset, metric, name = path.split("/")[-3:]
+    return f"{R}/figures/alignment_{dataset}_{metric}_{name[:-len('.json')]}.pdf"
+
+
+def untrained_zoo_models():
+    """Zoo models left at their random initialisation: the baselines of 'the models learn'."""
+    zoo = config["zoo"]
+    return [m for m, s in zoo["vision"].items() if s["objective"] == "random"] + [
+        m for m, s in zoo["language"].items() if s.get("steps") == 0
+    ]

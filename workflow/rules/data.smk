@@ -2,6 +2,7 @@
 # params.yaml (images, captions at every density, latent scenes, meta), and the
 # sample sheet that shows the world in the report.
 import json
+import os
 import re
 import shlex
 
@@ -9,12 +10,6 @@ SHAPES_DATASETS = [name for name, d in config["datasets"].items() if d["kind"] =
 # The kernel settings do not change the data, so they are left out: editing them reruns no dataset.
 WORLD_DATA = {k: v for k, v in config.get("world", {}).items() if k != "kernel"}
 SAMPLE_SHEET_DATASET = config["suites"].get("offline", {}).get("paired_dataset")
-
-
-def shapes_files(dataset):
-    """The files of a shapes dataset dir (DESIGN.md, data contracts), by name."""
-    files = {"images": "images.npy", "captions": "captions.jsonl", "scenes": "scenes.jsonl", "meta": "meta.json"}
-    return {key: f"{R}/data/{dataset}/{name}" for key, name in files.items()}
 
 
 rule shapes_dataset:
@@ -34,6 +29,8 @@ rule shapes_dataset:
     resources:
         mem_mb=1000,
         runtime=15,
+    conda:
+        CONDA_ENV
     shell:
         "prh make-shapes --out {params.out} --n {params.n} --seed {params.seed} --world {params.world} > {log} 2>&1"
 
@@ -49,7 +46,7 @@ rule world_sample_sheet:
             f"{R}/figures/world_sample_sheet.png", caption="../report/sample_sheet.rst", category="Shapes world"
         ),
     params:
-        data=f"{R}/data/{SAMPLE_SHEET_DATASET}",
+        data=lambda w, input: os.path.dirname(input.images),
         n_items=4,
     log:
         log_path("world_sample_sheet", "world_sample_sheet"),
@@ -58,6 +55,8 @@ rule world_sample_sheet:
     resources:
         mem_mb=1000,
         runtime=5,
+    conda:
+        CONDA_ENV
     shell:
         "prh plot-sample-sheet --data {params.data} --out {output.pdf} --n-items {params.n_items} > {log} 2>&1"
 

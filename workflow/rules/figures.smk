@@ -2,12 +2,6 @@
 # in its rule file), and the experiments' summary metrics for `dvc metrics show`.
 
 
-def alignment_figure(path):
-    """results/alignment/<ds>/<metric>/<x>__<y>.json -> results/figures/alignment_<ds>_<metric>_<x>__<y>.pdf"""
-    dataset, metric, name = path.split("/")[-3:]
-    return f"{R}/figures/alignment_{dataset}_{metric}_{name[:-len('.json')]}.pdf"
-
-
 rule plot_alignment:
     input:
         f"{R}/alignment/{{dataset}}/{{metric}}/{{xset}}__{{yset}}.json",
@@ -30,19 +24,13 @@ rule plot_alignment:
     resources:
         mem_mb=1000,
         runtime=5,
+    conda:
+        CONDA_ENV
     shell:
         "prh plot-alignment --alignment {input} --out {output.pdf} > {log} 2>&1"
 
 
 TARGETS += [alignment_figure(VISION_ALIGNMENT), alignment_figure(CROSS_ALIGNMENT)]
-
-
-def untrained_zoo_models():
-    """Zoo models left at their random initialisation: the baselines of 'the models learn'."""
-    zoo = config["zoo"]
-    return [m for m, s in zoo["vision"].items() if s["objective"] == "random"] + [
-        m for m, s in zoo["language"].items() if s.get("steps") == 0
-    ]
 
 
 rule zoo_metrics:
@@ -60,6 +48,8 @@ rule zoo_metrics:
     resources:
         mem_mb=500,
         runtime=5,
+    conda:
+        CONDA_ENV
     shell:
         "prh zoo-metrics --vision {input.vision} --language {input.language}"
         " --untrained {params.untrained} --out {output} > {log} 2>&1"

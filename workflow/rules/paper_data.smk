@@ -1,9 +1,7 @@
 # Paper suite data (issue 5): hub datasets materialised under results/data/<name>/ at
 # their pinned revisions, the seeded OpenWebText sample, and the language-modelling
 # score of PRH Figure 3's x-axis (1 - bits-per-byte), one GPU job per language model.
-import math
 import os
-import re
 
 # the schema's defaults, so a config that skipped validation still renders every flag
 HUB_DEFAULTS = dict(revision=None, config=None, split="train", image_column="image", text_column=None,
@@ -13,37 +11,6 @@ HUB_DATASETS = {
 }
 LM_CFG = config.get("paper", {}).get("lm_score", {})
 LM_SAMPLE = f"{R}/data/openwebtext_sample"
-GPU_MEM_GB = 80  # one GPU of the cluster (A100/H100 80 GB); more GPUs when bf16 weights do not fit
-
-
-def _hub_names_regex(names):
-    """A wildcard constraint matching exactly these names (nothing when empty)."""
-    names = sorted(names)
-    return "|".join(re.escape(n) for n in names) if names else "(?!x)x"
-
-
-def hub_gpus(model):
-    """GPUs a hub model needs in bf16 (2 bytes per parameter, 20% for activations); 0 with device: cpu."""
-    if config["device"] == "cpu":
-        return 0
-    return max(1, math.ceil(MODELS[model]["n_params"] * 2.4e-9 / GPU_MEM_GB))
-
-
-def hub_mem_mb(model):
-    """Host memory to load a hub model: its bf16 weights once, plus the Python process."""
-    return int(8000 + MODELS[model]["n_params"] * 2.5e-6)
-
-
-def _lm_models():
-    """Causal LMs whose score the figures plot: the suite's language set and PRH's test set."""
-    if SUITE != "paper":
-        return []
-    names = list(suite_models("language")) + list(config["model_sets"].get("prh_test_language", []))
-    return list(dict.fromkeys(n for n in names if MODELS[n]["source"] == "hub"))
-
-
-def lm_score_json(model):
-    return f"{R}/experiments/lm_score/{model}.json"
 
 
 rule hub_dataset:
@@ -66,6 +33,8 @@ rule hub_dataset:
         mem_mb=lambda w: 4000
         + 2 * (HUB_DATASETS[w.dataset]["n"] or 50000) * HUB_DATASETS[w.dataset]["image_size"] ** 2 * 3 // 10**6,
         runtime=120,
+    conda:
+        CONDA_ENV
     shell:
         "prh hub-dataset --repo {params.spec[repo]:q} --revision {params.spec[revision]}"
         " --config {params.spec[config]} --split {params.spec[split]}"
@@ -80,7 +49,7 @@ rule lm_sample:
         meta=f"{LM_SAMPLE}/meta.json",
     params:
         lm=LM_CFG,
-        out=LM_SAMPLE,
+        out=lambda w, output: os.path.dirname(output.meta),
     log:
         log_path("lm_sample", "openwebtext"),
     benchmark:
@@ -88,6 +57,8 @@ rule lm_sample:
     resources:
         mem_mb=8000,
         runtime=120,
+    conda:
+        CONDA_ENV
     shell:
         "prh lm-sample --repo {params.lm[repo]} --revision {params.lm[revision]} --split {params.lm[split]}"
         " --text-column {params.lm[text_column]} --n-bytes {params.lm[n_bytes]}"
@@ -103,7 +74,7 @@ rule lm_score:
     params:
         repo=lambda w: MODELS[w.model]["repo"],
         revision=lambda w: MODELS[w.model]["revision"],
-        sample=LM_SAMPLE,
+        sample=lambda w, input: os.path.dirname(input.texts),
         batch_size=LM_CFG.get("batch_size", 8),
         device=config["device"],
         # a model larger than one GPU is spread over the job's GPUs
@@ -119,6 +90,8 @@ rule lm_score:
         mem_mb=lambda w: hub_mem_mb(w.model),
         # ~4M tokens: minutes for 1B parameters on one GPU, about an hour at 70B
         runtime=lambda w: int(30 + MODELS[w.model]["n_params"] / 1e9),
+    conda:
+        CONDA_ENV
     shell:
         "prh lm-score --model {params.repo} --revision {params.revision} --name {wildcards.model}"
         " --sample {params.sample} --out {output} --batch-size {params.batch_size}"

@@ -2,6 +2,7 @@
 # random networks, products of Gaussian matrices and trained deep linear networks.
 # One job computes every number (minutes on one core); one job draws every figure.
 import json
+import os
 
 SIMPLICITY = f"{R}/experiments/simplicity"
 SIMPLICITY_FIGURES = [
@@ -27,7 +28,7 @@ rule simplicity:
     params:
         config=json.dumps(config.get("simplicity", {})),
         seed=config["seed"],
-        out_dir=SIMPLICITY,
+        out_dir=lambda w, output: os.path.dirname(output.metrics),
     log:
         log_path("simplicity", "simplicity"),
     benchmark:
@@ -36,6 +37,8 @@ rule simplicity:
     resources:
         mem_mb=2000,
         runtime=15,
+    conda:
+        CONDA_ENV
     shell:
         "prh simplicity --out-dir {params.out_dir} --config '{params.config}' --seed {params.seed} > {log} 2>&1"
 
@@ -56,8 +59,8 @@ rule plot_simplicity:
             for ext in ("pdf", "png")
         },
     params:
-        in_dir=SIMPLICITY,
-        out_dir=f"{R}/figures",
+        in_dir=lambda w, input: os.path.dirname(input.random_nets),
+        out_dir=lambda w, output: os.path.dirname(output[0]),
     log:
         log_path("plot_simplicity", "plot_simplicity"),
     benchmark:
@@ -66,6 +69,8 @@ rule plot_simplicity:
     resources:
         mem_mb=1000,
         runtime=5,
+    conda:
+        CONDA_ENV
     shell:
         "prh plot-simplicity --in-dir {params.in_dir} --out-dir {params.out_dir} > {log} 2>&1"
 

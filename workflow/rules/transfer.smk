@@ -2,6 +2,7 @@
 # (Figs 10-12) and the digits experiments (Figs 2, 7). One job computes every
 # number (minutes on one core at the paper's scale); one job draws every figure.
 import json
+import os
 
 TRANSFER = f"{R}/experiments/transfer"
 TRANSFER_FIGURES = {  # figure stem -> caption file (workflow/report/transfer_<x>.rst)
@@ -25,7 +26,7 @@ rule transfer:
         config=json.dumps(config.get("transfer", {})),
         seed=config["seed"],
         device=config.get("device", "auto"),
-        out_dir=TRANSFER,
+        out_dir=lambda w, output: os.path.dirname(output.metrics),
     log:
         log_path("transfer", "transfer"),
     benchmark:
@@ -34,6 +35,8 @@ rule transfer:
     resources:
         mem_mb=3000,
         runtime=30,
+    conda:
+        CONDA_ENV
     shell:
         "OMP_NUM_THREADS={threads} prh transfer --out-dir {params.out_dir} --config '{params.config}' "
         "--seed {params.seed} --device {params.device} > {log} 2>&1"
@@ -57,8 +60,8 @@ rule plot_transfer:
             for ext in ("pdf", "png")
         },
     params:
-        in_dir=TRANSFER,
-        out_dir=f"{R}/figures",
+        in_dir=lambda w, input: os.path.dirname(input.peaks_alignment),
+        out_dir=lambda w, output: os.path.dirname(output[0]),
     log:
         log_path("plot_transfer", "plot_transfer"),
     benchmark:
@@ -67,6 +70,8 @@ rule plot_transfer:
     resources:
         mem_mb=1000,
         runtime=5,
+    conda:
+        CONDA_ENV
     shell:
         "prh plot-transfer --in-dir {params.in_dir} --out-dir {params.out_dir} > {log} 2>&1"
 

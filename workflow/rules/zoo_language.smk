@@ -4,9 +4,7 @@
 # results/models/<model>/ (DESIGN.md, language checkpoint contract); then held-out
 # bits-per-byte of every causal LM of the `zoo_language` set against a byte-unigram baseline.
 import os
-import re
 
-ZOO_LANGUAGE = (config.get("zoo") or {}).get("language") or {}
 ZOO_LANGUAGE_SET = (config.get("model_sets") or {}).get("zoo_language", [])
 ZOO_TRAINED = [n for n, s in ZOO_LANGUAGE.items() if s["arch"] in ("gpt2", "bert")]
 ZOO_PACKAGED = [n for n, s in ZOO_LANGUAGE.items() if s["arch"] == "minilm"]
@@ -17,38 +15,6 @@ LM_EVAL_DATASET = config["suites"]["offline"]["paired_dataset"]
 LM_EVAL_ITEMS = 256
 # The unigram baseline is fit on the captions the causal LMs trained on (those of the first one).
 LM_TRAIN_DATASET = ZOO_LANGUAGE[ZOO_CAUSAL[0]].get("data", "shapes_train") if ZOO_CAUSAL else "shapes_train"
-# The schema validators do not fill defaults behind a $ref, so .get() below repeats the schema defaults.
-# Spec keys passed to `prh train-language` as --<key> flags (see workflow/schemas/zoo_language.schema.yaml).
-TRAIN_LANGUAGE_KEYS = ("arch", "n_layer", "n_embd", "n_head", "steps", "context", "batch_size", "lr", "warmup",
-                       "weight_decay")
-
-
-def _names(names):
-    return "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True)) or "(?!)"
-
-
-def checkpoint_files(model):
-    """The files of a zoo language checkpoint dir (config.json is what the feature rule asks for)."""
-    d = f"{R}/models/{model}"
-    return {"config": f"{d}/config.json", "weights": f"{d}/model.safetensors",
-            "tokenizer": f"{d}/tokenizer.json", "info": f"{d}/training.json"}
-
-
-def tokenizer_file(spec):
-    """One tokenizer per (training data, vocabulary size), shared by every model that asks for it."""
-    return f"{R}/models/_tokenizer/{spec.get('data', 'shapes_train')}-v{spec.get('vocab_size', 512)}/tokenizer.json"
-
-
-def train_language_inputs(wildcards):
-    spec = ZOO_LANGUAGE[wildcards.model]
-    return {**shapes_files(spec.get("data", "shapes_train")), "tokenizer": tokenizer_file(spec)}
-
-
-def train_language_flags(wildcards):
-    """Architecture, budget, seed and hyperparameters of one zoo model, as CLI flags."""
-    spec = ZOO_LANGUAGE[wildcards.model]
-    flags = [f"--{k.replace('_', '-')} {spec[k]}" for k in TRAIN_LANGUAGE_KEYS if spec.get(k) is not None]
-    return " ".join(flags + [f"--seed {config['seed'] + spec.get('seed', 0)}"])
 
 
 rule train_tokenizer:
@@ -57,7 +23,7 @@ rule train_tokenizer:
     output:
         tokenizer=f"{R}/models/_tokenizer/{{data}}-v{{vocab}}/tokenizer.json",
     wildcard_constraints:
-        data=_names(SHAPES_DATASETS),
+        data=one_of(SHAPES_DATASETS),
         vocab=r"\d+",
     params:
         data=lambda w, input: os.path.dirname(input.captions),
@@ -70,6 +36,8 @@ rule train_tokenizer:
     resources:
         mem_mb=2000,
         runtime=10,
+    conda:
+        CONDA_ENV
     shell:
         "prh train-tokenizer --data {params.data} --vocab-size {wildcards.vocab} --out {params.out} > {log} 2>&1"
 
@@ -80,7 +48,7 @@ rule train_language:
     output:
         **checkpoint_files("{model}"),
     wildcard_constraints:
-        model=_names(ZOO_TRAINED),
+        model=one_of(ZOO_TRAINED),
     params:
         data=lambda w, input: os.path.dirname(input.captions),
         tokenizer=lambda w, input: os.path.dirname(input.tokenizer),
@@ -94,6 +62,8 @@ rule train_language:
     resources:
         mem_mb=2000,
         runtime=15,
+    conda:
+        CONDA_ENV
     shell:
         "prh train-language --data {params.data} --tokenizer {params.tokenizer} --out {params.out}"
         " {params.flags} --threads {threads} > {log} 2>&1"
@@ -103,7 +73,7 @@ rule minilm:
     output:
         **checkpoint_files("{model}"),
     wildcard_constraints:
-        model=_names(ZOO_PACKAGED),
+        model=one_of(ZOO_PACKAGED),
     params:
         out=lambda w, output: os.path.dirname(output.config),
     log:
@@ -113,6 +83,8 @@ rule minilm:
     resources:
         mem_mb=500,
         runtime=5,
+    conda:
+        CONDA_ENV
     shell:
         "prh minilm --out {params.out} > {log} 2>&1"
 
@@ -138,6 +110,8 @@ rule lm_eval:
     resources:
         mem_mb=2000,
         runtime=15,
+    conda:
+        CONDA_ENV
     shell:
         "prh lm-eval --data {params.data} --train-data {params.train} --names {params.names}"
         " --models {params.models} --max-items {params.max_items} --out {output} --threads {threads} > {log} 2>&1"

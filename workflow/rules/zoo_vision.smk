@@ -5,36 +5,8 @@
 import os
 import re
 
-ZOO_VISION = (config.get("zoo") or {}).get("vision") or {}
 ZOO_VISION_SET = (config.get("model_sets") or {}).get("zoo_vision", [])
 PROBE_DATASET = config["suites"]["offline"]["vision_dataset"]
-# Spec keys passed to `prh train-vision` as --<key> flags, per objective: only the keys an
-# objective uses, so editing e.g. a SimCLR setting reruns no supervised model.
-_COMMON_KEYS = ("epochs", "batch_size", "lr", "weight_decay", "n_train")
-TRAIN_VISION_KEYS = {
-    "random": (),
-    "supervised": _COMMON_KEYS,
-    "simclr": _COMMON_KEYS + ("temperature", "crop_min", "jitter"),
-    "denoise": _COMMON_KEYS + ("mask_ratio", "noise_std"),
-}
-
-
-def train_vision_data(wildcards):
-    """The shapes dataset files a zoo vision model trains on."""
-    return shapes_files(ZOO_VISION[wildcards.model].get("data", "shapes_train"))
-
-
-def train_vision_flags(wildcards):
-    """Architecture, objective, seed and hyperparameters of one zoo model, as CLI flags.
-
-    Keys left out of a spec take the CLI defaults, which equal the schema defaults (a test checks).
-    """
-    spec = ZOO_VISION[wildcards.model]
-    flags = [f"--arch {spec['arch']}", f"--objective {spec['objective']}",
-             f"--seed {config['seed'] + spec.get('seed', 0)}"]
-    flags += [f"--{k.replace('_', '-')} {spec[k]}" for k in TRAIN_VISION_KEYS[spec["objective"]]
-              if spec.get(k) is not None]
-    return " ".join(flags)
 
 
 rule train_vision:
@@ -57,6 +29,8 @@ rule train_vision:
     resources:
         mem_mb=2000,
         runtime=15,
+    conda:
+        CONDA_ENV
     shell:
         "prh train-vision --data {params.data} --out {params.out} {params.flags} --threads {threads}"
         " > {log} 2>&1"
@@ -69,7 +43,7 @@ rule probe_vision:
     output:
         f"{R}/experiments/zoo/vision.json",
     params:
-        data=f"{R}/data/{PROBE_DATASET}",
+        data=lambda w, input: os.path.dirname(input.scenes),
         names=" ".join(ZOO_VISION_SET),
         seed=config["seed"],
     log:
@@ -79,6 +53,8 @@ rule probe_vision:
     resources:
         mem_mb=2000,
         runtime=20,
+    conda:
+        CONDA_ENV
     shell:
         "prh probe --data {params.data} --names {params.names} --features {input.feats}"
         " --seed {params.seed} --out {output} > {log} 2>&1"
