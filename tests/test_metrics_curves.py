@@ -14,6 +14,17 @@ def test_effective_rank_of_flat_and_single_spikes():
     assert effective_rank([3.0, 0.0, 0.0], exp=True) == pytest.approx(1)
 
 
+@pytest.mark.parametrize("r", [1, 3, 6])
+def test_effective_rank_of_a_rank_r_matrix_with_equal_singular_values_is_log_r(r):
+    """Issue 10: rank r inside a larger matrix (zero singular values present), rotated on both sides."""
+    rng = np.random.default_rng(r)
+    q1, _ = np.linalg.qr(rng.normal(size=(12, 12)))
+    q2, _ = np.linalg.qr(rng.normal(size=(9, 9)))
+    m = q1[:, :r] @ (2.5 * np.eye(r)) @ q2[:, :r].T
+    assert effective_rank(m) == pytest.approx(np.log(r), abs=1e-9)
+    assert effective_rank(m, exp=True) == pytest.approx(r, rel=1e-9)
+
+
 def test_effective_rank_from_a_matrix_equals_from_its_singular_values_and_ignores_scale():
     a = np.random.default_rng(0).normal(size=(20, 7))
     s = np.linalg.svd(a, compute_uv=False)

@@ -257,6 +257,17 @@ def n_threads(wildcards):
 ALIGN = config["alignment"]
 
 
+def align_mem_mb(wildcards, input):
+    """Host memory of one `prh align` job: the y set's per-layer states stay resident
+    (about the size of their feature files) while each x file is loaded, clamped and
+    normalised (about 5 copies of the largest one at its peak)."""
+
+    def mb(paths):
+        return [os.path.getsize(p) / 2**20 if os.path.exists(p) else 0 for p in paths]
+
+    return int(2000 + 5 * max(mb(input.x), default=0) + sum(mb(input.y)))
+
+
 def alignment_json(dataset, xset, yset, metric=ALIGN["metric"]):
     return f"{R}/alignment/{dataset}/{metric}/{xset}__{yset}.json"
 

@@ -3,6 +3,7 @@
 # One job computes every number (minutes on one core); one job draws every figure.
 import json
 import os
+import shlex
 
 SIMPLICITY = f"{R}/experiments/simplicity"
 SIMPLICITY_FIGURES = [
@@ -26,7 +27,7 @@ rule simplicity:
         trained=f"{SIMPLICITY}/trained.json",
         metrics=f"{SIMPLICITY}/metrics.json",
     params:
-        config=json.dumps(config.get("simplicity", {})),
+        config=shlex.quote(json.dumps(config["simplicity"], sort_keys=True)),
         seed=config["seed"],
         out_dir=lambda w, output: os.path.dirname(output.metrics),
     log:
@@ -40,7 +41,8 @@ rule simplicity:
     conda:
         CONDA_ENV
     shell:
-        "prh simplicity --out-dir {params.out_dir} --config '{params.config}' --seed {params.seed} > {log} 2>&1"
+        "OMP_NUM_THREADS={threads} prh simplicity --out-dir {params.out_dir} --config {params.config}"
+        " --seed {params.seed} > {log} 2>&1"
 
 
 rule plot_simplicity:

@@ -3,6 +3,7 @@
 # number (minutes on one core at the paper's scale); one job draws every figure.
 import json
 import os
+import shlex
 
 TRANSFER = f"{R}/experiments/transfer"
 TRANSFER_FIGURES = {  # figure stem -> caption file (workflow/report/transfer_<x>.rst)
@@ -23,7 +24,7 @@ rule transfer:
         layerwise=f"{TRANSFER}/layerwise.json",
         metrics=f"{TRANSFER}/metrics.json",
     params:
-        config=json.dumps(config.get("transfer", {})),
+        config=shlex.quote(json.dumps(config["transfer"], sort_keys=True)),
         seed=config["seed"],
         device=config.get("device", "auto"),
         out_dir=lambda w, output: os.path.dirname(output.metrics),
@@ -38,7 +39,7 @@ rule transfer:
     conda:
         CONDA_ENV
     shell:
-        "OMP_NUM_THREADS={threads} prh transfer --out-dir {params.out_dir} --config '{params.config}' "
+        "OMP_NUM_THREADS={threads} prh transfer --out-dir {params.out_dir} --config {params.config} "
         "--seed {params.seed} --device {params.device} > {log} 2>&1"
 
 
