@@ -39,6 +39,8 @@ COMMANDS: dict[str, str] = {
     "plot-transfer": "prh.plots.transfer:main",
     "simplicity": "prh.experiments.simplicity:main",
     "plot-simplicity": "prh.plots.simplicity:main",
+    "color": "prh.experiments.color:main",
+    "plot-color": "prh.plots.color:main",
 }
 
 

@@ -2,6 +2,8 @@
 # colour-term embeddings, each MDS-embedded and aligned to CIELAB; and the section 4 check
 # that binary NCE and InfoNCE learn the PMI kernel. Offline: seconds on one core.
 import json
+import os
+import shlex
 
 from prh.experiments.color import language_specs
 
@@ -22,7 +24,7 @@ rule color_vision:
         vision=f"{COLOR}/vision.json",
     params:
         images=lambda w, input: input.get("images", "packaged"),
-        config=json.dumps(COLOR_CFG["vision"]),
+        config=shlex.quote(json.dumps(COLOR_CFG["vision"], sort_keys=True)),
         seed=config["seed"],
     log:
         log_path("color_vision", "color_vision"),
@@ -35,7 +37,7 @@ rule color_vision:
     conda:
         CONDA_ENV
     shell:
-        "prh color vision --images {params.images} --out {output.vision} --config '{params.config}'"
+        "OMP_NUM_THREADS={threads} prh color vision --images {params.images} --out {output.vision} --config {params.config}"
         " --seed {params.seed} > {log} 2>&1"
 
 
@@ -46,8 +48,8 @@ rule color_language:
     output:
         language=f"{COLOR}/language.json",
     params:
-        models=json.dumps(COLOR_SPECS),
-        config=json.dumps(COLOR_CFG["language"]),
+        models=shlex.quote(json.dumps(COLOR_SPECS, sort_keys=True)),
+        config=shlex.quote(json.dumps(COLOR_CFG["language"], sort_keys=True)),
         seed=config["seed"],
         device=config.get("device", "auto"),
     log:
@@ -62,7 +64,7 @@ rule color_language:
     conda:
         CONDA_ENV
     shell:
-        "prh color language --models '{params.models}' --out {output.language} --config '{params.config}'"
+        "OMP_NUM_THREADS={threads} prh color language --models {params.models} --out {output.language} --config {params.config}"
         " --seed {params.seed} --device {params.device} > {log} 2>&1"
 
 
@@ -70,7 +72,7 @@ rule color_nce:
     output:
         nce=f"{COLOR}/nce.json",
     params:
-        config=json.dumps(COLOR_CFG["nce"]),
+        config=shlex.quote(json.dumps(COLOR_CFG["nce"], sort_keys=True)),
         seed=config["seed"],
     log:
         log_path("color_nce", "color_nce"),
@@ -83,7 +85,7 @@ rule color_nce:
     conda:
         CONDA_ENV
     shell:
-        "OMP_NUM_THREADS={threads} prh color nce --out {output.nce} --config '{params.config}' --seed {params.seed}"
+        "OMP_NUM_THREADS={threads} prh color nce --out {output.nce} --config {params.config} --seed {params.seed}"
         " > {log} 2>&1"
 
 
