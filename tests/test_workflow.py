@@ -91,6 +91,7 @@ EXPECTED_FIGURES = {
     "thesis_fig2.6_trained_linear_rank", "thesis_fig7.1_gaussian_product_rank",
     "imani_fig02_shuffled_emergence", "imani_fig07_layerwise", "imani_fig10_peaks_alignment",
     "imani_fig11_peaks_transfer", "imani_fig12_peaks_layers",
+    "fig08_color_pmi", "fig_sec4_nce_pmi",
 }
 
 
