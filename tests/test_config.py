@@ -117,3 +117,21 @@ def test_every_schema_file_declares_its_draft(repo_root):
     """Snakemake's validate() cannot resolve a $ref'd file that does not name its JSON-schema draft."""
     for path in sorted((repo_root / "workflow" / "schemas").glob("*.yaml")):
         assert path.read_text().startswith("$schema:"), f"{path.name} must start with a $schema line"
+
+
+def test_cli_json_blocks_are_checked_once_with_a_clear_message(tmp_path):
+    """Every `prh` command that takes a params block as JSON parses it through one argparse type."""
+    import argparse
+
+    from prh.cli import json_object
+
+    assert json_object('{"width": 16}') == {"width": 16}
+    with pytest.raises(argparse.ArgumentTypeError, match="not valid JSON"):
+        json_object("{width: 16}")
+    with pytest.raises(argparse.ArgumentTypeError, match="must be a JSON object"):
+        json_object("[1, 2]")
+    from prh.experiments.simplicity import main
+
+    with pytest.raises(SystemExit):  # argparse reports the bad --config and exits 2
+        main(["--out-dir", str(tmp_path), "--config", "not json"])
+    assert not any(tmp_path.iterdir())

@@ -12,7 +12,9 @@ not use.
 
 from __future__ import annotations
 
+import argparse
 import importlib
+import json
 import sys
 
 # command name -> "module:function"; keep sorted by pipeline stage.
@@ -42,6 +44,17 @@ COMMANDS: dict[str, str] = {
     "color": "prh.experiments.color:main",
     "plot-color": "prh.plots.color:main",
 }
+
+
+def json_object(text: str) -> dict:
+    """argparse ``type=``: a JSON object, e.g. a params.yaml block that a rule passes on."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise argparse.ArgumentTypeError(f"not valid JSON ({err}): {text[:80]!r}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"must be a JSON object {{...}}, got {type(value).__name__}")
+    return value
 
 
 def _usage() -> str:

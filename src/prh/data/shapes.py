@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from prh.cli import json_object
 from prh.io import read_json, read_jsonl, sha256_file, write_json, write_jsonl, write_npy
 
 SHAPES = ("circle", "square", "triangle", "diamond", "hexagon", "star", "cross")
@@ -372,11 +372,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", required=True, help="dataset dir, e.g. results/data/shapes_eval")
     parser.add_argument("--n", type=int, required=True, help="number of items")
     parser.add_argument("--seed", type=int, required=True, help="seed of the scene sampler")
-    parser.add_argument("--world", default="{}", help="JSON of the params.yaml world block (defaults fill the rest)")
+    parser.add_argument("--world", type=json_object, default="{}", help="JSON of the params.yaml world block (defaults fill the rest)")
     args = parser.parse_args(argv)
-    try:
-        world = json.loads(args.world)
-    except json.JSONDecodeError as e:
-        raise SystemExit(f"--world is not valid JSON ({e}); pass e.g. '{{\"image_size\": 64}}'") from None
-    out = build_dataset(args.out, n=args.n, seed=args.seed, world=world)
+    out = build_dataset(args.out, n=args.n, seed=args.seed, world=args.world)
     print(f"wrote {args.n} items to {out}")

@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 from scipy.spatial.distance import pdist, squareform
 
+from prh.cli import json_object
 from prh.experiments.color_pmi import (align_to_reference, code_rgb, distance_agreement, mds_embed, pmi_table,
                                        rgb_to_lab, sample_pixel_pairs)
 from prh.io import read_json, write_json
@@ -219,7 +220,7 @@ def main(argv: list[str] | None = None) -> None:
     for part in ("vision", "language", "nce"):
         s = sub.add_parser(part)
         s.add_argument("--out", required=True, help="JSON written")
-        s.add_argument("--config", default="{}", help="JSON of params.yaml's `color.<part>` block (missing keys: defaults)")
+        s.add_argument("--config", type=json_object, default="{}", help="JSON of params.yaml's `color.<part>` block (missing keys: defaults)")
         s.add_argument("--seed", type=int, default=0)
     sub.choices["vision"].add_argument("--images", default="packaged", help="'packaged' or an images.npy")
     sub.choices["language"].add_argument("--models", required=True,
@@ -234,10 +235,7 @@ def main(argv: list[str] | None = None) -> None:
         res = color_metrics(vision=d / "vision.json", language=d / "language.json", nce=d / "nce.json", out=args.out)
         print(json.dumps(res, indent=1))
         return
-    try:
-        config = json.loads(args.config)
-    except json.JSONDecodeError as err:
-        raise ValueError(f"--config must be a JSON object, got {args.config!r}: {err}") from err
+    config = args.config
     if args.part == "vision":
         res = run_vision(images=args.images, out=args.out, config=config, seed=args.seed)
         print(json.dumps({k: res["pmi"][k] for k in ("spearman", "p_value", "procrustes_residual", "stress")}))

@@ -45,6 +45,7 @@ import torch
 from scipy.stats import spearmanr
 from tqdm.auto import tqdm
 
+from prh.cli import json_object
 from prh.io import write_json
 from prh.metrics import effective_rank
 from prh.metrics.calibration import cell_seed
@@ -389,12 +390,8 @@ def run_simplicity(out_dir, *, seed: int = 0, config: dict | None = None) -> dic
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="prh simplicity", description=__doc__.splitlines()[0])
     p.add_argument("--out-dir", required=True, help="folder for random_nets.json, products.json, trained.json, metrics.json")
-    p.add_argument("--config", default="{}", help="JSON of params.yaml's `simplicity:` block (missing keys: defaults)")
+    p.add_argument("--config", type=json_object, default="{}", help="JSON of params.yaml's `simplicity:` block (missing keys: defaults)")
     p.add_argument("--seed", type=int, default=0, help="master seed")
     args = p.parse_args(argv)
-    try:
-        config = json.loads(args.config)
-    except json.JSONDecodeError as err:
-        raise ValueError(f"--config must be a JSON object (the simplicity block), got {args.config!r}: {err}") from err
-    metrics = run_simplicity(args.out_dir, seed=args.seed, config=config)
+    metrics = run_simplicity(args.out_dir, seed=args.seed, config=args.config)
     print(json.dumps(metrics, indent=1))

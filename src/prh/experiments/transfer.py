@@ -17,12 +17,12 @@ Writes ``peaks_alignment.json`` (Fig 10), ``peaks_transfer.json`` (Fig 11),
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 
 import numpy as np
 
+from prh.cli import json_object
 from prh.io import write_json
 
 __all__ = ["DEFAULTS", "run_transfer", "claims", "main"]
@@ -174,14 +174,10 @@ def run_transfer(*, out_dir, config: dict | None = None, seed: int = 0, device: 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="prh transfer", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out-dir", required=True, help="folder for the JSON files")
-    parser.add_argument("--config", default="{}", help="JSON object: the params.yaml `transfer:` block")
+    parser.add_argument("--config", type=json_object, default="{}", help="JSON object: the params.yaml `transfer:` block")
     parser.add_argument("--seed", type=int, default=0, help="master seed")
     parser.add_argument("--device", default="cpu", help="cpu | cuda | auto (Fig 2 / Fig 7 networks)")
     args = parser.parse_args(argv)
-    try:
-        config = json.loads(args.config)
-    except json.JSONDecodeError as err:
-        raise SystemExit(f"--config is not valid JSON ({err}); pass the block as a JSON object") from err
-    metrics = run_transfer(out_dir=args.out_dir, config=config, seed=args.seed, device=args.device)
+    metrics = run_transfer(out_dir=args.out_dir, config=args.config, seed=args.seed, device=args.device)
     print(f"transfer: {metrics['claims_reproduced']}/{metrics['claims_total']} claims reproduced; "
           f"wrote {args.out_dir}")
