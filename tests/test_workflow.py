@@ -92,6 +92,7 @@ EXPECTED_FIGURES = {
     "imani_fig02_shuffled_emergence", "imani_fig07_layerwise", "imani_fig10_peaks_alignment",
     "imani_fig11_peaks_transfer", "imani_fig12_peaks_layers",
     "fig08_color_pmi", "fig_sec4_nce_pmi",
+    "fig02_competence_alignment", "fig02_model_map", "fig03_language_vision", "fig_platonic_reference",
 }
 
 
@@ -166,8 +167,9 @@ def test_changing_one_param_replans_only_its_jobs(smoke):
         jobs = planned_jobs(smoke)
     finally:
         run(["git", "checkout", "params.yaml"], smoke)
-    # exactly the two alignment tables (vision-vision, language-vision), their figures, and `all`
-    assert jobs == {"align": 2, "plot_alignment": 2, "all": 1}, jobs
+    # exactly the two alignment tables (vision-vision, language-vision), their figures, the
+    # convergence experiment that reads them and its figures, and `all`
+    assert jobs == {"align": 2, "plot_alignment": 2, "convergence": 1, "plot_convergence": 1, "all": 1}, jobs
     assert planned_jobs(smoke) == {}
 
 

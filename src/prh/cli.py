@@ -43,6 +43,9 @@ COMMANDS: dict[str, str] = {
     "plot-simplicity": "prh.plots.simplicity:main",
     "color": "prh.experiments.color:main",
     "plot-color": "prh.plots.color:main",
+    "convergence": "prh.experiments.convergence:main",
+    "convergence-platonic": "prh.experiments.convergence:platonic_main",
+    "plot-convergence": "prh.plots.convergence:main",
 }
 
 

@@ -1,0 +1,129 @@
+"""Figures of the convergence experiments (PRH Figs 2 and 3, and the platonic reference).
+
+Each function reads one JSON written by :mod:`prh.experiments.convergence` and draws it.
+
+    prh plot-convergence --in-dir results/experiments/convergence --out-dir results/figures \\
+        --figures competence model_map language_vision
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+
+from prh.io import read_json
+from prh.plots import save_figure
+
+__all__ = ["FIGURES", "plot_competence", "plot_model_map", "plot_language_vision", "plot_platonic",
+           "plot_convergence", "main"]
+
+
+def _nan(v):
+    return float("nan") if v is None else v
+
+
+def plot_competence(data: dict, out: Path) -> list[Path]:
+    """Fig 2 left: mean pairwise alignment within each competence bin, ± standard error."""
+    import matplotlib.pyplot as plt
+
+    bins = data["bins"]
+    fig, ax = plt.subplots(figsize=(4.5, 3.5))
+    x = np.arange(len(bins))
+    ax.bar(x, [_nan(b["mean"]) for b in bins], yerr=[_nan(b["sem"]) for b in bins], color="tab:blue", capsize=4)
+    ax.set_xticks(x, [f"{b['lo']}-{b['hi'] - 1}\n({len(b['models'])} models)" for b in bins])
+    ax.set_xlabel(f"tasks solved (>= {data['settings']['solve_fraction']:.0%} of best)")
+    ax.set_ylabel(f"intra-bin alignment ({data['settings'].get('metric', 'mutual_knn')}, "
+                  f"k={data['settings'].get('topk')})")
+    ax.set_title("Competent models are more aligned?")
+    return save_figure(fig, out)
+
+
+def plot_model_map(data: dict, out: Path) -> list[Path]:
+    """Fig 2 right: 2-D map of the models (distance -log alignment), coloured by tasks solved."""
+    import matplotlib.pyplot as plt
+
+    xy = np.asarray(data["coords"])
+    fig, ax = plt.subplots(figsize=(5, 4))
+    sc = ax.scatter(xy[:, 0], xy[:, 1], c=data["solved"], cmap="viridis", s=60, edgecolor="k")
+    for (px, py), name in zip(xy, data["names"]):
+        ax.annotate(name, (px, py), fontsize=6, xytext=(3, 3), textcoords="offset points")
+    fig.colorbar(sc, ax=ax, label="tasks solved")
+    ax.set_title(f"model map ({data['method'].split(' (')[0]})")
+    ax.set_xticks([])
+    ax.set_yticks([])
+    return save_figure(fig, out)
+
+
+def plot_language_vision(data: dict, out: Path) -> list[Path]:
+    """Fig 3: cross-modal alignment against the LM's 1 - bpb, one line per vision family."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5, 4))
+    colors = plt.get_cmap("tab10")
+    for i, (fam, fit) in enumerate(data["fits"].items()):
+        pts = [p for p in data["points"] if p["family"] == fam]
+        x = np.array([p["lm_score"] for p in pts])
+        ax.scatter(x, [p["alignment"] for p in pts], color=colors(i % 10), s=14, alpha=0.7)
+        if fit["slope"] is not None:
+            grid = np.linspace(x.min(), x.max(), 2)
+            ax.plot(grid, fit["slope"] * grid + fit["intercept"], color=colors(i % 10), label=fam)
+    pooled = data["pooled"]
+    ax.set_title(f"pooled Pearson r={_nan(pooled['pearson_r']):.2f} (p={_nan(pooled['pearson_p']):.2g}), "
+                 f"Spearman r={_nan(pooled['spearman_r']):.2f}", fontsize=8)
+    ax.set_xlabel("language model score: 1 - bits per byte")
+    ax.set_ylabel(f"alignment to vision ({data['settings'].get('metric')})")
+    ax.legend(title="vision family", fontsize=7)
+    return save_figure(fig, out)
+
+
+def plot_platonic(data: dict, out: Path) -> list[Path]:
+    """Platonic reference: alignment with the world kernel against competence / 1 - bpb."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.8))
+    panels = [("vision", "competence", "mean probe accuracy"), ("language", "lm_score", "1 - bits per byte")]
+    for ax, (mod, key, label) in zip(axes, panels):
+        rows = {n: r for n, r in data[mod].items() if r.get(key) is not None}
+        ax.scatter([r[key] for r in rows.values()], [r["score"] for r in rows.values()], s=30, edgecolor="k")
+        for n, r in rows.items():
+            ax.annotate(n, (r[key], r["score"]), fontsize=6, xytext=(3, 3), textcoords="offset points")
+        c = data["correlations"][mod]
+        ax.set_title(f"{mod}: Spearman r={_nan(c['spearman_r']):.2f} (p={_nan(c['spearman_p']):.2g}, n={c['n']})",
+                     fontsize=9)
+        ax.set_xlabel(label)
+        ax.set_ylabel(f"alignment with world kernel (mutual_knn, k={data['settings']['topk']})")
+    return save_figure(fig, out)
+
+
+# figure key -> (JSON name, figure stem, plot function)
+FIGURES = {
+    "competence": ("competence.json", "fig02_competence_alignment", plot_competence),
+    "model_map": ("model_map.json", "fig02_model_map", plot_model_map),
+    "language_vision": ("language_vision.json", "fig03_language_vision", plot_language_vision),
+    "platonic": ("platonic.json", "fig_platonic_reference", plot_platonic),
+}
+
+
+def plot_convergence(*, in_dir: str, out_dir: str, figures: list[str]) -> list[Path]:
+    """Draw the named ``figures`` (keys of FIGURES) from the JSON in ``in_dir`` into ``out_dir``."""
+    bad = [f for f in figures if f not in FIGURES]
+    if bad:
+        raise ValueError(f"figures {bad} unknown; choose from {sorted(FIGURES)}")
+    paths = []
+    for key in figures:
+        name, stem, draw = FIGURES[key]
+        paths += draw(read_json(Path(in_dir) / name), Path(out_dir) / f"{stem}.pdf")
+    return paths
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="prh plot-convergence", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--in-dir", required=True, help="folder with the JSON of `prh convergence`")
+    parser.add_argument("--out-dir", required=True, help="folder for the PDF and PNG figures")
+    parser.add_argument("--figures", nargs="+", default=["competence", "model_map", "language_vision"],
+                        choices=sorted(FIGURES), help="which figures to draw")
+    args = parser.parse_args(argv)
+    for path in plot_convergence(in_dir=args.in_dir, out_dir=args.out_dir, figures=args.figures):
+        print(path)

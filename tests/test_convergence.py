@@ -1,0 +1,132 @@
+"""Convergence experiments (PRH Figs 2, 3; platonic reference): hand-computed examples on tiny inputs."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from prh.data.shapes import sample_scene, world_features
+from prh.experiments.convergence import (competence_bins, language_vision, model_map, run_convergence,
+                                         run_platonic, solved_counts)
+from prh.io import save_features
+from prh.plots.convergence import plot_convergence
+
+PROBES = {"models": {
+    "a": {"tasks": {"t1": {"accuracy": 0.90}, "t2": {"accuracy": 0.50}}},
+    "b": {"tasks": {"t1": {"accuracy": 0.73}, "t2": {"accuracy": 0.60}}},
+    "c": {"tasks": {"t1": {"accuracy": 0.71}, "t2": {"accuracy": 0.30}}},
+    "d": {"tasks": {"t1": {"accuracy": 0.10}, "t2": {"accuracy": 0.47}}},
+}}
+
+
+def test_solved_counts_hand_example():
+    # thresholds: t1 0.8 * 0.90 = 0.72, t2 0.8 * 0.60 = 0.48
+    assert solved_counts(PROBES, solve_fraction=0.8) == {"a": 2, "b": 2, "c": 0, "d": 0}
+    assert solved_counts(PROBES, solve_fraction=0.4) == {"a": 2, "b": 2, "c": 2, "d": 1}  # 0.36, 0.24
+    with pytest.raises(ValueError, match="solve_fraction"):
+        solved_counts(PROBES, solve_fraction=0)
+
+
+def test_competence_bins_mean_and_sem():
+    names = ["a", "b", "c", "d", "e"]
+    s = np.full((5, 5), 0.1)
+    np.fill_diagonal(s, 1.0)
+    s[0, 1] = s[1, 0] = 0.5
+    s[0, 2] = s[2, 0] = 0.6
+    s[1, 2] = s[2, 1] = 0.7
+    solved = {"a": 2, "b": 2, "c": 3, "d": 0, "e": 0}
+    low, high = competence_bins(scores=s, names=names, solved=solved, bins=[0, 2, 4])
+    assert low["models"] == ["d", "e"] and low["n_pairs"] == 1 and low["mean"] == pytest.approx(0.1)
+    assert math.isnan(low["sem"])
+    assert high["models"] == ["a", "b", "c"] and high["n_pairs"] == 3
+    assert high["mean"] == pytest.approx(0.6)
+    assert high["sem"] == pytest.approx(0.1 / math.sqrt(3))  # std(0.5, 0.6, 0.7; ddof=1) = 0.1
+    with pytest.raises(ValueError, match="bins"):
+        competence_bins(scores=s, names=names, solved=solved, bins=[3, 1])
+
+
+def test_model_map_mds_keeps_distances():
+    a = np.array([[1.0, 0.5, 0.3], [0.5, 1.0, 0.4], [0.3, 0.4, 1.0]])
+    emb = model_map(scores=a, min_umap_models=5)
+    assert emb["method"].startswith("classical MDS")
+    xy = np.asarray(emb["coords"])
+    got = np.linalg.norm(xy[:, None] - xy[None], axis=-1)
+    want = -np.log(a)
+    np.fill_diagonal(want, 0.0)
+    np.testing.assert_allclose(got, want, atol=1e-9)  # any metric triangle embeds exactly in 2-D
+
+
+def test_language_vision_fits_and_skips_masked_lms():
+    bpb = {"l1": 1.0, "l2": 0.5, "l3": 0.2}  # 1 - bpb: 0, 0.5, 0.8
+    cross = {"x_names": ["l1", "l2", "l3", "masked"], "y_names": ["v1", "v2"],
+             "scores": [[0.1, 0.2], [0.2, 0.3], [0.26, 0.36], [0.9, 0.9]]}
+    out = language_vision(cross=cross, bpb=bpb, families={"v1": "f1", "v2": "f2"})
+    assert out["skipped_no_bpb"] == ["masked"] and len(out["points"]) == 6
+    assert out["fits"]["f1"]["slope"] == pytest.approx(0.2) and out["fits"]["f1"]["intercept"] == pytest.approx(0.1)
+    assert out["fits"]["f2"]["intercept"] == pytest.approx(0.2)
+    assert out["fits"]["f1"]["pearson_r"] == pytest.approx(1.0)
+    x, y = [0, 0, 0.5, 0.5, 0.8, 0.8], [0.1, 0.2, 0.2, 0.3, 0.26, 0.36]  # pooled over both families
+    assert out["pooled"]["spearman_r"] == pytest.approx(stats.spearmanr(x, y).statistic)
+    assert out["pooled"]["pearson_r"] == pytest.approx(np.corrcoef(x, y)[0, 1]) and out["pooled"]["n"] == 6
+
+
+def _write(path, obj):
+    path.write_text(json.dumps(obj))
+    return str(path)
+
+
+def test_run_convergence_and_figures(tmp_path):
+    names = ["a", "b", "c", "d"]
+    rng = np.random.default_rng(0)
+    s = rng.uniform(0.1, 0.6, (4, 4))
+    s = (s + s.T) / 2
+    np.fill_diagonal(s, 1.0)
+    settings = {"metric": "mutual_knn", "topk": 10}
+    vis = _write(tmp_path / "vv.json", {"settings": settings, "x_names": names, "y_names": names, "scores": s.tolist()})
+    cross = _write(tmp_path / "lv.json", {"settings": settings, "x_names": ["l1", "l2", "l3"], "y_names": names,
+                                          "scores": rng.uniform(0, 0.3, (3, 4)).tolist()})
+    lang = _write(tmp_path / "lang.json", {"models": {"l1": {"bpb": 2.0}, "l2": {"bpb": 1.0}, "l3": {"bpb": 0.5}}})
+    probes = _write(tmp_path / "probes.json", PROBES)
+    out = tmp_path / "exp"
+    metrics = run_convergence(probes=probes, vision_alignment=vis, cross_alignment=cross, language=lang,
+                              families={"a": "x", "b": "x", "c": "y", "d": "y"}, out_dir=str(out),
+                              config={"bins": [0, 1, 3]})
+    assert metrics["competence_bins"]["1-2"]["mean"] == pytest.approx(s[0, 1])
+    assert metrics["competence_bins"]["0-0"]["mean"] == pytest.approx(s[2, 3])
+    assert all(math.isfinite(v) for v in metrics["language_vision"].values())
+    assert json.loads((out / "metrics.json").read_text())["language_vision"]["n"] == 12
+    paths = plot_convergence(in_dir=str(out), out_dir=str(tmp_path / "fig"),
+                             figures=["competence", "model_map", "language_vision"])
+    assert len(paths) == 6 and all(p.stat().st_size > 0 for p in paths)
+    with pytest.raises(ValueError, match="unknown keys"):
+        run_convergence(probes=probes, vision_alignment=vis, cross_alignment=cross, language=lang,
+                        families={}, out_dir=str(out), config={"bin": [0, 1]})
+    with pytest.raises(ValueError, match="square"):
+        run_convergence(probes=probes, vision_alignment=cross, cross_alignment=cross, language=lang,
+                        families={}, out_dir=str(out))
+
+
+def test_platonic_reference(tmp_path):
+    rng = np.random.default_rng(0)
+    scenes = [sample_scene(rng) for _ in range(40)]
+    (tmp_path / "scenes.jsonl").write_text("".join(json.dumps({"id": i, "scene": s}) + "\n" for i, s in enumerate(scenes)))
+    world = world_features(scenes)
+    noise = np.random.default_rng(1).normal(size=(40, 2, 40)).astype(np.float32)
+    exact = np.stack([noise[:, 0], world], axis=1)  # layer 1 is the world itself
+    for name, feats in [("exact", exact), ("noise", noise)]:
+        save_features(tmp_path / f"{name}.safetensors", feats, {"model": name})
+    paths = [str(tmp_path / f"{n}.safetensors") for n in ("exact", "noise")]
+    probes = _write(tmp_path / "probes.json", {"models": {"exact": {"tasks": {"t": {"accuracy": 0.9}}},
+                                                          "noise": {"tasks": {"t": {"accuracy": 0.3}}}}})
+    lang = _write(tmp_path / "lang.json", {"models": {"exact": {"bpb": 0.5}, "noise": {"bpb": None}}})
+    scenes_path = str(tmp_path / "scenes.jsonl")
+    run_platonic(vision_features=paths, vision_scenes=scenes_path, language_features=paths, paired_scenes=scenes_path,
+                 probes=probes, language=lang, out_dir=str(tmp_path / "exp"), config={"topk": 5, "quantile": 1.0})
+    data = json.loads((tmp_path / "exp" / "platonic.json").read_text())
+    assert data["vision"]["exact"]["score"] == pytest.approx(1.0) and data["vision"]["exact"]["layer"] == 1
+    assert data["vision"]["noise"]["score"] < 0.5
+    assert data["language"]["exact"]["lm_score"] == 0.5 and data["language"]["noise"]["lm_score"] is None
+    paths = plot_convergence(in_dir=str(tmp_path / "exp"), out_dir=str(tmp_path / "fig"), figures=["platonic"])
+    assert [p.name for p in paths] == ["fig_platonic_reference.pdf", "fig_platonic_reference.png"]
