@@ -178,3 +178,27 @@ def test_table_rejects_feature_files_with_different_items(tmp_path):
     save_features(tmp_path / "short.safetensors", torch.randn(20, 2, 4), {"model": "short"})
     with pytest.raises(ValueError, match="same items"):
         prh_main(["align", "--metric", "mutual_knn", "--x-names", "a", "b", "--x-features", str(paths["m_small"]), str(tmp_path / "short.safetensors"), "--out", str(tmp_path / "o.json")])
+
+
+@pytest.mark.parametrize("metric", ["mutual_knn", "unbiased_cka"])
+def test_n_items_equals_the_table_of_truncated_feature_files(tmp_path, metric):
+    from prh.io import load_features
+    from prh.metrics.engine import alignment_table
+
+    paths = write_models(tmp_path)
+    cut = {}
+    for name, path in paths.items():
+        cut[name] = tmp_path / f"cut_{name}.safetensors"
+        save_features(cut[name], load_features(path)[:18], {"model": name})
+    out = tmp_path / "cli.json"
+    prh_main(["align", "--metric", metric, "--topk", "4", "--x-names", *paths, "--x-features", *map(str, paths.values()),
+              "--n-items", "18", "--out", str(out)])
+    table = json.loads(out.read_text())
+    want = alignment_table(metric, x_names=list(cut), x_features=list(map(str, cut.values())), topk=4)
+    assert table["settings"]["n"] == want["settings"]["n"] == 18
+    np.testing.assert_allclose(table["scores"], want["scores"], atol=1e-12)
+    assert table["best_pairs"] == want["best_pairs"]
+    full = alignment_table(metric, x_names=list(paths), x_features=list(map(str, paths.values())), topk=4)
+    assert not np.allclose(full["scores"], want["scores"])  # 30 items give other numbers: the cut is real
+    with pytest.raises(ValueError, match="n_items=31"):
+        alignment_table(metric, x_names=list(paths), x_features=list(map(str, paths.values())), topk=4, n_items=31)

@@ -126,6 +126,7 @@ def alignment_table(
     seed: int = 0,
     layer_scores: bool = False,
     threads: int | None = None,
+    n_items: int | None = None,
 ) -> dict:
     """Best-layer-pair alignment of every x model with every y model, written as one JSON.
 
@@ -147,6 +148,9 @@ def alignment_table(
     null_permutations, seed : P > 0 adds a permutation test of every cell's best score
     layer_scores : also store every model pair's La × Lb matrix
     threads : torch intra-op threads (left as is when None)
+    n_items : use only the first ``n_items`` items of every feature file (a smaller
+        batch, as PRH Fig 12's bsz); clamping and states see only those items, so the
+        table equals one computed on truncated files. None: all items.
 
     Returns
     -------
@@ -168,13 +172,17 @@ def alignment_table(
         torch.set_num_threads(threads)
     device = str(resolve_device(device))
     kw = dict(topk=topk, cca_dim=cca_dim, normalize=True, device=device, dtype=DTYPES[dtype], block_rows=block_rows)
-    n_items: dict[str, int] = {}
+    item_counts: dict[str, int] = {}
 
     def state_of(name: str, path: str):
         feats, meta = load_features(path, with_meta=True)
-        n_items[name] = feats.shape[0]
-        if len(set(n_items.values())) > 1:
-            raise ValueError(f"all feature files must have the same items; item counts per model: {n_items}")
+        item_counts[name] = feats.shape[0]
+        if len(set(item_counts.values())) > 1:
+            raise ValueError(f"all feature files must have the same items; item counts per model: {item_counts}")
+        if n_items is not None:
+            if not 1 <= n_items <= feats.shape[0]:
+                raise ValueError(f"n_items={n_items} must be between 1 and the {feats.shape[0]} items of {path}")
+            feats = feats[:n_items]
         clamped = prepare_features(feats, q=quantile, layer_dims=meta.get("layer_dims"))
         return layer_states(metric, clamped, **kw)
 
@@ -202,7 +210,7 @@ def alignment_table(
                     calib[key][i, j] = null[key]
     result = {
         "settings": {
-            "metric": metric, "topk": topk, "quantile": quantile, "n": next(iter(n_items.values())),
+            "metric": metric, "topk": topk, "quantile": quantile, "n": n_items or next(iter(item_counts.values())),
             "cca_dim": cca_dim, "normalize": True, "dtype": dtype,
         },
         "x_names": list(x_names),
@@ -239,11 +247,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--seed", type=int, default=0, help="seeds the permutations")
     p.add_argument("--layer-scores", action="store_true", help="also store every La x Lb matrix")
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: leave as is)")
+    p.add_argument("--n-items", type=int, default=None, help="use only the first N items of every file (default: all)")
     args = p.parse_args(argv)
     alignment_table(
         args.metric, x_names=args.x_names, x_features=args.x_features, y_names=args.y_names,
         y_features=args.y_features, out=args.out, topk=args.topk, quantile=args.quantile,
         cca_dim=args.cca_dim, device=args.device, dtype=args.dtype, block_rows=args.block_rows,
         null_permutations=args.null_permutations, seed=args.seed, layer_scores=args.layer_scores,
-        threads=args.threads,
+        threads=args.threads, n_items=args.n_items,
     )
