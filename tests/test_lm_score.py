@@ -11,8 +11,8 @@ import torch
 import torch.nn.functional as F
 from tiny_models import CORPUS, save_language_model
 
-from prh.experiments.lm_score import chunk_text, lm_score, sample_openwebtext
-from prh.io import read_json, read_jsonl
+from prh.experiments.lm_score import chunk_text, lm_score, merge_lm_scores, merge_main, sample_openwebtext
+from prh.io import read_json, read_jsonl, write_json
 
 DOCS = [f"document {i}: " + " ".join(CORPUS[i % 4].split()[: 3 + i % 5] * (1 + i % 7)) for i in range(40)]
 
@@ -106,3 +106,38 @@ def test_missing_corpus_names_the_remedies(tmp_path):
 
     with pytest.raises(DatasetNotAvailableError, match="dvc pull results/data"):
         sample_openwebtext(tmp_path / "s", repo=str(tmp_path / "nowhere"), n_bytes=10)
+
+
+def test_merge_lm_scores_gathers_models_for_convergence(tmp_path):
+    sample = {"repo": "Skylion007/openwebtext", "revision": "main", "split": "train", "seed": 0, "sha256": "abc"}
+    write_json(tmp_path / "a.json", {"model": "lm-a", "bpb": 1.25, "lm_score": -0.25, "n_params": 100,
+                                     "sample": sample})
+    write_json(tmp_path / "b.json", {"model": "lm-b", "lm_score": 0.375, "n_params": 200, "sample": sample})
+    out = tmp_path / "language.json"
+    merge_main(["--scores", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--out", str(out),
+                "--n-params", '{"lm-b": 250}'])
+    r = read_json(out)
+    # b holds only the score: bpb = 1 - 0.375; --n-params overrides b's count only
+    assert r["models"] == {"lm-a": {"bpb": 1.25, "lm_score": -0.25, "n_params": 100},
+                           "lm-b": {"bpb": 0.625, "lm_score": 0.375, "n_params": 250}}
+    assert r["source"] == "lm_score" and r["sample"]["sha256"] == "abc"
+    assert r["files"] == {"lm-a": str(tmp_path / "a.json"), "lm-b": str(tmp_path / "b.json")}
+    # what run_convergence reads from the language JSON
+    assert {m: v["bpb"] for m, v in r["models"].items() if v.get("bpb") is not None} == {"lm-a": 1.25, "lm-b": 0.625}
+
+
+def test_merge_lm_scores_refuses_incomparable_or_broken_files(tmp_path):
+    write_json(tmp_path / "a.json", {"model": "m", "bpb": 1.0, "sample": {"sha256": "abc"}})
+    write_json(tmp_path / "other.json", {"model": "o", "bpb": 1.0, "sample": {"sha256": "def"}})
+    write_json(tmp_path / "empty.json", {"model": "e", "n_params": 3})
+    with pytest.raises(ValueError, match="different text samples"):
+        merge_lm_scores([tmp_path / "a.json", tmp_path / "other.json"], tmp_path / "x.json")
+    with pytest.raises(ValueError, match="model 'm' is in both"):
+        merge_lm_scores([tmp_path / "a.json", tmp_path / "a.json"], tmp_path / "x.json")
+    with pytest.raises(ValueError, match="neither 'bpb' nor 'lm_score'"):
+        merge_lm_scores([tmp_path / "empty.json"], tmp_path / "x.json")
+    with pytest.raises(ValueError, match=r"n_params names \['typo'\]"):
+        merge_lm_scores([tmp_path / "a.json"], tmp_path / "x.json", n_params={"typo": 1})
+    with pytest.raises(ValueError, match="paths is empty"):
+        merge_lm_scores([], tmp_path / "x.json")
+    assert not (tmp_path / "x.json").exists()

@@ -21,6 +21,13 @@ Two steps, so every model is scored on exactly the same text:
         --out results/data/openwebtext_sample
     prh lm-score --model bigscience/bloomz-560m --revision main --name bloomz-560m \\
         --sample results/data/openwebtext_sample --out results/experiments/lm_score/bloomz-560m.json
+
+3. ``merge_lm_scores`` (``prh lm-score-merge``): the per-model JSONs as one
+   ``{"models": {name: {"bpb", "lm_score", "n_params"}}}`` file, the language input of
+   ``prh convergence`` (same shape as ``results/experiments/zoo/language.json``).
+
+    prh lm-score-merge --scores results/experiments/lm_score/*.json \\
+        --out results/experiments/lm_score/language.json
 """
 
 from __future__ import annotations
@@ -35,7 +42,7 @@ import numpy as np
 from prh.data.hub import DatasetNotAvailableError, is_local_repo
 from prh.io import read_json, read_jsonl, sha256_file, write_json, write_jsonl
 
-__all__ = ["chunk_text", "sample_openwebtext", "lm_score"]
+__all__ = ["chunk_text", "sample_openwebtext", "lm_score", "merge_lm_scores"]
 
 _SPACE = re.compile(r"\s")
 
@@ -199,6 +206,67 @@ def lm_score(
     del net
     hub.free_model_memory()
     return result
+
+
+def merge_lm_scores(paths: list[str | Path], out: str | Path, *, n_params: dict[str, int] | None = None) -> dict:
+    """Gather per-model ``lm_score`` JSONs into one ``{"models": {name: ...}}`` file.
+
+    Parameters
+    ----------
+    paths : JSONs written by ``lm_score`` (keys ``model``, ``bpb``, ``lm_score``, ``n_params``, ``sample``).
+    out : the merged JSON.
+    n_params : optional ``{name: parameter count}`` that overrides the counts in the files.
+
+    Per model: ``bpb`` (bits per UTF-8 byte; ``1 - lm_score`` when a file holds only the
+    score), ``lm_score = 1 - bpb``, ``n_params``. Every file must come from the same text
+    sample (equal ``sample.sha256``), or the scores are not comparable.
+
+    Returns
+    -------
+    ``{"models": {name: {"bpb", "lm_score", "n_params"}}, "source": "lm_score",
+    "unit": ..., "sample": the shared sample provenance, "files": {name: path}}``, written to ``out``.
+    """
+    if not paths:
+        raise ValueError("paths is empty; give the lm_score JSONs to merge (results/experiments/lm_score/*.json)")
+    models, files, samples = {}, {}, {}
+    for path in paths:
+        r = read_json(path)
+        name = r.get("model") or Path(path).stem
+        if name in models:
+            raise ValueError(f"model {name!r} is in both {files[name]} and {path}; merge each model once")
+        if r.get("bpb") is not None:
+            bpb = float(r["bpb"])
+        elif r.get("lm_score") is not None:
+            bpb = 1.0 - float(r["lm_score"])
+        else:
+            raise ValueError(f"{path} has neither 'bpb' nor 'lm_score'; pass files written by `prh lm-score`")
+        count = (n_params or {}).get(name, r.get("n_params"))
+        models[name] = {"bpb": bpb, "lm_score": 1.0 - bpb, "n_params": None if count is None else int(count)}
+        files[name], samples[name] = str(path), r.get("sample") or {}
+    shas = {s.get("sha256") for s in samples.values()}
+    if len(shas) > 1:
+        raise ValueError(f"the files were scored on different text samples (sha256 {sorted(map(str, shas))}); "
+                         "score every model on the same `prh lm-sample` folder")
+    unknown = sorted(set(n_params or {}) - set(models))
+    if unknown:
+        raise ValueError(f"n_params names {unknown}, which no file scores; check the model names")
+    result = {"models": models, "source": "lm_score", "unit": "bits per UTF-8 byte",
+              "sample": next(iter(samples.values())), "files": files}
+    write_json(out, result)
+    return result
+
+
+def merge_main(argv: list[str] | None = None) -> None:
+    from prh.cli import json_object
+
+    p = argparse.ArgumentParser(prog="prh lm-score-merge", description="merge per-model lm_score JSONs")
+    p.add_argument("--scores", nargs="+", required=True, help="JSONs written by `prh lm-score`")
+    p.add_argument("--out", required=True, help="merged JSON: {models: {name: {bpb, lm_score, n_params}}}")
+    p.add_argument("--n-params", type=json_object, default=None,
+                   help="optional JSON {model: parameter count} overriding the counts in the files")
+    a = p.parse_args(argv)
+    r = merge_lm_scores(a.scores, a.out, n_params=a.n_params)
+    print(f"{a.out}: {len(r['models'])} models")
 
 
 def sample_main(argv: list[str] | None = None) -> None:
