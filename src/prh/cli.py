@@ -22,6 +22,7 @@ COMMANDS: dict[str, str] = {
     "check-config": "prh.config:main",
     "make-shapes": "prh.data.shapes:main",
     "hub-dataset": "prh.data.hub:main",
+    "summarise-captions": "prh.data.summarise:main",
     "train-vision": "prh.models.train_vision:main",
     "train-tokenizer": "prh.models.language_zoo:tokenizer_main",
     "train-language": "prh.models.language_zoo:main",
@@ -31,8 +32,10 @@ COMMANDS: dict[str, str] = {
     "pin-revisions": "prh.pin:main",
     "lm-sample": "prh.experiments.lm_score:sample_main",
     "lm-score": "prh.experiments.lm_score:main",
+    "lm-score-merge": "prh.experiments.lm_score:merge_main",
     "align": "prh.metrics.engine:main",
     "probe": "prh.experiments.probes:main",
+    "probe-splits": "prh.experiments.probes:splits_main",
     "plot-alignment": "prh.plots.alignment:main",
     "zoo-metrics": "prh.experiments.zoo_metrics:main",
     "lm-eval": "prh.experiments.zoo_language:main",
@@ -46,6 +49,14 @@ COMMANDS: dict[str, str] = {
     "convergence": "prh.experiments.convergence:main",
     "convergence-platonic": "prh.experiments.convergence:platonic_main",
     "plot-convergence": "prh.plots.convergence:main",
+    "locality": "prh.experiments.locality:main",
+    "metric-agreement": "prh.experiments.metric_agreement:main",
+    "plot-metrics-agreement": "prh.plots.metrics_agreement:main",
+    "downstream-mc": "prh.experiments.downstream:mc_main",
+    "downstream": "prh.experiments.downstream:main",
+    "plot-downstream": "prh.plots.downstream:main",
+    "density": "prh.experiments.density:main",
+    "plot-density": "prh.plots.density:main",
 }
 
 

@@ -34,8 +34,8 @@ from scipy import stats
 from prh.cli import json_object
 from prh.io import read_json, read_jsonl, write_json
 
-__all__ = ["DEFAULTS", "solved_counts", "competence_bins", "model_map", "language_vision",
-           "platonic_scores", "run_convergence", "run_platonic", "main", "platonic_main"]
+__all__ = ["DEFAULTS", "correlations", "solved_counts", "competence_bins", "model_map", "language_vision",
+           "platonic_scores", "null_summary", "run_convergence", "run_platonic", "main", "platonic_main"]
 
 # The `convergence:` block of params.yaml (workflow/schemas/convergence.schema.yaml documents each key).
 DEFAULTS = {"solve_fraction": 0.8, "bins": [0, 5, 7, 11], "min_umap_models": 5, "n_neighbors": 5,
@@ -110,7 +110,8 @@ def model_map(*, scores: np.ndarray, seed: int = 0, min_umap_models: int = 5, n_
     return {"method": f"classical MDS (fewer than {min_umap_models} models for UMAP)", "coords": coords.tolist()}
 
 
-def _correlations(x, y) -> dict:
+def correlations(x, y) -> dict:
+    """Pearson and Spearman r with p-values of two equal-length samples (NaN when n < 3 or either is constant)."""
     x, y = np.asarray(x, float), np.asarray(y, float)
     if len(x) < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
         return {"pearson_r": float("nan"), "pearson_p": float("nan"), "spearman_r": float("nan"),
@@ -118,6 +119,25 @@ def _correlations(x, y) -> dict:
     pr, sr = stats.pearsonr(x, y), stats.spearmanr(x, y)
     return {"pearson_r": float(pr.statistic), "pearson_p": float(pr.pvalue),
             "spearman_r": float(sr.statistic), "spearman_p": float(sr.pvalue), "n": len(x)}
+
+
+def null_summary(alignment: dict) -> dict | None:
+    """The calibrated null of an alignment table (``prh align --null-permutations P``), summarised:
+    mean observed score, mean of the permutation null of the best layer pair (what layer
+    search finds by chance), and the fraction of cells with p < 0.05. None without a null."""
+    calib = alignment.get("calibration")
+    if not calib:
+        return None
+    scores, p = np.asarray(alignment["scores"], dtype=float), np.asarray(calib["p_value"], dtype=float)
+    if alignment["x_names"] == alignment["y_names"]:  # a set against itself: leave out the diagonal
+        off = ~np.eye(len(scores), dtype=bool)
+        scores, p = scores[off], p[off]
+        null = np.asarray(calib["null_max_mean"], dtype=float)[off]
+    else:
+        null = np.asarray(calib["null_max_mean"], dtype=float)
+    return {"permutations": calib["permutations"], "score_mean": float(np.nanmean(scores)),
+            "null_max_mean": float(np.nanmean(null)), "fraction_p_below_0.05": float(np.nanmean(p < 0.05)),
+            "min_p": float(1.0 / (calib["permutations"] + 1))}
 
 
 def language_vision(*, cross: dict, bpb: dict[str, float], families: dict[str, str]) -> dict:
@@ -138,8 +158,8 @@ def language_vision(*, cross: dict, bpb: dict[str, float], families: dict[str, s
         x = [p["lm_score"] for p in points if p["family"] == fam]
         y = [p["alignment"] for p in points if p["family"] == fam]
         slope, icpt = np.polyfit(x, y, 1) if np.ptp(x) > 0 else (float("nan"), float("nan"))
-        fits[fam] = {"slope": float(slope), "intercept": float(icpt), **_correlations(x, y)}
-    pooled = _correlations([p["lm_score"] for p in points], [p["alignment"] for p in points])
+        fits[fam] = {"slope": float(slope), "intercept": float(icpt), **correlations(x, y)}
+    pooled = correlations([p["lm_score"] for p in points], [p["alignment"] for p in points])
     skipped = [lm for lm in cross["x_names"] if lm not in bpb]
     return {"points": points, "fits": fits, "pooled": pooled, "skipped_no_bpb": skipped}
 
@@ -171,9 +191,12 @@ def run_convergence(*, probes: str, vision_alignment: str, cross_alignment: str,
     write_json(out / "language_vision.json", {"settings": read_json(cross_alignment)["settings"], **lv})
     metrics = {"competence_bins": {f"{b['lo']}-{b['hi'] - 1}": {"mean": b["mean"], "sem": b["sem"],
                                                                  "n_models": len(b["models"])} for b in bins},
-               "competence_alignment": _correlations([solved[n] for n in names],
+               "competence_alignment": correlations([solved[n] for n in names],
                                                      [np.mean(np.delete(scores[i], i)) for i in range(len(names))]),
                "language_vision": lv["pooled"]}
+    nulls = {"vision": null_summary(align), "cross": null_summary(read_json(cross_alignment))}
+    if any(nulls.values()):
+        metrics["calibration"] = {k: v for k, v in nulls.items() if v}
     write_json(out / "metrics.json", metrics)
     return metrics
 
@@ -218,8 +241,8 @@ def run_platonic(*, vision_features: list[str], vision_scenes: str, language_fea
     for name, row in lang.items():
         row["lm_score"] = None if bpb.get(name) is None else 1.0 - bpb[name]
     scored = [r for r in lang.values() if r["lm_score"] is not None]
-    metrics = {"vision": _correlations([r["competence"] for r in vision.values()], [r["score"] for r in vision.values()]),
-               "language": _correlations([r["lm_score"] for r in scored], [r["score"] for r in scored])}
+    metrics = {"vision": correlations([r["competence"] for r in vision.values()], [r["score"] for r in vision.values()]),
+               "language": correlations([r["lm_score"] for r in scored], [r["score"] for r in scored])}
     write_json(Path(out_dir) / "platonic.json", {"settings": {"metric": "mutual_knn", **kw}, "vision": vision,
                                                  "language": lang, "correlations": metrics})
     write_json(Path(out_dir) / "platonic_metrics.json", {"platonic": metrics})
