@@ -1,5 +1,6 @@
 # Names from params.yaml -> file paths, shared by every rule file, and the input,
 # param and resource functions of each rule family (so the rule files hold only rules).
+import json
 import math
 import os
 import re
@@ -291,3 +292,41 @@ def untrained_zoo_models():
     return [m for m, s in zoo["vision"].items() if s["objective"] == "random"] + [
         m for m, s in zoo["language"].items() if s.get("steps") == 0
     ]
+
+
+# ---- Report captions that quote measured numbers ----
+
+
+class ReportNumbers:
+    """A rule param that lets a report caption quote the numbers of a finished run.
+
+    Captions are rendered by `snakemake --report` after the run, with the job's params:
+    ``{{ snakemake.params.numbers.get("results/.../metrics.json", "trend", "spearman_r") }}``
+    reads the JSON then. Its repr is constant, so it never triggers a rerun.
+    """
+
+    def load(self, path):
+        """The whole JSON (an empty dict before the run), for loops in a caption."""
+        try:
+            with open(path) as f:
+                return json.load(f)
+        except (OSError, ValueError):
+            return {}
+
+    def get(self, path, *keys, fmt=".3g"):
+        try:
+            with open(path) as f:
+                value = json.load(f)
+            for key in keys:
+                value = value[key]
+        except (OSError, KeyError, IndexError, TypeError, ValueError):
+            return "n/a"
+        if value is None:
+            return "NaN"
+        return format(value, fmt) if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
+
+    def __repr__(self):
+        return "ReportNumbers()"
+
+
+REPORT_NUMBERS = ReportNumbers()

@@ -13,6 +13,7 @@ rule extract_vision:
         meta=f"{R}/features/{{dataset}}/{{model}}.json",
     wildcard_constraints:
         model=_names_regex("vision"),
+        dataset=DATASET,
     params:
         model=model_arg,
         revision=revision_arg,
@@ -45,6 +46,7 @@ rule extract_language:
         meta=f"{R}/features/{{dataset}}/{{model}}.json",
     wildcard_constraints:
         model=_names_regex("language"),
+        dataset=DATASET,
     params:
         model=model_arg,
         revision=revision_arg,

@@ -1,0 +1,145 @@
+# Caption density (PRH section 6, Fig 9). Language features of every language model at
+# each caption density level, aligned with the vision models on the same images.
+# Offline: the shapes captions' nested levels (texts[0..5]). Paper: the dense DCI
+# captions summarised by an instruct LLM to each num_words (summarise_captions, one GPU
+# job, cached and DVC-tracked; rerun only when the captioner, prompt or num_words change),
+# the dense caption itself last.
+import json
+import shlex
+
+from prh.data.captions import LEVELS as SHAPES_LEVELS
+
+DENS = config.get("density", {})
+DENS_DATASET = SUITE_CFG.get("density_dataset", SUITE_CFG["paired_dataset"])
+DENS_OUT = f"{R}/experiments/density"
+if SUITE == "offline":
+    DENS_LEVELS = DENS.get("levels") or list(range(len(SHAPES_LEVELS)))
+    DENS_CAPTIONS = f"{R}/data/{DENS_DATASET}/captions.jsonl"
+else:
+    DENS_LEVELS = list(range(len(DENS.get("num_words", [5, 10, 20, 50, 100])) + 1))
+    DENS_CAPTIONS = f"{R}/data/{DENS_DATASET}/density/captions.jsonl"
+DENS_LSET, DENS_VSET = SUITE_CFG["language_models"], SUITE_CFG["vision_models"]
+
+
+rule summarise_captions:
+    input:
+        captions=f"{R}/data/{DENS_DATASET}/captions.jsonl",
+    output:
+        captions=f"{R}/data/{DENS_DATASET}/density/captions.jsonl",
+        meta=f"{R}/data/{DENS_DATASET}/density/meta.json",
+    params:
+        data=lambda w, input: os.path.dirname(input.captions),
+        out=lambda w, output: os.path.dirname(output.meta),
+        model=MODELS[DENS.get("captioner", "llama3-8b-instruct")]["repo"] if SUITE == "paper" else "",
+        revision=MODELS[DENS.get("captioner", "llama3-8b-instruct")].get("revision") if SUITE == "paper" else "",
+        options=" ".join(
+            f"--{key.replace('_', '-')} {DENS[key]}" for key in ("max_new_tokens", "max_items") if DENS.get(key)
+        ),
+        num_words=DENS.get("num_words", []),
+        batch_size=DENS.get("batch_size", 8),
+        seed=DENS.get("seed", 0),
+        device=config["device"],
+    log:
+        log_path("summarise_captions", DENS_DATASET),
+    benchmark:
+        bench_path("summarise_captions", DENS_DATASET)
+    threads: 4
+    resources:
+        mem_mb=32000,
+        runtime=600,
+        gpu=1,
+    conda:
+        CONDA_ENV
+    shell:
+        "prh summarise-captions --data {params.data} --model {params.model} --revision {params.revision}"
+        " --num-words {params.num_words} --batch-size {params.batch_size}"
+        " {params.options} --seed {params.seed} --device {params.device} --out {params.out} > {log} 2>&1"
+
+
+use rule extract_language as extract_language_density with:
+    input:
+        unpack(zoo_checkpoint("language")),
+        captions=DENS_CAPTIONS,
+    output:
+        feats=f"{R}/features/{{dataset}}/density{{level}}/{{model}}.safetensors",
+        meta=f"{R}/features/{{dataset}}/density{{level}}/{{model}}.json",
+    wildcard_constraints:
+        model=_names_regex("language"),
+        dataset=DATASET,
+        level=r"\d+",
+    params:
+        model=model_arg,
+        revision=revision_arg,
+        devices=device_args,
+        data=lambda w, input: os.path.dirname(input.captions),
+        batch_size=FEAT["language_batch_size"],
+        pooling=FEAT["language_pooling"],
+        options=lambda w: f"{language_args(w)} --text-field texts --text-index {int(w.level)} --no-bpb",
+        device=config["device"],
+    log:
+        log_path("extract_language_density", "{dataset}", "density{level}", "{model}"),
+    benchmark:
+        bench_path("extract_language_density", "{dataset}", "density{level}", "{model}")
+
+
+rule density:
+    input:
+        captions=DENS_CAPTIONS,
+        language=[f"{R}/features/{DENS_DATASET}/density{level}/{m}.safetensors"
+                  for level in DENS_LEVELS for m in model_set(DENS_LSET)],
+        vision=set_features(DENS_DATASET, DENS_VSET),
+        scenes=shapes_files(DENS_DATASET)["scenes"] if SUITE == "offline" else [],
+    output:
+        density=f"{DENS_OUT}/density.json",
+        metrics=f"{DENS_OUT}/metrics.json",
+    params:
+        language_names=model_set(DENS_LSET),
+        vision_names=model_set(DENS_VSET),
+        levels=DENS_LEVELS,
+        scenes=lambda w, input: f"--scenes {input.scenes}" if input.scenes else "",
+        out_dir=lambda w, output: os.path.dirname(output.metrics),
+        metric=ALIGN["metric"],
+        topk=ALIGN["topk"],
+        quantile=ALIGN["quantile"],
+        cca_dim=ALIGN["cca_dim"],
+        device=config["device"],
+    log:
+        log_path("density", DENS_DATASET),
+    benchmark:
+        bench_path("density", DENS_DATASET)
+    threads: 2
+    resources:
+        mem_mb=4000,
+        runtime=60,
+    conda:
+        CONDA_ENV
+    shell:
+        "prh density --captions {input.captions} --language-names {params.language_names}"
+        " --language-features {input.language} --vision-names {params.vision_names}"
+        " --vision-features {input.vision} --levels {params.levels} {params.scenes} --metric {params.metric} --topk {params.topk}"
+        " --quantile {params.quantile} --cca-dim {params.cca_dim} --threads {threads} --device {params.device}"
+        " --out-dir {params.out_dir} > {log} 2>&1"
+
+
+rule plot_density:
+    input:
+        rules.density.output.density,
+    output:
+        pdf=report(f"{R}/figures/fig09_caption_density.pdf", caption="../report/density.rst", category="Caption density"),
+        png=f"{R}/figures/fig09_caption_density.png",
+    params:
+        numbers=REPORT_NUMBERS,
+    log:
+        log_path("plot_density", "plot_density"),
+    benchmark:
+        bench_path("plot_density", "plot_density")
+    resources:
+        mem_mb=1000,
+        runtime=5,
+    conda:
+        CONDA_ENV
+    shell:
+        "prh plot-density --in {input} --out {output.pdf} > {log} 2>&1"
+
+
+TARGETS += [f"{DENS_OUT}/metrics.json", f"{R}/figures/fig09_caption_density.pdf"]

@@ -1,0 +1,90 @@
+# Downstream language scores against alignment (PRH section 2.4, Fig 4): each language
+# model's alignment to the strongest vision model against a downstream score. Offline:
+# HellaSwag-style caption completion in the shapes world (downstream_mc), the strongest
+# vision model by mean probe accuracy. Paper: published HellaSwag / GSM8K scores (a CSV
+# with its sources) and the vision model named in params (DINOv2 giant).
+DOWN = config.get("downstream", {})
+DOWN_OUT = f"{R}/experiments/downstream"
+DOWN_LSET = SUITE_CFG["language_models"]
+DOWN_CROSS = alignment_json(SUITE_CFG["paired_dataset"], DOWN_LSET, SUITE_CFG["vision_models"])
+
+
+rule downstream_mc:
+    input:
+        models=[f"{R}/models/{m}/config.json" for m in model_set(DOWN_LSET) if MODELS[m]["source"] == "zoo"],
+        captions=f"{R}/data/{SUITE_CFG['paired_dataset']}/captions.jsonl",
+        scenes=f"{R}/data/{SUITE_CFG['paired_dataset']}/scenes.jsonl",
+    output:
+        f"{DOWN_OUT}/shapes_mc.json",
+    params:
+        models=lambda w, input: [os.path.dirname(p) for p in input.models],
+        names=[m for m in model_set(DOWN_LSET) if MODELS[m]["source"] == "zoo"],
+        data=lambda w, input: os.path.dirname(input.captions),
+        n_items=DOWN.get("n_items", 512),
+        n_choices=DOWN.get("n_choices", 4),
+        seed=config["seed"],
+    log:
+        log_path("downstream_mc", "downstream_mc"),
+    benchmark:
+        bench_path("downstream_mc", "downstream_mc")
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=30,
+    conda:
+        CONDA_ENV
+    shell:
+        "OMP_NUM_THREADS={threads} prh downstream-mc --data {params.data} --models {params.models}"
+        " --names {params.names} --n-items {params.n_items} --n-choices {params.n_choices}"
+        " --seed {params.seed} --no-progress --out {output} > {log} 2>&1"
+
+
+rule downstream:
+    input:
+        cross=DOWN_CROSS,
+        scores=rules.downstream_mc.output[0] if SUITE == "offline" else DOWN.get("scores_csv"),
+        language=CONV_LANGUAGE,
+        probes=CONV_PROBES if SUITE == "offline" else [],
+    output:
+        data=f"{DOWN_OUT}/downstream.json",
+        metrics=f"{DOWN_OUT}/metrics.json",
+    params:
+        which=lambda w, input: f"--probes {input.probes}" if input.probes
+        else f"--strongest-vision {DOWN.get('strongest_vision')}",
+        out_dir=lambda w, output: os.path.dirname(output.metrics),
+    log:
+        log_path("downstream", "downstream"),
+    benchmark:
+        bench_path("downstream", "downstream")
+    resources:
+        mem_mb=1000,
+        runtime=5,
+    conda:
+        CONDA_ENV
+    shell:
+        "prh downstream --cross-alignment {input.cross} --scores {input.scores} {params.which}"
+        " --language {input.language} --out-dir {params.out_dir} > {log} 2>&1"
+
+
+rule plot_downstream:
+    input:
+        rules.downstream.output.data,
+    output:
+        pdf=report(f"{R}/figures/fig04_downstream.pdf", caption="../report/downstream.rst", category="Convergence"),
+        png=f"{R}/figures/fig04_downstream.png",
+    params:
+        numbers=REPORT_NUMBERS,
+    log:
+        log_path("plot_downstream", "plot_downstream"),
+    benchmark:
+        bench_path("plot_downstream", "plot_downstream")
+    resources:
+        mem_mb=1000,
+        runtime=5,
+    conda:
+        CONDA_ENV
+    shell:
+        "prh plot-downstream --in {input} --out {output.pdf} > {log} 2>&1"
+
+
+TARGETS += [f"{DOWN_OUT}/metrics.json", f"{R}/figures/fig04_downstream.pdf"]
