@@ -90,3 +90,24 @@ def test_run_density_captions_of_the_world_and_figure(tmp_path):
                     vision_features=[str(vision)], out_dir=str(tmp_path / "bad"))
     paths = plot_density(read_json(tmp_path / "exp" / "density.json"), tmp_path / "fig" / "fig09.pdf")
     assert all(p.exists() and p.stat().st_size > 1000 for p in paths)
+
+
+def test_run_density_uses_the_first_images_of_summarised_captions(tmp_path):
+    """`max_items` summarises the first n captions; the vision features of the whole dataset
+    are then cut to their first n rows, giving the same numbers as features of n images."""
+    rng = np.random.default_rng(3)
+    base = rng.normal(size=(40, 1, 16)).astype(np.float32)
+    caps = _captions(tmp_path / "captions.jsonl", [["a b", "a b c d"]] * 30)
+    lang = []
+    for level in range(2):
+        path = tmp_path / f"l_{level}.safetensors"
+        save_features(path, (base[:30] + rng.normal(size=(30, 1, 16)) * (1 - 0.5 * level)).astype(np.float32), {"model": "l"})
+        lang.append(str(path))
+    full, cut = tmp_path / "v_full.safetensors", tmp_path / "v_cut.safetensors"
+    save_features(full, base, {"model": "v"})
+    save_features(cut, base[:30], {"model": "v"})
+    kw = dict(captions=caps, language_names=["l"], language_features=lang, vision_names=["v"], topk=5, quantile=1.0)
+    a = run_density(vision_features=[str(full)], out_dir=str(tmp_path / "a"), **kw)
+    b = run_density(vision_features=[str(cut)], out_dir=str(tmp_path / "b"), **kw)
+    assert a["level_means"] == b["level_means"]
+    assert read_json(tmp_path / "a" / "density.json")["settings"]["n"] == 30

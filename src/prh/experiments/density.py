@@ -111,12 +111,14 @@ def run_density(*, captions: str, language_names: list[str], language_features: 
     if n_lang == 0 or len(language_features) != n_lang * len(words):
         raise ValueError(f"{len(words)} density levels of {captions} are used and {n_lang} language models are named, so "
                          f"--language-features needs {n_lang * len(words)} files (level-major), got {len(language_features)}")
-    world_scenes = [r["scene"] for r in read_jsonl(scenes)] if scenes else None
+    n_items = len(read_jsonl(captions))
+    world_scenes = [r["scene"] for r in read_jsonl(scenes)][:n_items] if scenes else None
     rows, tables = [], []
     for d, (level, w, label) in enumerate(zip(levels, words, labels)):
         files = language_features[d * n_lang:(d + 1) * n_lang]
+        # summaries of the first n captions (`max_items`) align with the first n images' features
         table = alignment_table(metric, x_names=language_names, x_features=files, y_names=vision_names,
-                                y_features=vision_features, topk=topk, quantile=quantile, cca_dim=cca_dim,
+                                y_features=vision_features, n_items=n_items, topk=topk, quantile=quantile, cca_dim=cca_dim,
                                 threads=threads, device=device)
         scores = np.asarray(table["scores"], dtype=float)
         tables.append(scores)

@@ -150,7 +150,8 @@ def alignment_table(
     threads : torch intra-op threads (left as is when None)
     n_items : use only the first ``n_items`` items of every feature file (a smaller
         batch, as PRH Fig 12's bsz); clamping and states see only those items, so the
-        table equals one computed on truncated files. None: all items.
+        table equals one computed on truncated files; files may then differ in length
+        (their first n_items rows must be the same items). None: all items, equal counts.
 
     Returns
     -------
@@ -176,13 +177,13 @@ def alignment_table(
 
     def state_of(name: str, path: str):
         feats, meta = load_features(path, with_meta=True)
-        item_counts[name] = feats.shape[0]
-        if len(set(item_counts.values())) > 1:
-            raise ValueError(f"all feature files must have the same items; item counts per model: {item_counts}")
-        if n_items is not None:
+        if n_items is not None:  # files may be longer: their first n_items rows are the shared items
             if not 1 <= n_items <= feats.shape[0]:
                 raise ValueError(f"n_items={n_items} must be between 1 and the {feats.shape[0]} items of {path}")
             feats = feats[:n_items]
+        item_counts[name] = feats.shape[0]
+        if len(set(item_counts.values())) > 1:
+            raise ValueError(f"all feature files must have the same items; item counts per model: {item_counts}")
         clamped = prepare_features(feats, q=quantile, layer_dims=meta.get("layer_dims"))
         return layer_states(metric, clamped, **kw)
 
