@@ -8,6 +8,7 @@ import json
 import shlex
 
 from prh.data.captions import LEVELS as SHAPES_LEVELS
+from prh.data.summarise import prompt_sha256
 
 DENS = config.get("density", {})
 DENS_DATASET = SUITE_CFG.get("density_dataset", SUITE_CFG["paired_dataset"])
@@ -36,6 +37,8 @@ rule summarise_captions:
             f"--{key.replace('_', '-')} {DENS[key]}" for key in ("max_new_tokens", "max_items") if DENS.get(key)
         ),
         num_words=DENS.get("num_words", []),
+        # the prompt lives in code; its hash as a param reruns the summaries when it changes
+        prompt_sha256=prompt_sha256(),
         batch_size=DENS.get("batch_size", 8),
         seed=DENS.get("seed", 0),
         device=config["device"],
