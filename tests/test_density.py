@@ -111,3 +111,17 @@ def test_run_density_uses_the_first_images_of_summarised_captions(tmp_path):
     b = run_density(vision_features=[str(cut)], out_dir=str(tmp_path / "b"), **kw)
     assert a["level_means"] == b["level_means"]
     assert read_json(tmp_path / "a" / "density.json")["settings"]["n"] == 30
+
+
+def test_figure_of_the_paper_suite_path(tmp_path):
+    """Summarised captions (num_words recorded, no world kernel): one panel, labelled by words."""
+    caps = _captions(tmp_path / "c.jsonl", [["a b", "a b c d e", "a b c d e f g h i j"]] * 12, num_words=[2, 5])
+    words, labels = level_word_counts(caps)
+    assert labels == ["2 words", "5 words", "dense"]
+    tables = [np.full((2, 3), v) + np.array([[0.0], [0.01]]) for v in (0.1, 0.2, 0.3)]
+    data = {"settings": {"metric": "mutual_knn", "topk": 10},
+            "levels": [{"level": i, "label": lb, "words": w, **level_summary(t)}
+                       for i, (lb, w, t) in enumerate(zip(labels, words, tables))],
+            "trend": density_trend(words=words, tables=tables)}
+    paths = plot_density(data, tmp_path / "fig09.pdf")
+    assert all(p.stat().st_size > 1000 for p in paths)
