@@ -13,8 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from prh.io import read_json
-from prh.plots import save_figure
+from prh.plots import draw_figures, save_figure
 
 __all__ = ["FIGURES", "plot_competence", "plot_model_map", "plot_language_vision", "plot_platonic",
            "plot_convergence", "main"]
@@ -97,25 +96,18 @@ def plot_platonic(data: dict, out: Path) -> list[Path]:
     return save_figure(fig, out)
 
 
-# figure key -> (JSON name, figure stem, plot function)
+# figure key -> [(JSON name, figure stem, plot function)]
 FIGURES = {
-    "competence": ("competence.json", "fig02_competence_alignment", plot_competence),
-    "model_map": ("model_map.json", "fig02_model_map", plot_model_map),
-    "language_vision": ("language_vision.json", "fig03_language_vision", plot_language_vision),
-    "platonic": ("platonic.json", "fig_platonic_reference", plot_platonic),
+    "competence": [("competence.json", "fig02_competence_alignment", plot_competence)],
+    "model_map": [("model_map.json", "fig02_model_map", plot_model_map)],
+    "language_vision": [("language_vision.json", "fig03_language_vision", plot_language_vision)],
+    "platonic": [("platonic.json", "fig_platonic_reference", plot_platonic)],
 }
 
 
 def plot_convergence(*, in_dir: str, out_dir: str, figures: list[str]) -> list[Path]:
     """Draw the named ``figures`` (keys of FIGURES) from the JSON in ``in_dir`` into ``out_dir``."""
-    bad = [f for f in figures if f not in FIGURES]
-    if bad:
-        raise ValueError(f"figures {bad} unknown; choose from {sorted(FIGURES)}")
-    paths = []
-    for key in figures:
-        name, stem, draw = FIGURES[key]
-        paths += draw(read_json(Path(in_dir) / name), Path(out_dir) / f"{stem}.pdf")
-    return paths
+    return draw_figures(FIGURES, figures, in_dir=in_dir, out_dir=out_dir)
 
 
 def main(argv: list[str] | None = None) -> None:

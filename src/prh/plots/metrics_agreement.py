@@ -14,8 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from prh.io import read_json
-from prh.plots import save_figure
+from prh.plots import draw_figures, save_figure
 
 __all__ = ["FIG13_METRICS", "FIG14_METRICS", "FIGURES", "fig10_locality", "fig12_metric_agreement",
            "fig13_cross_metrics", "fig14_cross_metrics", "plot_metrics_agreement", "main"]
@@ -143,14 +142,7 @@ FIGURES = {
 
 def plot_metrics_agreement(*, in_dir: str, out_dir: str, figures: list[str]) -> list[Path]:
     """Draw the named ``figures`` (keys of FIGURES) from the JSON in ``in_dir`` into ``out_dir``."""
-    bad = [f for f in figures if f not in FIGURES]
-    if bad:
-        raise ValueError(f"figures {bad} unknown; choose from {sorted(FIGURES)}")
-    paths = []
-    for key in figures:
-        for name, stem, draw in FIGURES[key]:
-            paths += draw(read_json(Path(in_dir) / name), Path(out_dir) / f"{stem}.pdf")
-    return paths
+    return draw_figures(FIGURES, figures, in_dir=in_dir, out_dir=out_dir)
 
 
 def main(argv: list[str] | None = None) -> None:
