@@ -40,10 +40,11 @@ from prh.metrics import alignment_table
 __all__ = ["level_word_counts", "level_summary", "density_trend", "run_density", "main"]
 
 
-def level_word_counts(captions: str | Path) -> tuple[list[float], list[str]]:
-    """Mean words per caption at each density level of a ``captions.jsonl`` with ``texts`` lists,
-    and the level labels (``num_words`` of summarised captions when recorded, else the index)."""
-    records = read_jsonl(captions)
+def level_word_counts(captions: str | Path | list[dict]) -> tuple[list[float], list[str]]:
+    """Mean words per caption at each density level of a ``captions.jsonl`` (or its records)
+    with ``texts`` lists, and the level labels (``num_words`` of summarised captions when
+    recorded, else the index)."""
+    records = captions if isinstance(captions, list) else read_jsonl(captions)
     if not records or not isinstance(records[0].get("texts"), list):
         raise ValueError(f"{captions}: each record needs a `texts` list (one caption per density level); "
                          "the shapes datasets and `prh summarise-captions` write it")
@@ -100,7 +101,8 @@ def run_density(*, captions: str, language_names: list[str], language_features: 
     ``language_names``, then the next level's, and so on; ``levels`` names the density
     levels (indices into each record's ``texts``) the files were extracted at (default: all).
     """
-    all_words, all_labels = level_word_counts(captions)
+    records = read_jsonl(captions)
+    all_words, all_labels = level_word_counts(records)
     levels = list(range(len(all_words))) if levels is None else list(levels)
     bad = [lv for lv in levels if not 0 <= lv < len(all_words)]
     if bad or len(set(levels)) != len(levels) or levels != sorted(levels):
@@ -111,16 +113,20 @@ def run_density(*, captions: str, language_names: list[str], language_features: 
     if n_lang == 0 or len(language_features) != n_lang * len(words):
         raise ValueError(f"{len(words)} density levels of {captions} are used and {n_lang} language models are named, so "
                          f"--language-features needs {n_lang * len(words)} files (level-major), got {len(language_features)}")
-    n_items = len(read_jsonl(captions))
+    n_items = len(records)
     world_scenes = [r["scene"] for r in read_jsonl(scenes)][:n_items] if scenes else None
+    # one table for every (LM, level) row against the vision models: each vision model's
+    # states are built once, not once per level; summaries of the first n captions
+    # (`max_items`) align with the first n images' features
+    table = alignment_table(metric, x_names=[f"{name}@{level}" for level in levels for name in language_names],
+                            x_features=language_features, y_names=vision_names, y_features=vision_features,
+                            n_items=n_items, topk=topk, quantile=quantile, cca_dim=cca_dim, threads=threads,
+                            device=device)
+    all_scores = np.asarray(table["scores"], dtype=float)
     rows, tables = [], []
     for d, (level, w, label) in enumerate(zip(levels, words, labels)):
         files = language_features[d * n_lang:(d + 1) * n_lang]
-        # summaries of the first n captions (`max_items`) align with the first n images' features
-        table = alignment_table(metric, x_names=language_names, x_features=files, y_names=vision_names,
-                                y_features=vision_features, n_items=n_items, topk=topk, quantile=quantile, cca_dim=cca_dim,
-                                threads=threads, device=device)
-        scores = np.asarray(table["scores"], dtype=float)
+        scores = all_scores[d * n_lang:(d + 1) * n_lang]
         tables.append(scores)
         row = {"level": level, "label": label, "words": w, **level_summary(scores), "scores": scores.tolist()}
         if world_scenes is not None:
