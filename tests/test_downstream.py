@@ -164,8 +164,9 @@ def test_downstream_mc_cli_scores_causal_lms_and_skips_masked_ones(lm_dirs, worl
 
 CROSS = {"settings": {"metric": "mutual_knn", "topk": 10}, "x_names": ["a", "b", "c", "d", "e"],
          "y_names": ["v1", "v2"], "scores": [[0.9, 0.1], [0.8, 0.2], [0.7, 0.3], [0.6, 0.4], [0.5, 0.5]]}
-PROBES = {"models": {"v1": {"tasks": {"t": {"accuracy": 0.9}, "u": {"accuracy": 0.1}}},  # mean 0.5
-                     "v2": {"tasks": {"t": {"accuracy": 0.6}, "u": {"accuracy": 0.6}}}}}  # mean 0.6
+# the `prh probe` format: per-task accuracies and their mean
+PROBES = {"models": {"v1": {"tasks": {"t": {"accuracy": 0.9}, "u": {"accuracy": 0.1}}, "mean_accuracy": 0.5},
+                     "v2": {"tasks": {"t": {"accuracy": 0.6}, "u": {"accuracy": 0.6}}, "mean_accuracy": 0.6}}}
 
 
 def test_strongest_vision_is_best_mean_probe_accuracy():

@@ -187,14 +187,15 @@ def run_convergence(*, probes: str, vision_alignment: str, cross_alignment: str,
     write_json(out / "model_map.json", {"settings": settings, "names": names, "solved": [solved[n] for n in names],
                                         "families": [families.get(n, n) for n in names], **emb})
     bpb = {m: v["bpb"] for m, v in read_json(language)["models"].items() if v.get("bpb") is not None}
-    lv = language_vision(cross=read_json(cross_alignment), bpb=bpb, families=families)
-    write_json(out / "language_vision.json", {"settings": read_json(cross_alignment)["settings"], **lv})
+    cross = read_json(cross_alignment)
+    lv = language_vision(cross=cross, bpb=bpb, families=families)
+    write_json(out / "language_vision.json", {"settings": cross["settings"], **lv})
     metrics = {"competence_bins": {f"{b['lo']}-{b['hi'] - 1}": {"mean": b["mean"], "sem": b["sem"],
                                                                  "n_models": len(b["models"])} for b in bins},
                "competence_alignment": correlations([solved[n] for n in names],
                                                      [np.mean(np.delete(scores[i], i)) for i in range(len(names))]),
                "language_vision": lv["pooled"]}
-    nulls = {"vision": null_summary(align), "cross": null_summary(read_json(cross_alignment))}
+    nulls = {"vision": null_summary(align), "cross": null_summary(cross)}
     if any(nulls.values()):
         metrics["calibration"] = {k: v for k, v in nulls.items() if v}
     write_json(out / "metrics.json", metrics)

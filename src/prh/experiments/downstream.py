@@ -466,11 +466,10 @@ def run_downstream_offline(*, data, names: list[str], models: list[str], out, n_
 
 
 def strongest_vision_model(probes: dict) -> str:
-    """The vision model with the highest mean probe accuracy over its tasks (``models.<m>.tasks.<t>.accuracy``)."""
-    models = probes.get("models") or {}
-    means = {m: float(np.mean([t["accuracy"] for t in r["tasks"].values()])) for m, r in models.items() if r.get("tasks")}
+    """The vision model with the highest mean probe accuracy (``models.<m>.mean_accuracy`` of the `prh probe` JSON)."""
+    means = {m: r["mean_accuracy"] for m, r in (probes.get("models") or {}).items() if r.get("mean_accuracy") is not None}
     if not means:
-        raise ValueError("probes has no models with tasks: pass the `prh probe` JSON (models.<m>.tasks.<t>.accuracy)")
+        raise ValueError("probes has no models with mean_accuracy: pass the `prh probe` JSON (models.<m>.mean_accuracy)")
     return max(means, key=means.get)
 
 
