@@ -13,6 +13,11 @@ matplotlib.use("Agg")  # figures are files; no display is ever needed
 from prh.io import atomic_path  # noqa: E402
 
 
+def nan_if_none(value):
+    """JSON writes NaN as null (prh.io.write_json); plots want the float back."""
+    return float("nan") if value is None else value
+
+
 def save_figure(fig, out: str | os.PathLike, *, dpi: int = 150) -> list[Path]:
     """Save ``fig`` as ``out`` (.pdf) and the PNG beside it, each atomically; close the figure.
 

@@ -13,14 +13,10 @@ from pathlib import Path
 
 import numpy as np
 
-from prh.plots import draw_figures, save_figure
+from prh.plots import draw_figures, nan_if_none, save_figure
 
 __all__ = ["FIGURES", "plot_competence", "plot_model_map", "plot_language_vision", "plot_platonic",
            "plot_convergence", "main"]
-
-
-def _nan(v):
-    return float("nan") if v is None else v
 
 
 def plot_competence(data: dict, out: Path) -> list[Path]:
@@ -30,7 +26,7 @@ def plot_competence(data: dict, out: Path) -> list[Path]:
     bins = data["bins"]
     fig, ax = plt.subplots(figsize=(4.5, 3.5))
     x = np.arange(len(bins))
-    ax.bar(x, [_nan(b["mean"]) for b in bins], yerr=[_nan(b["sem"]) for b in bins], color="tab:blue", capsize=4)
+    ax.bar(x, [nan_if_none(b["mean"]) for b in bins], yerr=[nan_if_none(b["sem"]) for b in bins], color="tab:blue", capsize=4)
     ax.set_xticks(x, [f"{b['lo']}-{b['hi'] - 1}\n({len(b['models'])} models)" for b in bins])
     ax.set_xlabel(f"tasks solved (>= {data['settings']['solve_fraction']:.0%} of best)")
     ax.set_ylabel(f"intra-bin alignment ({data['settings'].get('metric', 'mutual_knn')}, "
@@ -69,8 +65,8 @@ def plot_language_vision(data: dict, out: Path) -> list[Path]:
             grid = np.linspace(x.min(), x.max(), 2)
             ax.plot(grid, fit["slope"] * grid + fit["intercept"], color=colors(i % 10), label=fam)
     pooled = data["pooled"]
-    ax.set_title(f"pooled Pearson r={_nan(pooled['pearson_r']):.2f} (p={_nan(pooled['pearson_p']):.2g}), "
-                 f"Spearman r={_nan(pooled['spearman_r']):.2f}", fontsize=8)
+    ax.set_title(f"pooled Pearson r={nan_if_none(pooled['pearson_r']):.2f} (p={nan_if_none(pooled['pearson_p']):.2g}), "
+                 f"Spearman r={nan_if_none(pooled['spearman_r']):.2f}", fontsize=8)
     ax.set_xlabel("language model score: 1 - bits per byte")
     ax.set_ylabel(f"alignment to vision ({data['settings'].get('metric')})")
     ax.legend(title="vision family", fontsize=7)
@@ -89,7 +85,7 @@ def plot_platonic(data: dict, out: Path) -> list[Path]:
         for n, r in rows.items():
             ax.annotate(n, (r[key], r["score"]), fontsize=6, xytext=(3, 3), textcoords="offset points")
         c = data["correlations"][mod]
-        ax.set_title(f"{mod}: Spearman r={_nan(c['spearman_r']):.2f} (p={_nan(c['spearman_p']):.2g}, n={c['n']})",
+        ax.set_title(f"{mod}: Spearman r={nan_if_none(c['spearman_r']):.2f} (p={nan_if_none(c['spearman_p']):.2g}, n={c['n']})",
                      fontsize=9)
         ax.set_xlabel(label)
         ax.set_ylabel(f"alignment with world kernel (mutual_knn, k={data['settings']['topk']})")

@@ -13,16 +13,12 @@ from pathlib import Path
 import numpy as np
 
 from prh.io import read_json
-from prh.plots import save_figure
+from prh.plots import nan_if_none, save_figure
 
 __all__ = ["plot_downstream", "main"]
 
 MAX_AREA = 400.0  # marker area (points^2) of the largest model
 MIN_AREA = 12.0  # floor, so that a model 1000x smaller than the largest stays visible
-
-
-def _nan(v):
-    return float("nan") if v is None else v
 
 
 def plot_downstream(data: dict, out) -> list[Path]:
@@ -69,8 +65,8 @@ def plot_downstream(data: dict, out) -> list[Path]:
         if len(pts) >= 2 and fit.get("slope") is not None and np.ptp(x) > 0:
             grid = np.linspace(x.min(), x.max(), 2)
             ax.plot(grid, fit["slope"] * grid + fit["intercept"], color="tab:red", lw=1.2, zorder=2)
-        title = (f"{task}\nSpearman r={_nan(c['spearman_r']):.2f} (p={_nan(c['spearman_p']):.2g}), "
-                 f"Pearson r={_nan(c['pearson_r']):.2f}, n={c['n']}")
+        title = (f"{task}\nSpearman r={nan_if_none(c['spearman_r']):.2f} (p={nan_if_none(c['spearman_p']):.2g}), "
+                 f"Pearson r={nan_if_none(c['pearson_r']):.2f}, n={c['n']}")
         if t.get("missing"):
             title += "\nno score: " + ", ".join(t["missing"])
         ax.set_title(title, fontsize=8)

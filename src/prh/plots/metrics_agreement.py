@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from prh.plots import draw_figures, save_figure
+from prh.plots import draw_figures, nan_if_none, save_figure
 
 __all__ = ["FIG13_METRICS", "FIG14_METRICS", "FIGURES", "fig10_locality", "fig12_metric_agreement",
            "fig13_cross_metrics", "fig14_cross_metrics", "plot_metrics_agreement", "main"]
@@ -22,10 +22,6 @@ __all__ = ["FIG13_METRICS", "FIG14_METRICS", "FIGURES", "fig10_locality", "fig12
 # The panels of PRH Figs 13 and 14 (names of registry.SUPPORTED_METRICS).
 FIG13_METRICS = ["cka", "unbiased_cka", "svcca", "mutual_knn"]
 FIG14_METRICS = ["cknna", "cycle_knn", "edit_distance_knn", "lcs_knn"]
-
-
-def _nan(v):
-    return float("nan") if v is None else v
 
 
 def fig10_locality(data: dict, out: Path) -> list[Path]:
@@ -46,7 +42,7 @@ def fig10_locality(data: dict, out: Path) -> list[Path]:
         for i, row in enumerate(per_k):
             colour = cmap(i / max(1, len(per_k) - 1))
             label = f"k={row['k']}" + (" (N-1)" if row["k"] == n - 1 else "")
-            ax.plot(x, [_nan(v) for v in row["family_mean"][panel]], marker="o", ms=3, color=colour, label=label)
+            ax.plot(x, [nan_if_none(v) for v in row["family_mean"][panel]], marker="o", ms=3, color=colour, label=label)
         ax.axhline(0, color="grey", lw=0.5)
         ax.set_xticks(x, lms, rotation=45, ha="right", fontsize=7)
         n_models = len(data["vision"]) if panel == "all" else sum(f == panel for f in data["families"].values())
@@ -68,7 +64,7 @@ def fig12_metric_agreement(data: dict, out: Path) -> list[Path]:
     """Fig 12: annotated heat map of the Spearman ρ between every two (metric, bsz) variants."""
     import matplotlib.pyplot as plt
 
-    rho = np.array([[_nan(v) for v in row] for row in data["spearman"]], dtype=float)
+    rho = np.array([[nan_if_none(v) for v in row] for row in data["spearman"]], dtype=float)
     labels = data["labels"]
     size = 0.55 * len(labels) + 2
     fig, ax = plt.subplots(figsize=(size + 1, size))
@@ -83,7 +79,7 @@ def fig12_metric_agreement(data: dict, out: Path) -> list[Path]:
     fig.colorbar(im, ax=ax, label="Spearman ρ", shrink=0.8)
     s = data["settings"]
     ax.set_title(f"Vision-vision alignment: {s['n_models']} models, {s['n_pairs']} pairs; "
-                 f"max p = {_nan(data['summary']['max_p']):.2g}", fontsize=9)
+                 f"max p = {nan_if_none(data['summary']['max_p']):.2g}", fontsize=9)
     return save_figure(fig, out)
 
 
@@ -105,13 +101,13 @@ def _cross_panels(data: dict, metrics: list[str], out: Path, title: str) -> list
         rec = data["per_metric"][metric]
         x = [lm["lm_score"] for lm in rec["lms"]]
         for i, (fam, f) in enumerate(rec["families"].items()):
-            ax.plot(x, [_nan(v) for v in f["mean_alignment"]], marker="o", ms=3, color=colours(i % 10),
-                    label=f"{fam} (ρ={_nan(f['spearman_r']):.2f})")
+            ax.plot(x, [nan_if_none(v) for v in f["mean_alignment"]], marker="o", ms=3, color=colours(i % 10),
+                    label=f"{fam} (ρ={nan_if_none(f['spearman_r']):.2f})")
         pooled = rec["pooled"]
         k = rec["settings"].get("topk")
         knn = metric not in ("cka", "unbiased_cka", "svcca")
-        ax.set_title(f"{metric}{f' (k={k})' if knn else ''}\npooled Spearman ρ={_nan(pooled['spearman_r']):.2f} "
-                     f"(p={_nan(pooled['spearman_p']):.2g})", fontsize=8)
+        ax.set_title(f"{metric}{f' (k={k})' if knn else ''}\npooled Spearman ρ={nan_if_none(pooled['spearman_r']):.2f} "
+                     f"(p={nan_if_none(pooled['spearman_p']):.2g})", fontsize=8)
         ax.set_xlabel("LM score: 1 − bits per byte", fontsize=8)
         ax.legend(fontsize=6, title="vision family", title_fontsize=6)
     for ax in axes[:, 0]:
