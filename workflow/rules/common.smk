@@ -313,17 +313,20 @@ class ReportNumbers:
         except (OSError, ValueError):
             return {}
 
-    def get(self, path, *keys, fmt=".3g"):
-        try:
-            with open(path) as f:
-                value = json.load(f)
-            for key in keys:
-                value = value[key]
-        except (OSError, KeyError, IndexError, TypeError, ValueError):
-            return "n/a"
+    def fmt(self, value, spec=".3g"):
+        """A number as the caption shows it; JSON null (an undefined statistic) as NaN."""
         if value is None:
             return "NaN"
-        return format(value, fmt) if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
+        return format(value, spec) if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
+
+    def get(self, path, *keys, fmt=".3g"):
+        value = self.load(path)
+        try:
+            for key in keys:
+                value = value[key]
+        except (KeyError, IndexError, TypeError):
+            return "n/a"
+        return self.fmt(value, fmt)
 
     def __repr__(self):
         return "ReportNumbers()"

@@ -12,8 +12,8 @@ DOWN_CROSS = alignment_json(SUITE_CFG["paired_dataset"], DOWN_LSET, SUITE_CFG["v
 rule downstream_mc:
     input:
         models=[f"{R}/models/{m}/config.json" for m in model_set(DOWN_LSET) if MODELS[m]["source"] == "zoo"],
-        captions=f"{R}/data/{SUITE_CFG['paired_dataset']}/captions.jsonl",
-        scenes=f"{R}/data/{SUITE_CFG['paired_dataset']}/scenes.jsonl",
+        captions=shapes_files(SUITE_CFG["paired_dataset"])["captions"],
+        scenes=shapes_files(SUITE_CFG["paired_dataset"])["scenes"],
     output:
         f"{DOWN_OUT}/shapes_mc.json",
     params:
