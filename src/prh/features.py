@@ -39,6 +39,8 @@ __all__ = [
     "extract_vision_features",
     "extract_language_features",
     "bits_per_byte",
+    "start_token",
+    "token_nats",
     "length_batches",
 ]
 
@@ -373,6 +375,22 @@ def extract_language_features(
 
 
 @torch.inference_mode()
+def start_token(tokenizer) -> int | None:
+    """The context-only token put before a scored text: the tokenizer's BOS, else its EOS."""
+    return tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
+
+
+def token_nats(logits: torch.Tensor, ids: torch.Tensor, scored: torch.Tensor) -> torch.Tensor:
+    """Per row, the summed cross-entropy (nats) of the next-token targets ``ids[:, 1:]``
+    where ``scored`` (B x T-1) is true; float64, one value per row. Rows are done one at
+    a time, which bounds the float32 T x V copy of the logits."""
+    nats = []
+    for b in range(logits.shape[0]):
+        ce = F.cross_entropy(logits[b, :-1].float(), ids[b, 1:], reduction="none")
+        nats.append(torch.where(scored[b], ce, 0.0).sum())
+    return torch.stack(nats).double()
+
+
 def bits_per_byte(
     model, tokenizer, texts, *, batch_size=32, device="cpu", dtype=torch.float32, group_by_length=True,
     max_batch_tokens=None, checkpoint_dir=None, progress=True,
@@ -390,7 +408,7 @@ def bits_per_byte(
     float64 array, one value per text.
     """
     texts = _check_texts(texts)
-    start = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
+    start = start_token(tokenizer)
     encodings = _encode(tokenizer, texts, add_special_tokens=False)
     if start is not None:
         encodings = [{k: [start if k == "input_ids" else (1 if k == "attention_mask" else 0)] + list(v)
@@ -401,11 +419,7 @@ def bits_per_byte(
         ids = batch["input_ids"].to(logits.device)
         mask = batch["attention_mask"].to(logits.device).bool()
         scored = mask[:, 1:] & mask[:, :-1]  # target and its context both real tokens
-        nats = []
-        for b in range(logits.shape[0]):  # one row at a time bounds the float32 T x V copy
-            ce = F.cross_entropy(logits[b, :-1].float(), ids[b, 1:], reduction="none")
-            nats.append(torch.where(scored[b], ce, 0.0).sum())
-        return torch.stack(nats).double()
+        return token_nats(logits, ids, scored)
 
     nats = _run_language(model, tokenizer, encodings, batch_size=batch_size, device=device, dtype=dtype,
                          group_by_length=group_by_length, checkpoint_dir=checkpoint_dir, tag="bpb", key=[start],

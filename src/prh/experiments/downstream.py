@@ -314,7 +314,9 @@ def _encode_choices(tokenizer, contexts: list[str], endings: list[list[str]], *,
     the start token (BOS, else EOS) is context only. ``ending_mask`` marks the scored tokens.
     Sequences longer than ``max_length`` lose their oldest context tokens.
     """
-    start = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
+    from prh.features import start_token
+
+    start = start_token(tokenizer)
     prefix = [] if start is None else [start]
     out = []
     ctx_ids = tokenizer(list(contexts), add_special_tokens=False)["input_ids"]
@@ -361,7 +363,6 @@ def choice_logprobs(model, tokenizer, contexts, endings, *, batch_size: int = 32
     float64 array N x C.
     """
     import torch
-    import torch.nn.functional as F
 
     from prh import features as fx
 
@@ -377,12 +378,7 @@ def choice_logprobs(model, tokenizer, contexts, endings, *, batch_size: int = 32
     def step(batch, dev):
         logits = model(**fx._forward_inputs(model, batch, dev, use_cache=False)).logits
         ids = batch["input_ids"].to(logits.device)
-        scored = batch["ending_mask"].to(logits.device).bool()[:, 1:]
-        sums = []
-        for b in range(logits.shape[0]):  # one row at a time bounds the float32 T x V copy
-            ce = F.cross_entropy(logits[b, :-1].float(), ids[b, 1:], reduction="none")
-            sums.append(-torch.where(scored[b], ce, 0.0).sum())
-        return torch.stack(sums).double()
+        return -fx.token_nats(logits, ids, batch["ending_mask"].to(logits.device).bool()[:, 1:])
 
     with torch.inference_mode():
         rows = fx._run_language(model, tokenizer, encodings, batch_size=batch_size, device=device, dtype=dtype,
