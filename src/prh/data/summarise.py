@@ -118,10 +118,6 @@ def _key(item_id, num_words: int) -> tuple[str, int]:
     return json.dumps(item_id), int(num_words)
 
 
-def _sha(obj) -> str:
-    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
-
-
 class _Checkpoint:
     """JSONL file: a header ``{"fingerprint", "config"}``, then one line per finished (id, num_words)."""
 
@@ -131,7 +127,7 @@ class _Checkpoint:
         self._f = None
         if self.path is None:
             return
-        header = {"fingerprint": _sha(config), "config": config}
+        header = {"fingerprint": fx._fingerprint(config), "config": config}
         records = self._read(header)
         with atomic_path(self.path) as tmp, open(tmp, "w") as f:  # drops a line cut short by a kill
             for rec in [header, *records]:
@@ -222,8 +218,8 @@ def summarise_captions(
     templated = _has_chat_template(tokenizer)
     config = {
         "model": [*fx._model_id(model), str(next(model.parameters()).dtype)],
-        "tokenizer": [getattr(tokenizer, "name_or_path", ""), len(tokenizer), _sha(tokenizer.chat_template or "")],
-        "prompt_sha256": prompt_sha256(), "captions_sha256": _sha([ids, captions]), "num_words": levels,
+        "tokenizer": [getattr(tokenizer, "name_or_path", ""), len(tokenizer), fx._fingerprint(tokenizer.chat_template or "")],
+        "prompt_sha256": prompt_sha256(), "captions_sha256": fx._fingerprint([ids, captions]), "num_words": levels,
         "seed": seed, "do_sample": do_sample, "max_new_tokens": max_new_tokens, "batch_size": batch_size,
         **(fingerprint_extra or {}),
     }
