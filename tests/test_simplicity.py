@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 import torch
 
-from prh.experiments import simplicity as S
+from prh.figures import FIGURES, draw_from
 from prh.io import read_json
 from prh.metrics import effective_rank
-from prh.plots.simplicity import FIGURES, plot_simplicity
+from prh.studies.thesis import simplicity as S
 
 SMOKE = {  # the sizes proposed for tests/smoke/params.yaml
     "width": 16,
@@ -111,14 +111,16 @@ def test_smoke_run_writes_finite_metrics_and_figures_render_from_json_alone(tmp_
     alone.mkdir()
     for name in ("random_nets.json", "products.json", "trained.json"):
         shutil.copy(out / name, alone / name)
-    paths = plot_simplicity(alone, tmp_path / "figures")
-    assert sorted(p.name for p in paths) == sorted(f"{stem}.{ext}" for stem in FIGURES for ext in ("pdf", "png"))
+    stems = [f.name for f in FIGURES.values() if f.study == "thesis"]
+    paths = draw_from(alone, stems, tmp_path / "figures")
+    assert sorted(p.name for p in paths) == sorted(f"{stem}.{ext}" for stem in stems for ext in ("pdf", "png"))
+    assert len(stems) == 4
     assert all(p.stat().st_size > 1000 for p in paths)
 
 
 def test_plotting_without_results_says_what_to_run(tmp_path):
-    with pytest.raises(ValueError, match="prh simplicity"):
-        plot_simplicity(tmp_path, tmp_path / "figures")
+    with pytest.raises(FileNotFoundError, match="run `snakemake .*random_nets.json` first"):
+        draw_from(tmp_path, ["thesis_fig2.2_random_net_rank"], tmp_path / "figures")
 
 
 def _schema_defaults(schema: dict):

@@ -6,13 +6,6 @@ import os
 import shlex
 
 TRANSFER = f"{R}/experiments/transfer"
-TRANSFER_FIGURES = {  # figure stem -> caption file (workflow/report/transfer_<x>.rst)
-    "imani_fig10_peaks_alignment": "peaks_alignment",
-    "imani_fig11_peaks_transfer": "peaks_transfer",
-    "imani_fig12_peaks_layers": "peaks_layers",
-    "imani_fig02_shuffled_emergence": "shuffled_emergence",
-    "imani_fig07_layerwise": "layerwise",
-}
 
 
 rule transfer:
@@ -24,9 +17,9 @@ rule transfer:
         layerwise=f"{TRANSFER}/layerwise.json",
         metrics=f"{TRANSFER}/metrics.json",
     params:
-        config=shlex.quote(json.dumps(config["transfer"], sort_keys=True)),
+        config=json_param(config["transfer"]),
         seed=config["seed"],
-        device=config.get("device", "auto"),
+        device=config["device"],
         out_dir=lambda w, output: os.path.dirname(output.metrics),
     log:
         log_path("transfer", "transfer"),
@@ -39,43 +32,10 @@ rule transfer:
     conda:
         CONDA_ENV
     shell:
-        "OMP_NUM_THREADS={threads} prh transfer --out-dir {params.out_dir} --config {params.config} "
+        "OMP_NUM_THREADS={threads} prh run-transfer --out-dir {params.out_dir} --config {params.config} "
         "--seed {params.seed} --device {params.device} > {log} 2>&1"
 
 
-rule plot_transfer:
-    input:
-        peaks_alignment=rules.transfer.output.peaks_alignment,
-        peaks_transfer=rules.transfer.output.peaks_transfer,
-        peaks_deep=rules.transfer.output.peaks_deep,
-        emergence=rules.transfer.output.emergence,
-        layerwise=rules.transfer.output.layerwise,
-    output:
-        **{
-            f"{stem}_{ext}": report(
-                f"{R}/figures/{stem}.{ext}",
-                caption=f"../report/transfer_{caption}.rst",
-                category="Transfer",
-            )
-            for stem, caption in TRANSFER_FIGURES.items()
-            for ext in ("pdf", "png")
-        },
-    params:
-        in_dir=lambda w, input: os.path.dirname(input.peaks_alignment),
-        out_dir=lambda w, output: os.path.dirname(output[0]),
-    log:
-        log_path("plot_transfer", "plot_transfer"),
-    benchmark:
-        bench_path("plot_transfer", "plot_transfer")
-    threads: 1
-    resources:
-        mem_mb=1000,
-        runtime=5,
-    conda:
-        CONDA_ENV
-    shell:
-        "prh plot-transfer --in-dir {params.in_dir} --out-dir {params.out_dir} > {log} 2>&1"
-
-
-TARGETS += [f"{R}/figures/{stem}.{ext}" for stem in TRANSFER_FIGURES for ext in ("pdf", "png")]
+TARGETS += figure_targets("imani_fig02_shuffled_emergence", "imani_fig07_layerwise", "imani_fig10_peaks_alignment",
+                          "imani_fig11_peaks_transfer", "imani_fig12_peaks_layers")
 TARGETS.append(rules.transfer.output.metrics)
