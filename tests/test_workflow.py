@@ -102,6 +102,7 @@ EXPECTED_FIGURES = {
     "fig02_competence_alignment", "fig02_model_map", "fig03_language_vision", "fig_platonic_reference",
     "fig04_downstream", "fig09_caption_density",
     "fig10_locality", "fig12_metric_agreement", "fig13_cross_metrics", "fig14_cross_metrics",
+    "seed001_fig2_outliers", "seed001_fig3_random_labels", "seed001_fig8_partial_bridge", "seed001_fig10_outliers_after",
 }
 
 

@@ -60,6 +60,10 @@ STAGES: dict[str, dict[str, tuple[str, str]]] = {
         "run-color": ("prh.studies.prh.color:main", "PRH Fig 8 and section 4: colour PMI and NCE"),
         "run-transfer": ("prh.studies.imani.transfer:main", "Imani et al.: alignment and transfer experiments"),
         "run-simplicity": ("prh.studies.thesis.simplicity:main", "thesis ch. 2: effective rank vs depth"),
+        "run-bridge-arm": ("prh.studies.seed001.arm:main", "seed 001: one bridge-training arm and its probes"),
+        "run-bridge-align": ("prh.studies.seed001.align:main", "seed 001: mutual k-NN of the arms"),
+        "run-bridge-outliers": ("prh.studies.seed001.outliers:main", "seed 001: outlier weights per matrix (Fig 2)"),
+        "run-bridge-analysis": ("prh.studies.seed001.analysis:main", "seed 001: bootstrap intervals and verdicts"),
     },
     "figures": {
         "plot": ("prh.figures:main", "draw one figure of the registry (`prh plot --list`)"),

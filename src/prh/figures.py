@@ -101,6 +101,16 @@ FIGURES: dict[str, Figure] = _figures(
            {"peaks": f"{E}/transfer/peaks_transfer.json"}, "transfer_peaks_transfer", "Transfer", "imani"),
     Figure("imani_fig12_peaks_layers", "prh.plots.transfer:plot_peaks_layers",
            {"peaks": f"{E}/transfer/peaks_deep.json"}, "transfer_peaks_layers", "Transfer", "imani"),
+    # ---- Seed 001: random-label bridge training of a language-pretrained transformer
+    Figure("seed001_fig2_outliers", "prh.plots.bridge:plot_fig2",
+           {"outliers": f"{E}/bridge/outliers.json", "figures": f"{E}/bridge/figures.json"}, "bridge_fig2_outliers",
+           "Seed 001: bridge", "seed001"),
+    Figure("seed001_fig3_random_labels", "prh.plots.bridge:plot_fig3", {"figures": f"{E}/bridge/figures.json"},
+           "bridge_fig3_random_labels", "Seed 001: bridge", "seed001"),
+    Figure("seed001_fig8_partial_bridge", "prh.plots.bridge:plot_fig8", {"figures": f"{E}/bridge/figures.json"},
+           "bridge_fig8_partial_bridge", "Seed 001: bridge", "seed001"),
+    Figure("seed001_fig10_outliers_after", "prh.plots.bridge:plot_fig10", {"figures": f"{E}/bridge/figures.json"},
+           "bridge_fig10_outliers_after", "Seed 001: bridge", "seed001"),
     # ---- Huh's thesis, chapter 2: simplicity bias
     Figure("thesis_fig2.2_random_net_rank", "prh.plots.simplicity:plot_random_net_rank",
            {"random_nets": f"{E}/simplicity/random_nets.json"}, "simplicity_random_nets", "Simplicity bias", "thesis"),

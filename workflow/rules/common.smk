@@ -9,6 +9,7 @@ import shlex
 from prh.config import all_models
 from prh.figures import FIGURES
 from prh.metrics import SUPPORTED_METRICS
+from prh.studies.seed001.arm import expand_arms
 
 SUITE = config["suite"]
 SUITE_CFG = config["suites"][SUITE]
@@ -287,6 +288,79 @@ def alignment_json(dataset, xset, yset, metric=ALIGN["metric"]):
 
 def set_features(dataset, set_name):
     return [f"{R}/features/{dataset}/{m}.safetensors" for m in model_set(set_name)]
+
+
+# ---- Seed 001: bridge training (bridge.smk) ----
+
+BRIDGE = f"{R}/experiments/bridge"
+BRIDGE_CFG = config.get("bridge") or {}
+BRIDGE_SUITE = BRIDGE_CFG.get(SUITE) or {}
+BRIDGE_ARMS = expand_arms(BRIDGE_SUITE.get("arms"), BRIDGE_SUITE.get("sweeps"))
+if BRIDGE_SUITE.get("run_arms") is not None:
+    _unknown = sorted(set(BRIDGE_SUITE["run_arms"]) - set(BRIDGE_ARMS))
+    if _unknown:
+        raise ValueError(f"bridge.{SUITE}.run_arms: unknown arms {_unknown}; defined: {sorted(BRIDGE_ARMS)}")
+    BRIDGE_ARMS = {name: BRIDGE_ARMS[name] for name in BRIDGE_SUITE["run_arms"]}
+
+
+def bridge_data(key):
+    """images.npy and meta.json of the bridge's stage-1 (train_data) or stage-2 (probe_data) dataset."""
+    name = BRIDGE_SUITE[key]
+    return {"images": f"{R}/data/{name}/images.npy", "meta": f"{R}/data/{name}/meta.json"}
+
+
+def bridge_arm_inputs(wildcards):
+    inputs = {f"train_{k}": v for k, v in bridge_data("train_data").items()}
+    inputs.update({f"probe_{k}": v for k, v in bridge_data("probe_data").items()})
+    return inputs
+
+
+def bridge_align_inputs(wildcards):
+    """Every arm's features, the probe set, and the vision features to align with."""
+    probe = BRIDGE_SUITE["probe_data"]
+    inputs = {"feats": expand(f"{BRIDGE}/arms/{{arm}}/features.safetensors", arm=sorted(BRIDGE_ARMS)),
+              "probe_meta": bridge_data("probe_data")["meta"]}
+    if SUITE == "offline":
+        inputs["vision_probes"] = f"{R}/experiments/zoo/vision.json"
+        inputs["vision_feats"] = [f"{R}/features/{probe}/{m}.safetensors" for m in model_set("zoo_vision")]
+    elif BRIDGE_SUITE.get("strongest_vision"):
+        inputs["vision_feats"] = [f"{R}/features/{probe}/{BRIDGE_SUITE['strongest_vision']}.safetensors"]
+    return inputs
+
+
+def bridge_align_flags(wildcards, input):
+    flags = []
+    if input.get("vision_probes"):
+        flags.append(f"--vision-probes {input.vision_probes}")
+    elif BRIDGE_SUITE.get("strongest_vision"):
+        flags.append(f"--vision-model {BRIDGE_SUITE['strongest_vision']}")
+    if input.get("vision_feats"):
+        flags.append(f"--vision-features {os.path.dirname(input.vision_feats[0])}")
+    cfg = BRIDGE_SUITE.get("config") or {}
+    return " ".join(flags + [f"--topk {cfg.get('topk', 10)} --quantile {cfg.get('quantile', 0.95)}"])
+
+
+def bridge_outlier_models():
+    """name=checkpoint specs and families for Fig 2 (the offline zoo, or GPT-2 from the hub)."""
+    if SUITE != "offline":
+        src = BRIDGE_SUITE["config"]
+        return {"gpt2": f"hub:{src['source']}@{src.get('revision') or 'main'}",
+                "gpt2_init": f"hubinit:{src['source']}@{src.get('revision') or 'main'}"}, {
+                    "gpt2": "language_pretrained", "gpt2_init": "language_init"}
+    models = {"minilm": "pkg:minilm", "minilm_init": "init:minilm"}
+    families = {"minilm": "language_pretrained", "minilm_init": "language_init"}
+    for m in model_set("zoo_vision"):
+        models[m] = model_dir(m)
+        families[m] = "vision_random" if ZOO_VISION[m].get("objective") == "random" else "vision_trained"
+    for m in model_set("zoo_language"):
+        if ZOO_LANGUAGE.get(m, {}).get("arch") == "gpt2":
+            models[m] = model_dir(m)
+            families[m] = "language_init" if ZOO_LANGUAGE[m].get("steps") == 0 else "language_trained"
+    return models, families
+
+
+BRIDGE_OUTLIER_MODELS, BRIDGE_FAMILIES = bridge_outlier_models() if BRIDGE_SUITE else ({}, {})
+
 
 
 # ---- Figures (figures.smk: one plot rule per entry of prh.figures.FIGURES) ----
