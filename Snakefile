@@ -40,6 +40,7 @@ include: "workflow/rules/metrics_agreement.smk"
 include: "workflow/rules/downstream.smk"
 include: "workflow/rules/density.smk"
 include: "workflow/rules/bridge.smk"
+include: "workflow/rules/lte.smk"
 include: "workflow/rules/figures.smk"
 
 

@@ -60,6 +60,8 @@ STAGES: dict[str, dict[str, tuple[str, str]]] = {
         "run-color": ("prh.studies.prh.color:main", "PRH Fig 8 and section 4: colour PMI and NCE"),
         "run-transfer": ("prh.studies.imani.transfer:main", "Imani et al.: alignment and transfer experiments"),
         "run-simplicity": ("prh.studies.thesis.simplicity:main", "thesis ch. 2: effective rank vs depth"),
+        "run-lte": ("prh.studies.thesis.lte.run:main", "thesis ch. 4: one LTE experiment (launched by torchrun)"),
+        "run-lte-verdicts": ("prh.studies.thesis.lte.verdicts:main", "thesis ch. 4: LTE claims and their verdicts"),
         "run-bridge-arm": ("prh.studies.seed001.arm:main", "seed 001: one bridge-training arm and its probes"),
         "run-bridge-align": ("prh.studies.seed001.align:main", "seed 001: mutual k-NN of the arms"),
         "run-bridge-outliers": ("prh.studies.seed001.outliers:main", "seed 001: outlier weights per matrix (Fig 2)"),

@@ -30,7 +30,8 @@ E = "results/experiments"
 
 @dataclass(frozen=True)
 class Figure:
-    """One figure: ``draw(*inputs, out, **kwargs)`` writes ``results/figures/<name>.pdf`` and ``.png``."""
+    """One figure: ``draw(*inputs, out, **kwargs)`` writes ``results/figures/<name>.<format>`` for each format
+    (a figure: PDF and PNG; a table: CSV)."""
 
     name: str
     draw: str  # "module:function" in prh.plots
@@ -39,6 +40,7 @@ class Figure:
     category: str  # the report's section
     study: str  # the package of src/prh/studies (or the stage) whose numbers it plots
     kwargs: dict = field(default_factory=dict)
+    formats: tuple[str, ...] = ("pdf", "png")  # the files it writes; the first is the one the report shows
 
     @property
     def rule(self) -> str:
@@ -111,6 +113,17 @@ FIGURES: dict[str, Figure] = _figures(
            "bridge_fig8_partial_bridge", "Seed 001: bridge", "seed001"),
     Figure("seed001_fig10_outliers_after", "prh.plots.bridge:plot_fig10", {"figures": f"{E}/bridge/figures.json"},
            "bridge_fig10_outliers_after", "Seed 001: bridge", "seed001"),
+    # ---- Huh's thesis, chapter 4: LoRA-the-Explorer
+    Figure("thesis_fig8.1_lte_least_squares", "prh.plots.lte:plot_least_squares",
+           {"least_squares": f"{E}/lte/least_squares.json"}, "lte_least_squares", "LoRA-the-Explorer", "thesis"),
+    Figure("thesis_fig4.6_lte_vs_standard", "prh.plots.lte:plot_lte_vs_standard", {"vision": f"{E}/lte/vision.json"},
+           "lte_vs_standard", "LoRA-the-Explorer", "thesis"),
+    Figure("thesis_fig4.7_head_orthogonality", "prh.plots.lte:plot_head_orthogonality",
+           {"orthogonality": f"{E}/lte/orthogonality.json"}, "lte_orthogonality", "LoRA-the-Explorer", "thesis"),
+    Figure("thesis_fig8.5_update_rank", "prh.plots.lte:plot_update_rank", {"vision": f"{E}/lte/vision.json"},
+           "lte_update_rank", "LoRA-the-Explorer", "thesis"),
+    Figure("thesis_table4.9_mini", "prh.plots.lte:write_table", {"table": f"{E}/lte/table.json"}, "lte_table",
+           "LoRA-the-Explorer", "thesis", formats=("csv",)),
     # ---- Huh's thesis, chapter 2: simplicity bias
     Figure("thesis_fig2.2_random_net_rank", "prh.plots.simplicity:plot_random_net_rank",
            {"random_nets": f"{E}/simplicity/random_nets.json"}, "simplicity_random_nets", "Simplicity bias", "thesis"),
@@ -158,7 +171,7 @@ def draw_from(in_dir: str | Path, names: list[str], out_dir: str | Path) -> list
         if fig is None:
             raise ValueError(f"unknown figure {name!r}; `prh plot --list` names them all")
         inputs = {k: str(Path(in_dir) / Path(v).name) for k, v in fig.inputs.items()}
-        paths += draw(name, Path(out_dir) / f"{name}.pdf", inputs)
+        paths += draw(name, Path(out_dir) / f"{name}.{fig.formats[0]}", inputs)
     return paths
 
 
@@ -181,6 +194,6 @@ def main(argv: list[str] | None = None) -> None:
         for fig in FIGURES.values():
             print(f"{fig.name}\t{fig.draw}\t{' '.join(fig.inputs.values())}")
         return
-    out = args.out or f"results/figures/{args.name}.pdf"
+    out = args.out or f"results/figures/{args.name}.{FIGURES[args.name].formats[0]}" if args.name in FIGURES else ""
     for path in draw(args.name, out, dict(args.input)):
         print(path)

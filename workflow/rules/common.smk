@@ -363,15 +363,33 @@ BRIDGE_OUTLIER_MODELS, BRIDGE_FAMILIES = bridge_outlier_models() if BRIDGE_SUITE
 
 
 
+# ---- LoRA-the-Explorer, thesis ch. 4 (lte.smk) ----
+
+def lte_launcher(nproc, nnodes=1):
+    """torchrun on one machine, or under srun across nnodes with a c10d rendezvous on the first node."""
+    if nnodes == 1:
+        return f"torchrun --standalone --nproc_per_node {nproc}"
+    return (f"srun --ntasks-per-node 1 torchrun --nnodes {nnodes} --nproc_per_node {nproc} "
+            "--rdzv_backend c10d --rdzv_id $SLURM_JOB_ID "
+            '--rdzv_endpoint "$(scontrol show hostnames $SLURM_JOB_NODELIST | head -n1):29500"')
+
+
+def lte_slice(drop):
+    """The vision block without the keys of other experiments (prefixes in ``drop``): editing the
+    table's or Fig 4.7's keys reruns only that experiment."""
+    block = {k: v for k, v in LTE_CFG["vision"].items() if not k.startswith(tuple(drop))}
+    return json_param(block)
+
+
 # ---- Figures (figures.smk: one plot rule per entry of prh.figures.FIGURES) ----
 
 
 def figure_targets(*names):
-    """The PDF and PNG of registered figures, by name (``prh plot --list``)."""
+    """The files of registered figures (PDF and PNG; CSV for a table), by name (``prh plot --list``)."""
     unknown = [n for n in names if n not in FIGURES]
     if unknown:
         raise ValueError(f"figures {unknown} are not in prh.figures.FIGURES; register them there")
-    return [f"{R}/figures/{n}.{ext}" for n in names for ext in ("pdf", "png")]
+    return [f"{R}/figures/{n}.{ext}" for n in names for ext in FIGURES[n].formats]
 
 
 def figure_inputs(input):

@@ -16,8 +16,9 @@ for _fig in FIGURES.values():
         input:
             **_fig.paths(FIGURE_CONTEXT),
         output:
-            pdf=report(f"{R}/figures/{_fig.name}.pdf", caption=f"../report/{_fig.caption}.rst", category=_fig.category),
-            png=f"{R}/figures/{_fig.name}.png",
+            main=report(f"{R}/figures/{_fig.name}.{_fig.formats[0]}", caption=f"../report/{_fig.caption}.rst",
+                        category=_fig.category),
+            **{ext: f"{R}/figures/{_fig.name}.{ext}" for ext in _fig.formats[1:]},
         wildcard_constraints:
             **FIGURE_WILDCARDS,
         params:
@@ -34,7 +35,7 @@ for _fig in FIGURES.values():
         conda:
             CONDA_ENV
         shell:
-            "prh plot {params.name} --out {output.pdf} {params.inputs} > {log} 2>&1"
+            "prh plot {params.name} --out {output.main} {params.inputs} > {log} 2>&1"
 
 
 TARGETS += [*alignment_figure(VISION_ALIGNMENT), *alignment_figure(CROSS_ALIGNMENT)]
