@@ -158,7 +158,7 @@ def test_a_set_against_itself_is_computed_once_and_has_a_unit_diagonal(tmp_path)
     paths = write_models(tmp_path)
     out = tmp_path / "x__x.json"
     prh_main([
-        "align", "--metric", "cknna", "--topk", "5", "--x-names", *paths, "--x-features", *map(str, paths.values()),
+        "align", "--metric", "cknna", "--topk", "5", "--quantile", "0.95", "--x-names", *paths, "--x-features", *map(str, paths.values()),
         "--out", str(out), "--null-permutations", "9", "--seed", "3",
     ])
     table = json.loads(out.read_text())

@@ -171,7 +171,7 @@ def test_cli_writes_json_and_every_figure_renders_from_json_alone(tmp_path):
     assert metrics["claims"]["prop1_closed_form_matches_gd"]["reproduced"]
     alone = tmp_path / "alone"  # only the JSON files, nothing else from the run
     alone.mkdir()
-    stems = [f.name for f in FIGURES.values() if f.study == "imani"]
+    stems = [f.name for f in FIGURES.values() if f.draw.startswith("prh.plots.transfer:")]
     for stem in stems:
         for path in FIGURES[stem].inputs.values():
             shutil.copy(exp / Path(path).name, alone / Path(path).name)
@@ -213,3 +213,14 @@ def test_mnist_loader_reads_the_hub_layout_from_a_local_folder(tmp_path):
     np.testing.assert_allclose(np.linalg.norm(x, axis=1), 1.0)
     with pytest.raises(ValueError):  # 4 images of class 1 cannot give 5
         load_binary_digits(dataset="mnist", repo=str(tmp_path), per_class=5)
+
+
+def test_each_part_reads_only_its_slice_and_every_key_has_a_part():
+    """The rules pass each part its slice of the block: a key no part reads could never rerun anything."""
+    from prh.studies.imani.transfer import DEFAULTS, SLICES, _part_config
+
+    assert set().union(*SLICES.values()) == set(DEFAULTS)
+    assert set(_part_config({"width": 7, "fig2_runs": 3}, "peaks_deep")) == set(SLICES["peaks_deep"])
+    assert _part_config({"width": 7}, "peaks_deep")["width"] == 7
+    with pytest.raises(ValueError, match="parts \\['figs'\\] unknown"):
+        run_transfer(out_dir="/nonexistent", parts=("figs",))

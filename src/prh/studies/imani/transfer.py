@@ -25,7 +25,7 @@ import numpy as np
 from prh.config import schema_defaults
 from prh.io import json_object, write_json
 
-__all__ = ["DEFAULTS", "run_transfer", "claims", "main"]
+__all__ = ["DEFAULTS", "SLICES", "PARTS", "run_transfer", "transfer_claims", "claims", "main"]
 
 # The `transfer:` block's defaults: workflow/schemas/transfer.schema.yaml documents each key.
 DEFAULTS = schema_defaults("transfer")
@@ -102,62 +102,118 @@ def claims(*, shallow: dict, deep: dict, fig2: dict, fig7: dict) -> dict:
     return out
 
 
-def run_transfer(*, out_dir, config: dict | None = None, seed: int = 0, device: str = "cpu") -> dict:
-    """Run every experiment of this family and write its JSON files to ``out_dir``.
+_COMMON = ("runs", "n_source", "n_target", "n_test", "lr", "batch_size", "max_epochs", "patience", "min_improvement",
+           "num_taus")
+# part -> the keys of the `transfer:` block it reads (the rule passes only these: editing one reruns only it)
+SLICES = {
+    "peaks": _COMMON + ("width", "step_sizes", "max_steps", "num_steps"),
+    "peaks_deep": _COMMON + ("width", "deep_layers"),
+    "emergence": ("lr", "batch_size", "patience", "min_improvement", "num_taus", "fig2_dataset", "fig2_runs",
+                  "fig2_epochs", "fig7_width", "fig7_max_epochs", "fig7_min_delta", "mnist_per_class", "mnist_revision"),
+}
+PARTS = (*SLICES, "claims")
+PAPER = "Imani, Hu & White, Representation Alignment in Neural Networks (TMLR)"
+
+
+def _part_config(config: dict | None, part: str) -> dict:
+    unknown = set(config or {}) - set(DEFAULTS)
+    if unknown:
+        raise ValueError(f"config has unknown keys {sorted(unknown)}; allowed: {sorted(DEFAULTS)}")
+    c = {**DEFAULTS, **(config or {})}
+    return {k: c[k] for k in SLICES[part]}
+
+
+def _peaks(part: str, c: dict, seed: int) -> tuple[dict, dict]:
+    from prh.studies.imani.peaks import run_peaks
+
+    common = {k: c[k] for k in _COMMON}
+    if part == "peaks":
+        return _timed(run_peaks, hidden=[c["width"]], transfer=True, step_sizes=c["step_sizes"],
+                      max_steps=c["max_steps"], num_steps=c["num_steps"], seed=seed, **common)
+    return _timed(run_peaks, hidden=[c["width"]] * c["deep_layers"], transfer=False, seed=seed, **common)
+
+
+def run_transfer(*, out_dir, config: dict | None = None, seed: int = 0, device: str = "cpu",
+                 parts=PARTS) -> dict:
+    """Run ``parts`` of this family and write their JSON files to ``out_dir``.
+
+    Parts: ``peaks`` (one hidden layer: peaks_alignment.json, Fig 10; peaks_transfer.json, Fig 11),
+    ``peaks_deep`` (three hidden layers: peaks_deep.json, Fig 12), ``emergence`` (digits:
+    emergence_shuffled.json, Fig 2; digits_layerwise.json), ``claims`` (layerwise.json, Fig 7,
+    and metrics.json, from the other parts' JSON files). Each JSON records the slice of the
+    config its part used.
 
     Parameters
     ----------
     out_dir : folder for the JSON files (created)
-    config : keys of :data:`DEFAULTS` to override (the params.yaml ``transfer:`` block)
+    config : keys of :data:`DEFAULTS` to override (the params.yaml ``transfer:`` block, or a part's slice)
     seed : master seed; runs derive theirs from it
     device : where the Fig 2 / Fig 7 networks train ("auto" picks CUDA when present); the
         peaks networks are small and always train on the CPU
 
     Returns
     -------
-    dict: the content of ``metrics.json``
+    dict: the content of ``metrics.json`` when ``claims`` ran, else of the last JSON written
     """
     from prh.studies.imani.emergence import load_binary_digits, run_emergence
-    from prh.studies.imani.peaks import run_peaks
 
-    unknown = set(config or {}) - set(DEFAULTS)
-    if unknown:
-        raise ValueError(f"config has unknown keys {sorted(unknown)}; allowed: {sorted(DEFAULTS)}")
-    c = {**DEFAULTS, **(config or {})}
+    bad = sorted(set(parts) - set(PARTS))
+    if bad:
+        raise ValueError(f"parts {bad} unknown; choose from {list(PARTS)}")
+    out_dir, out = Path(out_dir), None
+    for part in parts:
+        if part == "claims":
+            out = transfer_claims(out_dir)
+            continue
+        c = _part_config(config, part)
+        meta = {"paper": PAPER, "config": c, "seed": seed, "device": device}
+        if part == "peaks":
+            shallow, t_shallow = _peaks(part, c, seed)
+            align = {k: shallow[k] for k in ("taus", "layers", "tasks", "alignment", "training")}
+            write_json(out_dir / "peaks_alignment.json", {**meta, "figure": 10, **align, "time": t_shallow})
+            out = {**meta, "figure": 11, **{k: shallow[k] for k in ("steps", "reduction_grid", "transfer", "prop1_check")}}
+            write_json(out_dir / "peaks_transfer.json", out)
+        elif part == "peaks_deep":
+            deep, t_deep = _peaks(part, c, seed)
+            out = {**meta, "figure": 12, **deep, "time": t_deep}
+            write_json(out_dir / "peaks_deep.json", out)
+        else:
+            x, y = load_binary_digits(dataset=c["fig2_dataset"], per_class=c["mnist_per_class"],
+                                      revision=c["mnist_revision"], seed=seed)
+            (fig2, fig7), t_emerge = _timed(
+                run_emergence, x=x, y=y, runs=c["fig2_runs"], fig2_epochs=c["fig2_epochs"], fig7_width=c["fig7_width"],
+                lr=c["lr"], batch_size=c["batch_size"], max_epochs=c["fig7_max_epochs"], patience=c["patience"],
+                min_improvement=c["min_improvement"], min_delta=c["fig7_min_delta"], num_taus=c["num_taus"], seed=seed,
+                device=device)
+            write_json(out_dir / "emergence_shuffled.json",
+                       {**meta, "figure": 2, "dataset": c["fig2_dataset"], **fig2, "time": t_emerge})
+            out = {**meta, "dataset": c["fig2_dataset"], "classification": fig7}
+            write_json(out_dir / "digits_layerwise.json", out)
+    return out
+
+
+def transfer_claims(out_dir) -> dict:
+    """layerwise.json (Fig 7: the digits network's layers and the deep peaks network's) and metrics.json
+    (every claim's verdict) from the JSON files the other parts wrote in ``out_dir``."""
+    from prh.io import read_json
+
     out_dir = Path(out_dir)
-    common = dict(runs=c["runs"], n_source=c["n_source"], n_target=c["n_target"], n_test=c["n_test"],
-                  lr=c["lr"], batch_size=c["batch_size"], max_epochs=c["max_epochs"], patience=c["patience"],
-                  min_improvement=c["min_improvement"], num_taus=c["num_taus"], seed=seed)
-    shallow, t_shallow = _timed(run_peaks, hidden=[c["width"]], transfer=True, step_sizes=c["step_sizes"],
-                                max_steps=c["max_steps"], num_steps=c["num_steps"], **common)
-    deep, t_deep = _timed(run_peaks, hidden=[c["width"]] * c["deep_layers"], transfer=False, **common)
-    x, y = load_binary_digits(dataset=c["fig2_dataset"], per_class=c["mnist_per_class"],
-                              revision=c["mnist_revision"], seed=seed)
-    (fig2, fig7), t_emerge = _timed(
-        run_emergence, x=x, y=y, runs=c["fig2_runs"], fig2_epochs=c["fig2_epochs"], fig7_width=c["fig7_width"],
-        lr=c["lr"], batch_size=c["batch_size"], max_epochs=c["fig7_max_epochs"], patience=c["patience"],
-        min_improvement=c["min_improvement"], min_delta=c["fig7_min_delta"], num_taus=c["num_taus"], seed=seed,
-        device=device)
-
-    meta = {"paper": "Imani, Hu & White, Representation Alignment in Neural Networks (TMLR)",
-            "config": c, "seed": seed, "device": device}
-    align = {k: shallow[k] for k in ("taus", "layers", "tasks", "alignment", "training")}
-    write_json(out_dir / "peaks_alignment.json", {**meta, "figure": 10, **align, "time": t_shallow})
-    write_json(out_dir / "peaks_transfer.json", {
-        **meta, "figure": 11, **{k: shallow[k] for k in ("steps", "reduction_grid", "transfer", "prop1_check")}})
-    write_json(out_dir / "peaks_deep.json", {**meta, "figure": 12, **deep, "time": t_deep})
-    write_json(out_dir / "emergence_shuffled.json",
-               {**meta, "figure": 2, "dataset": c["fig2_dataset"], **fig2, "time": t_emerge})
+    shallow = {**read_json(out_dir / "peaks_alignment.json"), **read_json(out_dir / "peaks_transfer.json")}
+    deep, fig2 = read_json(out_dir / "peaks_deep.json"), read_json(out_dir / "emergence_shuffled.json")
+    digits = read_json(out_dir / "digits_layerwise.json")
+    fig7 = digits["classification"]
     peaks7 = {"layers": deep["layers"], "taus": deep["taus"],
               **{s: {l: deep["alignment"]["curves"][s][l]["S"] for l in deep["layers"]} for s in ("init", "trained")}}
-    write_json(out_dir / "layerwise.json", {**meta, "figure": 7, "dataset": c["fig2_dataset"],
-                                            "classification": fig7, "peaks_regression": peaks7})
+    write_json(out_dir / "layerwise.json", {
+        "paper": PAPER, "config": {**deep["config"], **digits["config"]}, "seed": deep["seed"], "device": digits["device"],
+        "figure": 7, "dataset": digits["dataset"], "classification": fig7, "peaks_regression": peaks7})
     verdicts = claims(shallow=shallow, deep=deep, fig2=fig2, fig7=fig7)
     metrics = {
         "claims_reproduced": sum(v["reproduced"] for v in verdicts.values()),
         "claims_total": len(verdicts),
         "claims": verdicts,
-        "time": {"peaks_one_hidden_layer": t_shallow, "peaks_three_hidden_layers": t_deep, "fig2_fig7": t_emerge},
+        "time": {"peaks_one_hidden_layer": shallow["time"], "peaks_three_hidden_layers": deep["time"],
+                 "fig2_fig7": fig2["time"]},
         "peaks_epochs": {"one_hidden_layer": shallow["training"]["epochs"], "three_hidden_layers": deep["training"]["epochs"]},
     }
     write_json(out_dir / "metrics.json", metrics)
@@ -170,7 +226,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--config", type=json_object, default="{}", help="JSON object: the params.yaml `transfer:` block")
     parser.add_argument("--seed", type=int, default=0, help="master seed")
     parser.add_argument("--device", default="cpu", help="cpu | cuda | auto (Fig 2 / Fig 7 networks)")
+    parser.add_argument("--part", nargs="+", default=list(PARTS), choices=list(PARTS),
+                        help="which parts to run (claims reads the others' JSON files)")
     args = parser.parse_args(argv)
-    metrics = run_transfer(out_dir=args.out_dir, config=args.config, seed=args.seed, device=args.device)
-    print(f"transfer: {metrics['claims_reproduced']}/{metrics['claims_total']} claims reproduced; "
-          f"wrote {args.out_dir}")
+    out = run_transfer(out_dir=args.out_dir, config=args.config, seed=args.seed, device=args.device,
+                       parts=tuple(args.part))
+    if args.part[-1] == "claims":
+        print(f"transfer: {out['claims_reproduced']}/{out['claims_total']} claims reproduced; wrote {args.out_dir}")

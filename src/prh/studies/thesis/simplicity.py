@@ -27,7 +27,6 @@ Four experiments, each a JSON file in ``out_dir``:
 Scale never matters here: ρ is scale-invariant and ReLU nets without biases are
 positively homogeneous, so weight variances are set only to keep numbers finite.
 
-    >>> run_simplicity("results/experiments/simplicity", seed=0, config={"random_nets": {"n_samples": 256}})
     $ prh run-simplicity --out-dir results/experiments/simplicity --config '{}' --seed 0
 """
 
@@ -42,16 +41,17 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from scipy.stats import spearmanr
 from tqdm.auto import tqdm
 
 from prh.config import schema_defaults
 from prh.io import json_object, write_json
 from prh.metrics import effective_rank
 from prh.metrics.calibration import cell_seed
+from prh.stats import depth_trend
 
-__all__ = ["DEFAULTS", "random_net_ranks", "gaussian_product_ranks", "make_task",
-           "train_deep_linear", "depth_trend", "run_simplicity", "main"]
+__all__ = ["DEFAULTS", "PARTS", "random_net_ranks", "gaussian_product_ranks", "make_task", "train_deep_linear",
+           "run_random_nets", "run_products", "run_trained", "simplicity_metrics", "run_simplicity",
+           "main"]
 
 # The `simplicity:` block's defaults: workflow/schemas/simplicity.schema.yaml documents each key.
 DEFAULTS = schema_defaults("simplicity")
@@ -285,15 +285,6 @@ def train_deep_linear(*, depth: int, optimizer: str, lrs, task: dict, steps: int
     }
 
 
-def depth_trend(depths, values) -> dict:
-    """Spearman ρ_s of ``values`` against ``depths`` (pooled pairs) with its two-sided p-value."""
-    depths, values = np.asarray(depths, float).ravel(), np.asarray(values, float).ravel()
-    keep = np.isfinite(values)  # diverged training runs have no rank
-    depths, values = depths[keep], values[keep]
-    res = spearmanr(depths, values)
-    return {"spearman_rho": float(res.statistic), "p_value": float(res.pvalue), "n": int(depths.size)}
-
-
 def _summary(ranks: np.ndarray, depths) -> dict:
     """Per-depth mean, std, quantiles of an n_samples × n_depths array, and its depth trend."""
     q = np.quantile(ranks, [0.05, 0.25, 0.5, 0.75, 0.95], axis=0)
@@ -302,13 +293,12 @@ def _summary(ranks: np.ndarray, depths) -> dict:
             "trend": depth_trend(np.broadcast_to(np.asarray(depths), ranks.shape), ranks)}
 
 
-def run_simplicity(out_dir, *, seed: int = 0, config: dict | None = None) -> dict:
-    """Run the four experiments with ``config`` (keys of DEFAULTS; missing keys take the default),
-    write random_nets.json, products.json, trained.json and metrics.json to ``out_dir``; return metrics."""
-    cfg, out_dir, metrics = _merge(DEFAULTS, config or {}), Path(out_dir), {}
-    width, rn, pr, tr = cfg["width"], cfg["random_nets"], cfg["products"], cfg["trained"]
-    t0 = time.perf_counter()
+PARTS = ("random_nets", "products", "trained")  # one JSON each; metrics.json summarises them
 
+
+def run_random_nets(out_dir, *, seed: int = 0, width: int, config: dict) -> dict:
+    """Fig 2.2: kernel rank of random linear / ReLU networks against depth; writes random_nets.json."""
+    rn = config
     depths, edges = list(range(1, rn["max_depth"] + 1)), np.linspace(0, math.log(width), rn["bins"] + 1)
     settings = {}
     for a, act in enumerate(rn["activations"]):
@@ -318,22 +308,28 @@ def run_simplicity(out_dir, *, seed: int = 0, config: dict | None = None) -> dic
             hist = [np.histogram(ranks[:, d], bins=edges, density=True)[0] for d in range(len(depths))]
             settings[f"{act}/{init}"] = {"activation": act, "init": init, **_summary(ranks, depths),
                                          "hist": {"edges": edges, "density": hist}}
-            metrics[f"random_net/{act}/{init}"] = settings[f"{act}/{init}"]["trend"]
-    write_json(out_dir / "random_nets.json", {"config": {"width": width, **rn}, "seed": seed,
-                                              "max_rank": math.log(width), "settings": settings})
-    print(f"random networks: {time.perf_counter() - t0:.1f} s", flush=True)
+    out = {"config": {"width": width, **rn}, "seed": seed, "max_rank": math.log(width), "settings": settings}
+    write_json(Path(out_dir) / "random_nets.json", out)
+    return out
 
-    products = {}
+
+def run_products(out_dir, *, seed: int = 0, config: dict) -> dict:
+    """Theorem 2.4.1 / Fig 7.1: rank of products of Gaussian matrices against L; writes products.json."""
+    pr, products = config, {}
     for n in tqdm(pr["dims"], desc="Gaussian products"):
         ranks, spectra = gaussian_product_ranks(dim=n, max_depth=pr["max_depth"], n_samples=pr["n_samples"],
                                                 seed=cell_seed(seed, 20))
         products[str(n)] = {"dim": n, "max_rank": math.log(n), **_summary(ranks, range(1, pr["max_depth"] + 1)),
                             "monotone_fraction": float((np.diff(ranks, axis=1) <= 0).all(1).mean()),
                             "spectrum": spectra}
-        metrics[f"products/n{n}"] = {**products[str(n)]["trend"], "monotone_fraction": products[str(n)]["monotone_fraction"]}
-    write_json(out_dir / "products.json", {"config": pr, "seed": seed, "dims": products})
-    print(f"+ Gaussian products: {time.perf_counter() - t0:.1f} s", flush=True)
+    out = {"config": pr, "seed": seed, "dims": products}
+    write_json(Path(out_dir) / "products.json", out)
+    return out
 
+
+def run_trained(out_dir, *, seed: int = 0, width: int, config: dict) -> dict:
+    """Figs 2.5 and 2.6: deep linear networks trained by four optimisers; writes trained.json."""
+    tr = config
     task = make_task(width=width, n_train=tr["n_train"], n_test=tr["n_test"], task_rank=tr["task_rank"],
                      n_seeds=tr["n_seeds"], seed=cell_seed(seed, 30))
     reference = {"map_rank": math.log(tr["task_rank"]),
@@ -348,13 +344,43 @@ def run_simplicity(out_dir, *, seed: int = 0, config: dict | None = None) -> dic
         pooled = np.repeat(tr["depths"], tr["n_seeds"])
         for target in ("kernel_rank", "map_rank"):
             runs[opt][f"trend_{target}"] = depth_trend(pooled, runs[opt][target])
-            metrics[f"trained/{opt}/{target}"] = runs[opt][f"trend_{target}"]
-        metrics[f"trained/{opt}/converged_fraction"] = float(np.mean(runs[opt]["converged"]))
-        print(f"+ trained {opt}: {time.perf_counter() - t0:.1f} s", flush=True)
-    write_json(out_dir / "trained.json", {"config": {"width": width, **tr}, "seed": seed, "depths": tr["depths"],
-                                          "reference": reference, "optimizers": runs})
+    out = {"config": {"width": width, **tr}, "seed": seed, "depths": tr["depths"], "reference": reference,
+           "optimizers": runs}
+    write_json(Path(out_dir) / "trained.json", out)
+    return out
+
+
+def simplicity_metrics(out_dir) -> dict:
+    """metrics.json from the three experiments' JSONs: each trend (Spearman of ρ against depth)."""
+    from prh.io import read_json
+
+    out_dir, metrics = Path(out_dir), {}
+    for name, s in read_json(out_dir / "random_nets.json")["settings"].items():
+        metrics[f"random_net/{name}"] = s["trend"]
+    for n, d in read_json(out_dir / "products.json")["dims"].items():
+        metrics[f"products/n{n}"] = {**d["trend"], "monotone_fraction": d["monotone_fraction"]}
+    for opt, run in read_json(out_dir / "trained.json")["optimizers"].items():
+        for target in ("kernel_rank", "map_rank"):
+            metrics[f"trained/{opt}/{target}"] = run[f"trend_{target}"]
+        metrics[f"trained/{opt}/converged_fraction"] = float(np.mean(run["converged"]))
     write_json(out_dir / "metrics.json", metrics)
     return metrics
+
+
+def run_simplicity(out_dir, *, seed: int = 0, config: dict | None = None, parts=PARTS + ("metrics",)) -> dict:
+    """Run ``parts`` with ``config`` (the `simplicity:` block; missing keys: the schema's defaults): each
+    experiment writes its JSON to ``out_dir``, ``metrics`` summarises them. Returns the last part's result."""
+    c = _merge(DEFAULTS, config or {})
+    run = {"random_nets": lambda: run_random_nets(out_dir, seed=seed, width=c["width"], config=c["random_nets"]),
+           "products": lambda: run_products(out_dir, seed=seed, config=c["products"]),
+           "trained": lambda: run_trained(out_dir, seed=seed, width=c["width"], config=c["trained"]),
+           "metrics": lambda: simplicity_metrics(out_dir)}
+    if unknown := sorted(set(parts) - set(run)):
+        raise ValueError(f"parts {unknown} unknown; choose from {list(run)}")
+    for part in parts:
+        t0, out = time.perf_counter(), run[part]()
+        print(f"{part}: {time.perf_counter() - t0:.1f} s", flush=True)
+    return out
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -362,6 +388,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--out-dir", required=True, help="folder for random_nets.json, products.json, trained.json, metrics.json")
     p.add_argument("--config", type=json_object, default="{}", help="JSON of params.yaml's `simplicity:` block (missing keys: defaults)")
     p.add_argument("--seed", type=int, default=0, help="master seed")
+    p.add_argument("--part", nargs="+", default=list(PARTS) + ["metrics"], choices=list(PARTS) + ["metrics"],
+                   help="which experiments to run (each writes its JSON); metrics summarises their JSONs")
     args = p.parse_args(argv)
-    metrics = run_simplicity(args.out_dir, seed=args.seed, config=args.config)
-    print(json.dumps(metrics, indent=1))
+    out = run_simplicity(args.out_dir, seed=args.seed, config=args.config, parts=tuple(args.part))
+    if args.part[-1] == "metrics":
+        print(json.dumps(out, indent=1))
