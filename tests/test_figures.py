@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from prh.figures import FIGURES, draw, main
+from prh.io import write_json
 
 
 @pytest.mark.parametrize("name", list(FIGURES))
@@ -51,6 +52,15 @@ def test_draw_names_what_is_wrong(tmp_path):
         draw("world_sample_sheet", tmp_path / "x.pdf")
     with pytest.raises(FileNotFoundError, match="missing.json is missing: run `snakemake"):
         draw("fig04_downstream", tmp_path / "x.pdf", {"downstream": str(tmp_path / "missing.json")})
+
+
+def test_a_pattern_entry_draws_a_concrete_figure(tmp_path):
+    table = {"scores": [[0.5, 0.2]], "x_names": ["a"], "y_names": ["b", "c"], "best_pairs": [[[0, 1], [1, 1]]],
+             "settings": {"metric": "mutual_knn", "topk": 5, "n": 40}}
+    write_json(tmp_path / "t.json", table)
+    name = "alignment_shapes_eval_mutual_knn_zoo_language__zoo_vision"
+    main([name, "--input", f"table={tmp_path / 't.json'}", "--out", str(tmp_path / f"{name}.pdf")])
+    assert (tmp_path / f"{name}.pdf").stat().st_size > 1000 and (tmp_path / f"{name}.png").exists()
 
 
 def test_list_prints_every_figure(capsys):

@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["Figure", "FIGURES", "load_input", "draw", "draw_from", "main"]
+__all__ = ["Figure", "FIGURES", "find", "load_input", "draw", "draw_from", "main"]
 
 E = "results/experiments"
 
@@ -146,12 +146,25 @@ def load_input(path: str | Path):
     return read_json(path) if path.suffix == ".json" else path
 
 
+def find(name: str) -> tuple[Figure, dict[str, str]]:
+    """The registry entry of a figure name, and the values of its ``{fields}`` when the entry is a
+    pattern (``alignment_shapes_eval_mutual_knn_zoo_language__zoo_vision`` -> the alignment entry).
+    Names may hold "_" too, so the field values are a first guess: the rules pass every input."""
+    if name in FIGURES:
+        return FIGURES[name], {}
+    for fig in FIGURES.values():
+        if "{" in fig.name:
+            regex = re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>.+?)", re.escape(fig.name))
+            match = re.fullmatch(regex, name)
+            if match:
+                return fig, match.groupdict()
+    raise ValueError(f"unknown figure {name!r}; `prh plot --list` names them all")
+
+
 def draw(name: str, out: str | Path, inputs: dict[str, str] | None = None) -> list[Path]:
     """Draw figure ``name`` into ``out`` (.pdf, and the .png beside it) from ``inputs`` (default: the registry's)."""
-    if name not in FIGURES:
-        raise ValueError(f"unknown figure {name!r}; `prh plot --list` names them all")
-    fig = FIGURES[name]
-    paths = {**fig.inputs, **(inputs or {})}
+    fig, fields = find(name)
+    paths = {**fig.paths(fields), **(inputs or {})}
     unknown = sorted(set(paths) - set(fig.inputs))
     if unknown:
         raise ValueError(f"figure {name}: {unknown} are not its inputs; it reads {sorted(fig.inputs)}")
@@ -194,6 +207,6 @@ def main(argv: list[str] | None = None) -> None:
         for fig in FIGURES.values():
             print(f"{fig.name}\t{fig.draw}\t{' '.join(fig.inputs.values())}")
         return
-    out = args.out or f"results/figures/{args.name}.{FIGURES[args.name].formats[0]}" if args.name in FIGURES else ""
+    out = args.out or f"results/figures/{args.name}.{find(args.name)[0].formats[0]}"
     for path in draw(args.name, out, dict(args.input)):
         print(path)
