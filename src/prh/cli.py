@@ -57,6 +57,8 @@ COMMANDS: dict[str, str] = {
     "plot-downstream": "prh.plots.downstream:main",
     "density": "prh.experiments.density:main",
     "plot-density": "prh.plots.density:main",
+    "phase": "prh.studies.phase.run:main",
+    "plot-phase": "prh.plots.phase:main",
 }
 
 

@@ -15,7 +15,6 @@ held-out captions' features from W φ_v (the alignment split of ``prh phase anal
 from __future__ import annotations
 
 import argparse
-import copy
 import time
 
 import numpy as np
@@ -90,11 +89,10 @@ def run_adaptive_lr(*, pairs: list[dict], data: str, config: dict, out: str, see
         feats = load_features(ell["features"])
         y = feats[:, -1].double()
         y = ((y - y[train].mean(0)) / y[train].std(0).clamp_min(1e-8)).float()
-        base = load_probe_model(name=v["name"], path=v["path"], modality="vision", images=paired["images"])
-        readouts = nt.random_readouts(base.dim, config["n_readouts"], seed=seed)
         row = {"vision": v["name"], "language": ell["name"]}
-        for mode in ("fixed", "adaptive"):
-            pm = copy.deepcopy(base)
+        for mode in ("fixed", "adaptive"):  # a fresh load each: both runs start from the same weights
+            pm = load_probe_model(name=v["name"], path=v["path"], modality="vision", images=paired["images"])
+            readouts = nt.random_readouts(pm.dim, config["n_readouts"], seed=seed)
             row[mode] = train_alignment(pm, y, theta_l, ntk_items=ntk_items, train=train, test=test,
                                         steps=cfg["steps"], lr=cfg["lr"], every=cfg["every"],
                                         batch_size=cfg["batch_size"], adaptive=mode == "adaptive",

@@ -67,9 +67,14 @@ def _language(name, path, texts, revision):
     base = getattr(net, "base_model", net).float().eval()
     ids = [torch.tensor(e, dtype=torch.long) for e in tok(list(texts))["input_ids"]]
     buffers = dict(base.named_buffers())
+    emb = base.get_input_embeddings().weight
+    emb_name = next(k for k, v in base.named_parameters() if v is emb)
 
     def feature_fn(p, item):
-        out = functional_call(base, (p, buffers), (item[None],))
+        # embeddings looked up here and passed as inputs_embeds: the forward then has no
+        # data-dependent checks on token ids, which vmap cannot trace
+        x = torch.nn.functional.embedding(item, p[emb_name])[None]
+        out = functional_call(base, (p, buffers), (), {"inputs_embeds": x})
         return out.last_hidden_state[0].mean(0)
 
     def batch_features(idx):
