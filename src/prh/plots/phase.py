@@ -47,7 +47,7 @@ def plot_fig1a(pairs: list[dict], metrics: dict, out) -> list[Path]:
         ax.set_xlim(-0.02, 1.02)
     c3 = metrics["claims"]["C3_s_explains_alignment"]
     axes[0].set_ylabel("top-1 retrieval (ridge map, held out)")
-    axes[0].set_title(f"partial r = {c3['statistic']:.2f}, p = {nan_if_none(c3["p_value"]):.3f} ({c3['verdict']})", fontsize=9)
+    axes[0].set_title(f"partial r = {c3['statistic']:.2f}, p = {nan_if_none(c3['p_value']):.3f} ({c3['verdict']})", fontsize=9)
     handles = [plt.Line2D([], [], color=c, marker="o", ls="", label=ph) for ph, c in PHASE_COLOURS.items()]
     handles += [plt.Line2D([], [], color="k", marker=m, ls="", label=k) for k, m in KIND_MARKERS.items()]
     handles.append(plt.Line2D([], [], color="k", ls=":", label="chance"))
