@@ -24,7 +24,11 @@ JACOBIAN_FLOATS = 1 << 25  # at most this many Jacobian entries (128 MiB float32
 
 def model_ntk(pm: ProbeModel, items, *, readouts: torch.Tensor, exact_max_params: int, sketch_dim: int,
               chunk: int = 16, n_check: int = 16, agop_k: int = 10, seed: int = 0) -> dict:
-    """NTK Θ (N × N), AGOP summary and (when sketched) the sketch's relative error on ``n_check`` items."""
+    """NTK Θ (N × N), AGOP summary and (when sketched) the sketch's relative error on ``n_check`` items.
+
+    ``n_check`` is capped so the exact Jacobian of the check holds at most 4 · JACOBIAN_FLOATS
+    entries (MiniLM, 22.7M parameters: 2 items); ``sketch_check_items`` records how many.
+    """
     params = pm.params()
     n_params = sum(v.numel() for v in params.values())
     xs = [pm.items[i] for i in items]
@@ -36,9 +40,11 @@ def model_ntk(pm: ProbeModel, items, *, readouts: torch.Tensor, exact_max_params
     out = {"theta": theta, "sketched": sketch is not None, "n_params_differentiated": int(n_params),
            "sketch_dim": int(sketch_dim) if sketch else None, "sketch_error": None,
            "agop": nt.agop_summary(nt.agop_eigenvalues(gram, len(xs)), k=agop_k)}
+    n_check = min(n_check, 4 * JACOBIAN_FLOATS // (readouts.shape[0] * n_params))  # the exact J must fit
     if sketch is not None and n_check > 1:
         exact = nt.per_sample_jacobian(pm.feature_fn, params, xs[:n_check], readouts=readouts, chunk=chunk)
         out["sketch_error"] = nt.sketch_error(exact, sketch.apply(exact))
+        out["sketch_check_items"] = int(n_check)
     return out
 
 

@@ -82,6 +82,7 @@ def run_model(*, name: str, path: str, modality: str, data: str, out: str, confi
         "model": name, "modality": modality, "n_params": pm.n_params, "feature_dim": pm.dim,
         "n_ntk": int(len(split["ntk"])), "n_readouts": int(readouts.shape[0]),
         "sketched": before["sketched"], "sketch_dim": before["sketch_dim"], "sketch_error": before["sketch_error"],
+        "sketch_check_items": before.get("sketch_check_items", 0),
         "agop": before["agop"], "agop_after": after["agop"],
         "stability": nt.state_similarity(sa["literal"], sb["literal"]),
         "stability_centred": nt.state_similarity(sa["centred"], sb["centred"]), "n_stability": int(n_stab),
