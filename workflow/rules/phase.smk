@@ -28,6 +28,8 @@ def phase_group(model):
 def phase_model_inputs(wildcards):
     d = f"{R}/data/{PHASE_DATA}"
     files = {"images": f"{d}/images.npy", "captions": f"{d}/captions.jsonl"}
+    if config["datasets"][PHASE_DATA]["kind"] == "shapes":
+        files.update(shapes_files(PHASE_DATA))  # scenes.jsonl: the world's task labels of the stability steps
     if MODELS[wildcards.model]["source"] == "zoo":
         files["checkpoint"] = f"{R}/models/{wildcards.model}/config.json"
     return files
