@@ -51,7 +51,7 @@ def plot_fig1a(pairs: list[dict], metrics: dict, out) -> list[Path]:
     handles = [plt.Line2D([], [], color=c, marker="o", ls="", label=ph) for ph, c in PHASE_COLOURS.items()]
     handles += [plt.Line2D([], [], color="k", marker=m, ls="", label=k) for k, m in KIND_MARKERS.items()]
     handles.append(plt.Line2D([], [], color="k", ls=":", label="chance"))
-    axes[1].legend(handles=handles, fontsize=7, loc="upper right")
+    axes[1].legend(handles=handles, fontsize=7, loc="center right")
     fig.suptitle("Seed 000 Fig 1a analogue: phase landscape of model pairs (colour: phase of literal S)")
     return save_figure(fig, out)
 
