@@ -113,6 +113,7 @@ def evaluate_claims(rows: list[dict], pairs: list[dict], *, config: dict, adapti
         **part, "centred": mantel_partial(_cross(vis, lang, pairs, "s_centred"), ret_x, covs, n_permutations=n_perm,
                                           seed=seed),
         "raw": mantel_partial(s_x, ret_x, (), n_permutations=n_perm, seed=seed),
+        "mutual_knn": mantel_partial(s_x, _cross(vis, lang, pairs, "mutual_knn"), covs, n_permutations=n_perm, seed=seed),
         "test": "Spearman partial r(S, retrieval | log params, feature CKA), Mantel permutation",
         "verdict": _verdict(part["statistic"] > 0 and part["p_value"] < alpha)}
 
