@@ -59,7 +59,8 @@ def _current_rss_kb() -> int:
 def run_mode(mode: str, n: int, batch_size: int, max_tokens: int) -> dict:
     import torch
 
-    from prh.features import extract_language_features, length_batches
+    from prh.batching import length_batches
+    from prh.features import extract_language_features
 
     torch.set_num_threads(1)
     captions = make_captions(n)

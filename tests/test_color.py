@@ -9,14 +9,29 @@ import numpy as np
 import pytest
 from scipy.spatial.distance import pdist
 from scipy.stats import special_ortho_group
-
-from prh.experiments.color import (color_metrics, language_specs, run_language, run_nce_check, run_vision,
-                                  xkcd_terms)
-from prh.experiments.color_pmi import (align_to_reference, code_rgb, distance_agreement, mds_embed, pmi_table,
-                                       quantize_rgb, rgb_to_lab, sample_pixel_pairs, umeyama)
-from prh.experiments.nce import markov_world, psd_offset
-from prh.plots.color import plot_color
 from tiny_models import save_encoder
+
+from prh.figures import draw_from
+from prh.studies.prh.color import (
+    color_metrics,
+    language_specs,
+    run_language,
+    run_nce_check,
+    run_vision,
+    xkcd_terms,
+)
+from prh.studies.prh.color_nce import markov_world, psd_offset
+from prh.studies.prh.color_pmi import (
+    align_to_reference,
+    code_rgb,
+    distance_agreement,
+    mds_embed,
+    pmi_table,
+    quantize_rgb,
+    rgb_to_lab,
+    sample_pixel_pairs,
+    umeyama,
+)
 
 
 def gradient_images(n=3, size=48, seed=0):
@@ -173,7 +188,7 @@ def test_experiment_end_to_end_and_figures_from_json_alone(tmp_path, tiny_bert):
     assert set(m) == {"vision_pmi", "language_tiny", "language_tiny_cls", "binary_nce", "infonce"}
     assert all(math.isfinite(v) for block in m.values() for v in block.values())
     # figures need nothing but the JSON folder
-    paths = plot_color(in_dir=tmp_path / "exp", out_dir=tmp_path / "fig")
+    paths = draw_from(tmp_path / "exp", ["fig08_color_pmi", "fig_sec4_nce_pmi"], tmp_path / "fig")
     assert sorted(p.name for p in paths) == ["fig08_color_pmi.pdf", "fig08_color_pmi.png",
                                              "fig_sec4_nce_pmi.pdf", "fig_sec4_nce_pmi.png"]
     assert all(p.stat().st_size > 1000 for p in paths)

@@ -20,7 +20,16 @@ def checked(cfg):
 
 def test_shipped_params_are_valid(cfg, repo_root):
     checked(cfg)
-    checked(config.load(repo_root / "tests" / "smoke" / "params.yaml"))
+    smoke = config.load(repo_root / "tests" / "smoke" / "params.yaml")
+    checked(config.merge(cfg, smoke))
+    assert len((repo_root / "tests" / "smoke" / "params.yaml").read_text().splitlines()) < 120  # sizes only
+
+
+def test_merge_layers_like_a_configfile():
+    base = {"a": {"x": 1, "y": [1, 2]}, "b": 2}
+    merged = config.merge(base, {"a": {"y": [3]}, "c": 4})
+    assert merged == {"a": {"x": 1, "y": [3]}, "b": 2, "c": 4}
+    assert base == {"a": {"x": 1, "y": [1, 2]}, "b": 2}  # unchanged
 
 
 def test_unknown_top_level_key_is_named(cfg):
@@ -123,14 +132,14 @@ def test_cli_json_blocks_are_checked_once_with_a_clear_message(tmp_path):
     """Every `prh` command that takes a params block as JSON parses it through one argparse type."""
     import argparse
 
-    from prh.cli import json_object
+    from prh.io import json_object
 
     assert json_object('{"width": 16}') == {"width": 16}
     with pytest.raises(argparse.ArgumentTypeError, match="not valid JSON"):
         json_object("{width: 16}")
     with pytest.raises(argparse.ArgumentTypeError, match="must be a JSON object"):
         json_object("[1, 2]")
-    from prh.experiments.simplicity import main
+    from prh.studies.thesis.simplicity import main
 
     with pytest.raises(SystemExit):  # argparse reports the bad --config and exits 2
         main(["--out-dir", str(tmp_path), "--config", "not json"])

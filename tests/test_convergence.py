@@ -8,10 +8,16 @@ import pytest
 from scipy import stats
 
 from prh.data.shapes import sample_scene, world_features
-from prh.experiments.convergence import (competence_bins, language_vision, model_map, run_convergence,
-                                         run_platonic, solved_counts)
+from prh.figures import draw_from
 from prh.io import save_features
-from prh.plots.convergence import plot_convergence
+from prh.studies.prh.convergence import (
+    competence_bins,
+    language_vision,
+    model_map,
+    run_convergence,
+    run_platonic,
+    solved_counts,
+)
 
 PROBES = {"models": {
     "a": {"tasks": {"t1": {"accuracy": 0.90}, "t2": {"accuracy": 0.50}}},
@@ -97,8 +103,7 @@ def test_run_convergence_and_figures(tmp_path):
     assert metrics["competence_bins"]["0-0"]["mean"] == pytest.approx(s[2, 3])
     assert all(math.isfinite(v) for v in metrics["language_vision"].values())
     assert json.loads((out / "metrics.json").read_text())["language_vision"]["n"] == 12
-    paths = plot_convergence(in_dir=str(out), out_dir=str(tmp_path / "fig"),
-                             figures=["competence", "model_map", "language_vision"])
+    paths = draw_from(out, ["fig02_competence_alignment", "fig02_model_map", "fig03_language_vision"], tmp_path / "fig")
     assert len(paths) == 6 and all(p.stat().st_size > 0 for p in paths)
     with pytest.raises(ValueError, match="unknown keys"):
         run_convergence(probes=probes, vision_alignment=vis, cross_alignment=cross, language=lang,
@@ -128,12 +133,12 @@ def test_platonic_reference(tmp_path):
     assert data["vision"]["exact"]["score"] == pytest.approx(1.0) and data["vision"]["exact"]["layer"] == 1
     assert data["vision"]["noise"]["score"] < 0.5
     assert data["language"]["exact"]["lm_score"] == 0.5 and data["language"]["noise"]["lm_score"] is None
-    paths = plot_convergence(in_dir=str(tmp_path / "exp"), out_dir=str(tmp_path / "fig"), figures=["platonic"])
+    paths = draw_from(tmp_path / "exp", ["fig_platonic_reference"], tmp_path / "fig")
     assert [p.name for p in paths] == ["fig_platonic_reference.pdf", "fig_platonic_reference.png"]
 
 
 def test_null_summary_hand_example():
-    from prh.experiments.convergence import null_summary
+    from prh.studies.prh.convergence import null_summary
 
     cross = {"x_names": ["a", "b"], "y_names": ["v"], "scores": [[0.3], [0.1]],
              "calibration": {"permutations": 19, "p_value": [[0.05], [0.5]], "null_max_mean": [[0.02], [0.04]]}}

@@ -7,9 +7,14 @@ import pytest
 
 from prh.data.captions import caption
 from prh.data.shapes import sample_scene, world_features
-from prh.experiments.density import density_trend, level_summary, level_word_counts, run_density
 from prh.io import read_json, save_features
 from prh.plots.density import plot_density
+from prh.studies.prh.density import (
+    density_trend,
+    level_summary,
+    level_word_counts,
+    run_density,
+)
 
 
 def _captions(path, texts, num_words=None):

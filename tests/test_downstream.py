@@ -8,15 +8,21 @@ import numpy as np
 import pytest
 import torch
 import yaml
+from tiny_models import save_encoder, save_language_model
 
 from prh.data.captions import caption, captions, parse_caption, scene_facts
 from prh.data.shapes import sample_scene
-from prh.experiments.downstream import (build_items, choice_logprobs, contradictions, figure4, mc_scores,
-                                        read_published_scores, run_figure4, strongest_vision_model)
+from prh.evaluation.likelihood import choice_logprobs, mc_scores
 from prh.io import read_json, write_json, write_jsonl
-from prh.models.hub import count_params, load_language_model
+from prh.models.loaders import count_params, load_language_model
 from prh.plots.downstream import plot_downstream
-from tiny_models import save_encoder, save_language_model
+from prh.studies.prh.downstream import (
+    figure4,
+    read_published_scores,
+    run_figure4,
+    strongest_vision_model,
+)
+from prh.studies.prh.mc_items import build_items, contradictions
 
 
 @pytest.fixture(scope="module")
@@ -140,11 +146,11 @@ def _write_dataset(path, world, n):
 
 def test_downstream_mc_cli_scores_causal_lms_and_skips_masked_ones(lm_dirs, world, tmp_path):
     from prh.cli import main
-    from prh.experiments.downstream import load_items
+    from prh.studies.prh.mc_items import load_items
 
     _write_dataset(tmp_path, world, 40)
     out = tmp_path / "mc.json"
-    main(["downstream-mc", "--data", str(tmp_path), "--models", str(lm_dirs["gpt2"]), str(lm_dirs["bert"]),
+    main(["score-mc", "--data", str(tmp_path), "--models", str(lm_dirs["gpt2"]), str(lm_dirs["bert"]),
           "--names", "tiny_gpt2", "tiny_bert", "--out", str(out), "--n-items", "12", "--batch-size", "5",
           "--no-progress"])
     r = read_json(out)
@@ -233,9 +239,9 @@ def test_run_figure4_from_csv_and_from_offline_json_then_plot(tmp_path):
 
     write_json(tmp_path / "cross.json", CROSS)
     (tmp_path / "scores.csv").write_text(CSV)
-    for m, bpb in zip("abcd", [0.9, 0.8, 0.7, 0.6]):  # `prh lm-score` JSONs
+    for m, bpb in zip("abcd", [0.9, 0.8, 0.7, 0.6]):  # `prh score-lm` JSONs
         write_json(tmp_path / f"{m}.json", {"model": m, "bpb": bpb, "lm_score": 1 - bpb, "n_params": 10 ** (6 + "abcd".index(m))})
-    main(["downstream", "--cross-alignment", str(tmp_path / "cross.json"), "--scores", str(tmp_path / "scores.csv"),
+    main(["run-downstream", "--cross-alignment", str(tmp_path / "cross.json"), "--scores", str(tmp_path / "scores.csv"),
           "--strongest-vision", "v2", "--language", *[str(tmp_path / f"{m}.json") for m in "abcd"],
           "--out-dir", str(tmp_path / "paper")])
     metrics = read_json(tmp_path / "paper" / "metrics.json")
@@ -263,7 +269,8 @@ def test_run_figure4_from_csv_and_from_offline_json_then_plot(tmp_path):
 
     paths = plot_downstream(off, tmp_path / "fig" / "fig04.pdf")  # from the JSON alone
     assert all(p.exists() and p.stat().st_size > 1000 for p in paths)
-    main(["plot-downstream", "--in", str(tmp_path / "paper" / "downstream.json"), "--out", str(tmp_path / "fig" / "paper")])
+    main(["plot", "fig04_downstream", "--input", f"downstream={tmp_path / 'paper' / 'downstream.json'}",
+          "--out", str(tmp_path / "fig" / "paper.pdf")])
     assert (tmp_path / "fig" / "paper.pdf").exists() and (tmp_path / "fig" / "paper.png").exists()
     with pytest.raises(ValueError, match="exactly one"):
         run_figure4(cross_alignment=str(tmp_path / "cross.json"), scores=str(tmp_path / "mc.json"),

@@ -12,9 +12,17 @@ import pytest
 import torch
 from tiny_models import CORPUS, save_language_model, save_vision_zoo
 
-from prh import features as fx
+from prh.batching import length_batches
+from prh.device import resolve_dtype
+from prh.evaluation.likelihood import bits_per_byte
+from prh.features import (
+    PRH_PROMPT,
+    extract_language_features,
+    extract_vision_features,
+    preprocess_images,
+)
 from prh.io import load_features, write_jsonl, write_npy
-from prh.models.hub import load_language_model, load_vision_model
+from prh.models.loaders import load_language_model, load_vision_model
 
 TEXTS = [CORPUS[0], "a", CORPUS[1], CORPUS[3], "two spheres", CORPUS[2] + " and " + CORPUS[0], "café"]
 KINDS = ["gpt2", "llama", "bloom"]
@@ -41,7 +49,7 @@ def _normalised(images, pre):
 
 def test_vit_cls_tokens_equal_blocks_run_by_hand(tmp_path, images):
     model, pre = load_vision_model(save_vision_zoo("vit", tmp_path / "vit"))
-    feats = fx.extract_vision_features(model, images, batch_size=2, progress=False, **pre)
+    feats = extract_vision_features(model, images, batch_size=2, progress=False, **pre)
     with torch.no_grad():
         x = model.norm_pre(model._pos_embed(model.patch_embed(_normalised(images, pre))))
         expected = []
@@ -54,7 +62,7 @@ def test_vit_cls_tokens_equal_blocks_run_by_hand(tmp_path, images):
 
 def test_resnet_stage_means_equal_stages_run_by_hand(tmp_path, images):
     model, pre = load_vision_model(save_vision_zoo("resnet", tmp_path / "resnet"))
-    feats = fx.extract_vision_features(model, images, batch_size=3, progress=False, **pre)
+    feats = extract_vision_features(model, images, batch_size=3, progress=False, **pre)
     with torch.no_grad():
         x = model.act1(model.bn1(model.conv1(_normalised(images, pre))))
         stages = [x]
@@ -71,18 +79,18 @@ def test_resnet_stage_means_equal_stages_run_by_hand(tmp_path, images):
 
 def test_preprocess_resizes_crops_and_normalises():
     img = np.full((2, 50, 70, 3), 51, dtype=np.uint8)
-    x = fx.preprocess_images(img, input_size=[3, 32, 32], mean=[0.1, 0.2, 0.3], std=[0.5, 0.5, 0.25], crop_pct=0.875)
+    x = preprocess_images(img, input_size=[3, 32, 32], mean=[0.1, 0.2, 0.3], std=[0.5, 0.5, 0.25], crop_pct=0.875)
     assert x.shape == (2, 3, 32, 32)
     for c, (m, s) in enumerate([(0.1, 0.5), (0.2, 0.5), (0.3, 0.25)]):
         torch.testing.assert_close(x[:, c], torch.full((2, 32, 32), (0.2 - m) / s), atol=1e-5, rtol=0)
     with pytest.raises(ValueError, match="uint8"):
-        fx.preprocess_images(img.astype(np.float32), input_size=[3, 32, 32], mean=[0] * 3, std=[1] * 3)
+        preprocess_images(img.astype(np.float32), input_size=[3, 32, 32], mean=[0] * 3, std=[1] * 3)
 
 
 def test_vision_rejects_cls_pooling_on_a_cnn(tmp_path, images):
     model, pre = load_vision_model(save_vision_zoo("resnet", tmp_path / "resnet"))
     with pytest.raises(ValueError, match="pooling"):
-        fx.extract_vision_features(model, images, progress=False, **{**pre, "pooling": "cls"})
+        extract_vision_features(model, images, progress=False, **{**pre, "pooling": "cls"})
 
 
 # ---------------------------------------------------------------- language
@@ -99,14 +107,14 @@ def _by_hand(model, tok, text, pooling):
 @pytest.mark.parametrize("kind", KINDS)
 def test_language_features_equal_hidden_states_pooled_by_hand(lm_dirs, kind):
     model, tok = load_language_model(lm_dirs[kind])
-    feats = fx.extract_language_features(model, tok, TEXTS, batch_size=3, progress=False)
+    feats = extract_language_features(model, tok, TEXTS, batch_size=3, progress=False)
     assert feats.shape == (len(TEXTS), 3, 16)
     for i, t in enumerate(TEXTS):
         torch.testing.assert_close(feats[i], _by_hand(model, tok, t, "mean"), atol=1e-5, rtol=1e-5)
 
-    last = fx.extract_language_features(model, tok, TEXTS, batch_size=3, pooling="last",
-                                        prompt_template=fx.PRH_PROMPT, progress=False)
-    prompt = fx.PRH_PROMPT.replace("{caption}", TEXTS[2])
+    last = extract_language_features(model, tok, TEXTS, batch_size=3, pooling="last",
+                                        prompt_template=PRH_PROMPT, progress=False)
+    prompt = PRH_PROMPT.replace("{caption}", TEXTS[2])
     torch.testing.assert_close(last[2], _by_hand(model, tok, prompt, "last"), atol=1e-5, rtol=1e-5)
 
 
@@ -119,7 +127,7 @@ def test_padding_side_and_batch_composition_change_nothing(lm_dirs, kind):
         for bs, grouped, budget in ((1, True, None), (3, True, None), (4, False, None), (len(TEXTS), True, None),
                                     (len(TEXTS), True, 25)):
             for pooling in ("mean", "last"):
-                runs.append((pooling, fx.extract_language_features(
+                runs.append((pooling, extract_language_features(
                     model, tok, TEXTS, batch_size=bs, pooling=pooling, group_by_length=grouped,
                     max_batch_tokens=budget, progress=False)))
     for pooling in ("mean", "last"):
@@ -132,21 +140,21 @@ def test_padding_side_and_batch_composition_change_nothing(lm_dirs, kind):
 def test_length_batches_cover_every_item_once_within_budget():
     lengths = np.random.default_rng(0).integers(1, 60, size=50)
     for kw in ({}, {"max_tokens": 100}, {"group_by_length": False}):
-        batches = fx.length_batches(lengths, 8, **kw)
+        batches = length_batches(lengths, 8, **kw)
         assert sorted(np.concatenate(batches).tolist()) == list(range(50))
         assert all(1 <= len(b) <= 8 for b in batches)
-    grouped = fx.length_batches(lengths, 8, max_tokens=100)
+    grouped = length_batches(lengths, 8, max_tokens=100)
     assert all(len(b) * lengths[b].max() <= 100 or len(b) == 1 for b in grouped)
     longest = [lengths[b].max() for b in grouped]
     assert longest == sorted(longest, reverse=True)  # longest batch first: memory errors come at once
-    assert [b.tolist() for b in fx.length_batches(lengths, 8, group_by_length=False)][0] == list(range(8))
+    assert [b.tolist() for b in length_batches(lengths, 8, group_by_length=False)][0] == list(range(8))
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_bits_per_byte_equals_direct_cross_entropy(lm_dirs, kind):
     model, tok = load_language_model(lm_dirs[kind])
     tok.padding_side = "left"
-    bpb = fx.bits_per_byte(model, tok, TEXTS, batch_size=3, progress=False)
+    bpb = bits_per_byte(model, tok, TEXTS, batch_size=3, progress=False)
     start = tok.bos_token_id if tok.bos_token_id is not None else tok.eos_token_id
     for i, t in enumerate(TEXTS):
         ids = torch.tensor([[start] + tok(t, add_special_tokens=False).input_ids])
@@ -160,7 +168,7 @@ def test_bits_per_byte_equals_direct_cross_entropy(lm_dirs, kind):
 
 def test_resume_after_interruption_gives_identical_features(lm_dirs, tmp_path):
     model, tok = load_language_model(lm_dirs["llama"])
-    full = fx.extract_language_features(model, tok, TEXTS, batch_size=2, progress=False)
+    full = extract_language_features(model, tok, TEXTS, batch_size=2, progress=False)
     calls = {"n": 0}
 
     def stop_on_third(module, args):
@@ -171,16 +179,16 @@ def test_resume_after_interruption_gives_identical_features(lm_dirs, tmp_path):
     hook = model.get_input_embeddings().register_forward_pre_hook(stop_on_third)
     ckpt = tmp_path / "out.safetensors.partial"
     with pytest.raises(KeyboardInterrupt):
-        fx.extract_language_features(model, tok, TEXTS, batch_size=2, checkpoint_dir=ckpt, progress=False)
+        extract_language_features(model, tok, TEXTS, batch_size=2, checkpoint_dir=ckpt, progress=False)
     assert len(list(ckpt.glob("language_*.safetensors"))) == 2  # batches 0 and 1 finished
     calls["n"] = -100  # no more interruptions; count the batches the resumed run computes
-    resumed = fx.extract_language_features(model, tok, TEXTS, batch_size=2, checkpoint_dir=ckpt, progress=False)
+    resumed = extract_language_features(model, tok, TEXTS, batch_size=2, checkpoint_dir=ckpt, progress=False)
     hook.remove()
     assert calls["n"] == -100 + 2  # 4 batches in all, 2 recomputed
     assert torch.equal(resumed, full)
 
     # another batch size is another computation: the old batches are discarded, not mixed in
-    other = fx.extract_language_features(model, tok, TEXTS, batch_size=3, checkpoint_dir=ckpt, progress=False)
+    other = extract_language_features(model, tok, TEXTS, batch_size=3, checkpoint_dir=ckpt, progress=False)
     torch.testing.assert_close(other, full, atol=1e-5, rtol=1e-5)
     assert len(list(ckpt.glob("language_*.safetensors"))) == 3
 
@@ -188,14 +196,14 @@ def test_resume_after_interruption_gives_identical_features(lm_dirs, tmp_path):
 def test_bad_arguments_raise_clear_errors(lm_dirs):
     model, tok = load_language_model(lm_dirs["gpt2"])
     with pytest.raises(ValueError, match="pooling"):
-        fx.extract_language_features(model, tok, TEXTS, pooling="max")
+        extract_language_features(model, tok, TEXTS, pooling="max")
     with pytest.raises(ValueError, match="non-empty"):
-        fx.bits_per_byte(model, tok, ["ok", ""])
+        bits_per_byte(model, tok, ["ok", ""])
     with pytest.raises(ValueError, match="caption"):
-        fx.extract_language_features(model, tok, TEXTS, prompt_template="no slot")
+        extract_language_features(model, tok, TEXTS, prompt_template="no slot")
     with pytest.raises(ValueError, match="dtype"):
-        fx.resolve_dtype("float8")
-    assert fx.resolve_dtype("auto", "cpu") == torch.float32
+        resolve_dtype("float8")
+    assert resolve_dtype("auto", "cpu") == torch.float32
 
 
 # ---------------------------------------------------------------- CLI
@@ -222,8 +230,8 @@ def test_cli_writes_features_and_meta_per_contract(lm_dirs, tmp_path, images):
           "--name", "llama", "--text-field", "texts", "--text-index", "-1", "--no-progress"])
     feats, meta = load_features(out_l, with_meta=True)
     model, tok = load_language_model(lm_dirs["llama"])
-    torch.testing.assert_close(feats, fx.extract_language_features(model, tok, TEXTS[:5], progress=False))
-    bpb = fx.bits_per_byte(model, tok, TEXTS[:5], progress=False)
+    torch.testing.assert_close(feats, extract_language_features(model, tok, TEXTS[:5], progress=False))
+    bpb = bits_per_byte(model, tok, TEXTS[:5], progress=False)
     assert meta["causal_lm"] and meta["bpb"] == pytest.approx(bpb.mean()) and len(meta["bpb_per_item"]) == 5
     assert json.loads(out_l.with_suffix(".json").read_text())["shape"] == [5, 3, 16]
     assert not out_l.with_name("llama.safetensors.partial").exists()

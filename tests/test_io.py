@@ -7,7 +7,14 @@ import numpy as np
 import pytest
 import torch
 
-from prh.io import atomic_path, load_features, read_json, save_features, sha256_file, write_json
+from prh.io import (
+    atomic_path,
+    load_features,
+    read_json,
+    save_features,
+    sha256_file,
+    write_json,
+)
 
 
 def test_write_json_is_strict_json_with_null_for_undefined_values(tmp_path):

@@ -9,19 +9,21 @@ import pytest
 import torch
 
 from prh.data.shapes import build_dataset
-from prh.experiments.zoo_language import main as lm_eval_main
-from prh.experiments.zoo_language import unigram_bits_per_byte
-from prh.features import bits_per_byte
+from prh.evaluation.likelihood import bits_per_byte
+from prh.evaluation.lm_eval import main as lm_eval_main
+from prh.evaluation.lm_eval import unigram_bits_per_byte
 from prh.io import read_json
 from prh.models.language_zoo import (
     bucketed_batches,
     caption_texts,
     lr_at,
-    main as train_main,
     mask_tokens,
     tokenizer_main,
     train_language_model,
     train_tokenizer,
+)
+from prh.models.language_zoo import (
+    main as train_main,
 )
 
 TINY = dict(arch="gpt2", n_layer=1, n_embd=32, n_head=2, batch_size=16, lr=1e-2, warmup=5)
@@ -141,7 +143,7 @@ def test_learning_rate_schedule():
 def test_cli_trains_saves_loadable_checkpoints_and_evaluates(shapes, tmp_path):
     from transformers import AutoModel, AutoModelForMaskedLM, AutoTokenizer
 
-    from prh.models.hub import load_language_model
+    from prh.models.loaders import load_language_model
 
     train, held_out = (str(p) for p in shapes)
     tok_dir, gpt, bert = tmp_path / "_tokenizer", tmp_path / "gpt", tmp_path / "bert"

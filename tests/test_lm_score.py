@@ -11,7 +11,13 @@ import torch
 import torch.nn.functional as F
 from tiny_models import CORPUS, save_language_model
 
-from prh.experiments.lm_score import chunk_text, lm_score, merge_lm_scores, merge_main, sample_openwebtext
+from prh.evaluation.lm_score import (
+    chunk_text,
+    lm_score,
+    merge_lm_scores,
+    merge_main,
+    sample_openwebtext,
+)
 from prh.io import read_json, read_jsonl, write_json
 
 DOCS = [f"document {i}: " + " ".join(CORPUS[i % 4].split()[: 3 + i % 5] * (1 + i % 7)) for i in range(40)]
@@ -102,7 +108,7 @@ def test_lm_score_refuses_an_encoder(corpus, tmp_path):
 
 
 def test_missing_corpus_names_the_remedies(tmp_path):
-    from prh.data.hub import DatasetNotAvailableError
+    from prh.errors import DatasetNotAvailableError
 
     with pytest.raises(DatasetNotAvailableError, match="dvc pull results/data"):
         sample_openwebtext(tmp_path / "s", repo=str(tmp_path / "nowhere"), n_bytes=10)

@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from prh.cli import main as prh_main
-from prh.experiments.locality import locality_table, locality_trends, resolve_ks
 from prh.io import save_features
 from prh.metrics.engine import alignment_table
+from prh.studies.prh.locality import locality_table, locality_trends, resolve_ks
 
 
 def write_features(folder, names, n=48, seed=0):
@@ -84,7 +84,7 @@ def test_cli_writes_tables_trends_metrics_and_the_figure_renders(tmp_path):
     language = tmp_path / "language.json"
     language.write_text(json.dumps({"models": {"gpt_s": {"bpb": 1.2}, "gpt_l": {"bpb": 0.8}, "bert": {"bpb": None}}}))
     out = tmp_path / "exp"
-    prh_main(["locality", "--x-names", "gpt_s", "gpt_l", "bert", "--x-features", *lang,
+    prh_main(["run-locality", "--x-names", "gpt_s", "gpt_l", "bert", "--x-features", *lang,
               "--y-names", "v_sup", "v_rand", "v_ssl", "--y-features", *vis, "--ks", "N-1", "5", "10",
               "--language", str(language), "--families", '{"v_sup": "sup", "v_ssl": "ssl"}',
               "--quantile", "0.9", "--out-dir", str(out), "--threads", "1"])
@@ -105,7 +105,7 @@ def test_cli_writes_tables_trends_metrics_and_the_figure_renders(tmp_path):
     assert list(metrics) == ["k5", "k10", "k47"] and metrics["k47"]["full_k"] and not metrics["k5"]["full_k"]
     assert metrics["k5"]["spearman_r"] is None  # two LMs: no correlation, written as null
     assert metrics["k10"]["mean_alignment"] == pytest.approx(np.mean(np.array(data["tables"][1]["scores"])[:2]))
-    prh_main(["plot-metrics-agreement", "--in-dir", str(out), "--out-dir", str(tmp_path / "fig"),
-              "--figures", "locality"])
+    prh_main(["plot", "fig10_locality", "--out", str(tmp_path / "fig" / "fig10_locality.pdf"),
+              "--input", f"locality={out / 'locality.json'}"])
     for suffix in (".pdf", ".png"):
         assert (tmp_path / "fig" / f"fig10_locality{suffix}").stat().st_size > 1000

@@ -8,9 +8,13 @@ import torch
 from scipy import stats
 
 from prh.cli import main as prh_main
-from prh.experiments.metric_agreement import spearman_matrix, upper_triangle, variant_label
 from prh.io import load_features, save_features
 from prh.metrics.engine import alignment_table
+from prh.studies.prh.metric_agreement import (
+    spearman_matrix,
+    upper_triangle,
+    variant_label,
+)
 
 
 def write_features(folder, names, n=40, seed=0):
@@ -68,7 +72,7 @@ def test_run_writes_fig12_to_14_numbers_with_truncated_batches(tmp_path):
     language.write_text(json.dumps({"models": {**{m: {"bpb": v} for m, v in bpb.items()}, "bert": {"bpb": None}}}))
     families = {"v_sup_a": "sup", "v_sup_b": "sup", "v_ssl": "ssl"}
     out = tmp_path / "exp"
-    prh_main(["metric-agreement", "--vision-alignments", *vjson, "--vision-names", *vision,
+    prh_main(["run-metric-agreement", "--vision-alignments", *vjson, "--vision-names", *vision,
               "--vision-features", *vfiles, "--batch-sizes", "24", "--cross-alignments", *cjson,
               "--language", str(language), "--families", json.dumps(families), "--topk", "4", "--quantile", "0.95",
               "--cca-dim", "3", "--out-dir", str(out), "--threads", "1"])
@@ -109,20 +113,22 @@ def test_run_writes_fig12_to_14_numbers_with_truncated_batches(tmp_path):
     assert summary["metric_agreement"]["min_spearman"] == pytest.approx(off.min())
     assert set(summary["cross_modal"]) == set(metrics)
 
-    prh_main(["plot-metrics-agreement", "--in-dir", str(out), "--out-dir", str(tmp_path / "fig"),
-              "--figures", "metric_agreement", "cross_metrics"])
+    for stem in ("fig12_metric_agreement", "fig13_cross_metrics", "fig14_cross_metrics"):
+        name = "metric_agreement" if stem.startswith("fig12") else "cross_metrics"
+        prh_main(["plot", stem, "--out", str(tmp_path / "fig" / f"{stem}.pdf"),
+                  "--input", f"{'agreement' if name == 'metric_agreement' else 'cross'}={out / f'{name}.json'}"])
     for stem in ("fig12_metric_agreement", "fig13_cross_metrics", "fig14_cross_metrics"):
         for suffix in (".pdf", ".png"):
             assert (tmp_path / "fig" / f"{stem}{suffix}").stat().st_size > 1000
     with pytest.raises(ValueError, match="one JSON per metric"):
-        prh_main(["metric-agreement", "--vision-alignments", vjson[0], vjson[0], "--vision-names", *vision,
+        prh_main(["run-metric-agreement", "--vision-alignments", vjson[0], vjson[0], "--vision-names", *vision,
                   "--vision-features", *vfiles, "--cross-alignments", *cjson, "--language", str(language),
-                  "--topk", "4", "--cca-dim", "3", "--out-dir", str(out)])
+                  "--topk", "4", "--quantile", "0.95", "--cca-dim", "3", "--out-dir", str(out)])
     with pytest.raises(ValueError, match="below the full N=40"):
-        prh_main(["metric-agreement", "--vision-alignments", *vjson, "--vision-names", *vision,
+        prh_main(["run-metric-agreement", "--vision-alignments", *vjson, "--vision-names", *vision,
                   "--vision-features", *vfiles, "--batch-sizes", "40", "--cross-alignments", *cjson,
-                  "--language", str(language), "--topk", "4", "--cca-dim", "3", "--out-dir", str(out)])
+                  "--language", str(language), "--topk", "4", "--quantile", "0.95", "--cca-dim", "3", "--out-dir", str(out)])
     with pytest.raises(ValueError, match="other settings"):
-        prh_main(["metric-agreement", "--vision-alignments", *vjson, "--vision-names", *vision,
+        prh_main(["run-metric-agreement", "--vision-alignments", *vjson, "--vision-names", *vision,
                   "--vision-features", *vfiles, "--cross-alignments", *cjson, "--language", str(language),
-                  "--topk", "5", "--cca-dim", "3", "--out-dir", str(out)])
+                  "--topk", "5", "--quantile", "0.95", "--cca-dim", "3", "--out-dir", str(out)])

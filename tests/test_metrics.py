@@ -4,7 +4,13 @@ import numpy as np
 import pytest
 import torch
 
-from prh.metrics import SUPPORTED_METRICS, best_pair, layer_pair_scores, measure, prepare_features
+from prh.metrics import (
+    SUPPORTED_METRICS,
+    best_pair,
+    layer_pair_scores,
+    measure,
+    prepare_features,
+)
 
 
 def gaussian(n, d, seed, dtype=torch.float64):

@@ -158,7 +158,7 @@ def test_a_set_against_itself_is_computed_once_and_has_a_unit_diagonal(tmp_path)
     paths = write_models(tmp_path)
     out = tmp_path / "x__x.json"
     prh_main([
-        "align", "--metric", "cknna", "--topk", "5", "--x-names", *paths, "--x-features", *map(str, paths.values()),
+        "align", "--metric", "cknna", "--topk", "5", "--quantile", "0.95", "--x-names", *paths, "--x-features", *map(str, paths.values()),
         "--out", str(out), "--null-permutations", "9", "--seed", "3",
     ])
     table = json.loads(out.read_text())
@@ -177,7 +177,7 @@ def test_table_rejects_feature_files_with_different_items(tmp_path):
     paths = write_models(tmp_path)
     save_features(tmp_path / "short.safetensors", torch.randn(20, 2, 4), {"model": "short"})
     with pytest.raises(ValueError, match="same items"):
-        prh_main(["align", "--metric", "mutual_knn", "--x-names", "a", "b", "--x-features", str(paths["m_small"]), str(tmp_path / "short.safetensors"), "--out", str(tmp_path / "o.json")])
+        prh_main(["align", "--metric", "mutual_knn", "--topk", "10", "--quantile", "0.95", "--x-names", "a", "b", "--x-features", str(paths["m_small"]), str(tmp_path / "short.safetensors"), "--out", str(tmp_path / "o.json")])
 
 
 @pytest.mark.parametrize("metric", ["mutual_knn", "unbiased_cka"])
@@ -191,7 +191,7 @@ def test_n_items_equals_the_table_of_truncated_feature_files(tmp_path, metric):
         cut[name] = tmp_path / f"cut_{name}.safetensors"
         save_features(cut[name], load_features(path)[:18], {"model": name})
     out = tmp_path / "cli.json"
-    prh_main(["align", "--metric", metric, "--topk", "4", "--x-names", *paths, "--x-features", *map(str, paths.values()),
+    prh_main(["align", "--metric", metric, "--topk", "4", "--quantile", "0.95", "--x-names", *paths, "--x-features", *map(str, paths.values()),
               "--n-items", "18", "--out", str(out)])
     table = json.loads(out.read_text())
     want = alignment_table(metric, x_names=list(cut), x_features=list(map(str, cut.values())), topk=4)

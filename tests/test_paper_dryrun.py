@@ -1,6 +1,6 @@
 """The paper suite on a SLURM cluster, planned without one (issue 5, part 4).
 
-A dry run of the full DAG with ``--profile workflow/profiles/slurm --config suite=paper``
+A dry run of the full DAG with ``--profile profiles/slurm --config suite=paper``
 (the default target and the suite's two alignments) must plan one GPU job per
 (model, dataset) for feature extraction, one LM-score job per language model, and every planned job
 must fit a partition of the profile's ``partitions.yaml``: GPU jobs the GPU partition,
@@ -46,8 +46,10 @@ def _jobs(text: str) -> list[dict]:
 def plan(tmp_path_factory):
     """Dry-run log of the paper suite with the SLURM profile, in a copy of the workflow."""
     tmp = tmp_path_factory.mktemp("paper")
-    shutil.copytree(ROOT / "workflow", tmp / "workflow")
-    shutil.copy(ROOT / "params.yaml", tmp / "params.yaml")
+    for folder in ("workflow", "profiles"):
+        shutil.copytree(ROOT / folder, tmp / folder)
+    for name in ("Snakefile", "params.yaml"):
+        shutil.copy(ROOT / name, tmp / name)
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
     cfg = yaml.safe_load((ROOT / "params.yaml").read_text())
     suite, metric = cfg["suites"]["paper"], cfg["alignment"]["metric"]
@@ -58,7 +60,7 @@ def plan(tmp_path_factory):
         f"results/alignment/{suite['paired_dataset']}/{metric}/{suite['language_models']}__{suite['vision_models']}.json",
     ]
     proc = subprocess.run(
-        [sys.executable, "-m", "snakemake", "--dry-run", "--profile", "workflow/profiles/slurm",
+        [sys.executable, "-m", "snakemake", "--dry-run", "--profile", "profiles/slurm",
          "--config", "suite=paper", "--", *targets],
         cwd=tmp, env=env, capture_output=True, text=True, timeout=600,
     )
@@ -92,10 +94,13 @@ def test_lm_score_planned_per_language_model(plan):
 
 def test_every_job_fits_a_partition(plan):
     """The plugin's partition scoring sends GPU jobs to `gpu` and the rest to `cpu`."""
-    from snakemake_executor_plugin_slurm.partitions import get_best_partition, read_partition_file
+    from snakemake_executor_plugin_slurm.partitions import (
+        get_best_partition,
+        read_partition_file,
+    )
     from snakemake_executor_plugin_slurm.utils import set_gres_string
 
-    partitions = read_partition_file(ROOT / "workflow" / "profiles" / "slurm" / "partitions.yaml")
+    partitions = read_partition_file(ROOT / "profiles" / "slurm" / "partitions.yaml")
     logger = SimpleNamespace(debug=lambda *a: None, info=lambda *a: None, warning=lambda *a: None)
     jobs = [j for j in _jobs(plan) if j["rule"] != "all"]
     assert jobs

@@ -131,7 +131,7 @@ def test_tiny_end_to_end(tmp_path):
     from prh.extract import extract_language_dataset, extract_vision_dataset
     from prh.io import read_json, read_jsonl, write_jsonl
     from prh.models.vision_zoo import build_model, save_checkpoint
-    from prh.plots.phase import main as plot_main
+    from prh.figures import draw_from
     from prh.studies.phase.adaptive_lr import run_adaptive_lr
     from prh.studies.phase.analysis import analyse
     from prh.studies.phase.run import main as phase_main
@@ -145,7 +145,10 @@ def test_tiny_end_to_end(tmp_path):
              "vit": (save_vision_zoo("vit", tmp_path / "vit"), "vision", "ViT"),
              "gpt2": (save_language_model("gpt2", tmp_path / "gpt2"), "language", "GPT"),
              "bert": (save_encoder(tmp_path / "bert"), "language", "BERT")}
-    config = yaml.safe_load(open("tests/smoke/params.yaml"))["phase"]
+    config = yaml.safe_load(open("params.yaml"))["phase"]
+    smoke = yaml.safe_load(open("tests/smoke/params.yaml"))["phase"]
+    config.update({k: v for k, v in smoke.items() if k != "adaptive_lr"})
+    config["adaptive_lr"].update(smoke["adaptive_lr"])
     config.update(n_ntk=8, n_stability=6, permutations=20, exact_max_params=20000, sketch_dim=4096)
     config["adaptive_lr"].update(n_pairs=1, n_items=6)
     models = {}
@@ -154,7 +157,7 @@ def test_tiny_end_to_end(tmp_path):
         extract = extract_vision_dataset if modality == "vision" else extract_language_dataset
         extract(model=str(path), data=str(data), out=str(feats), name=name, progress=False)
         out = tmp_path / "phase" / "models" / f"{name}.json"
-        phase_main(["model", "--name", name, "--path", str(path), "--modality", modality, "--data", str(data),
+        phase_main(["--name", name, "--path", str(path), "--modality", modality, "--data", str(data),
                     "--out", str(out), "--config", json.dumps(config)])
         models[name] = {"modality": modality, "group": group, "ntk": str(out), "features": str(feats)}
         res = read_json(out)
@@ -173,6 +176,7 @@ def test_tiny_end_to_end(tmp_path):
     for claim in ("C1_alignment_gap", "C2b_cross_below_within", "C3_s_explains_alignment"):
         assert 0 < metrics["claims"][claim]["p_value"] <= 1
     assert 0 <= metrics["failure_base_rate"] <= 1
-    plot_main(["--in-dir", str(tmp_path / "phase"), "--out-dir", str(tmp_path / "fig")])
-    for stem in ("seed000_fig1a_phase_landscape", "seed000_fig1b_families", "seed000_fig2_histograms"):
+    stems = ["seed000_fig1a_phase_landscape", "seed000_fig1b_families", "seed000_fig2_histograms"]
+    draw_from(tmp_path / "phase", stems, tmp_path / "fig")
+    for stem in stems:
         assert (tmp_path / "fig" / f"{stem}.png").exists()

@@ -7,8 +7,20 @@ import json
 import numpy as np
 import pytest
 
-from prh.experiments.probes import (_fit_score, load_probe_layers, main, probe_features, probe_task, run_probes,
-                                   run_split_probes, split_indices, split_train, splits_main)
+from prh.evaluation.probe_splits import (
+    load_probe_layers,
+    run_split_probes,
+    split_train,
+    splits_main,
+)
+from prh.evaluation.probes import (
+    fit_score,
+    main,
+    probe_features,
+    probe_task,
+    run_probes,
+    split_indices,
+)
 from prh.io import save_features, write_json, write_npy
 
 CS = (0.1, 1.0)
@@ -181,7 +193,7 @@ def test_load_probe_layers_reads_the_last_layer_at_its_real_width(tmp_path):
 
 
 def test_split_probes_solve_with_informative_features_and_feed_solved_counts(tmp_path):
-    from prh.experiments.convergence import solved_counts
+    from prh.studies.prh.convergence import solved_counts
 
     tasks = _split_suite(tmp_path)
     out = tmp_path / "vtab.json"
@@ -215,7 +227,7 @@ def test_split_probes_choose_c_on_validation_only(tmp_path):
     part = split_train(y_tr, seed=0, val_fraction=0.3)
     for name in ("good", "noise"):
         x, _ = load_probe_layers(tmp_path / "features" / "three_train" / f"{name}.safetensors")
-        val = [_fit_score(x[part["train"], 0], y_tr[part["train"]], x[part["val"], 0], y_tr[part["val"]], c=c)
+        val = [fit_score(x[part["train"], 0], y_tr[part["train"]], x[part["val"], 0], y_tr[part["val"]], c=c)
                for c in cs]
         r = first["models"][name]["tasks"]["three"]
         assert r["C"] == cs[int(np.argmax(val))] and r["val_accuracy"] == max(val)

@@ -153,7 +153,7 @@ def test_cli_writes_a_valid_dataset_dir_and_sample_sheet(tmp_path, capsys):
     assert "argument --world: not valid JSON" in capsys.readouterr().err
 
     fig = tmp_path / "figures" / "world_sample_sheet.pdf"
-    prh(["plot-sample-sheet", "--data", str(out), "--out", str(fig), "--n-items", "3"])
+    prh(["plot", "world_sample_sheet", "--input", f"data={out / 'images.npy'}", "--out", str(fig)])
     assert fig.read_bytes()[:4] == b"%PDF" and fig.with_suffix(".png").read_bytes()[:4] == b"\x89PNG"
 
 

@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 import torch
 
-from prh.experiments import simplicity as S
+from prh.figures import FIGURES, draw_from
 from prh.io import read_json
 from prh.metrics import effective_rank
-from prh.plots.simplicity import FIGURES, plot_simplicity
+from prh.stats import depth_trend
+from prh.studies.thesis import simplicity as S
 
 SMOKE = {  # the sizes proposed for tests/smoke/params.yaml
     "width": 16,
@@ -37,7 +38,7 @@ def test_random_relu_rank_decreases_with_depth():
     ranks = S.random_net_ranks(width=16, depth=6, n_inputs=64, n_samples=64, activation="relu", init="normal", seed=0)
     mean = ranks.mean(0)
     assert np.all(np.diff(mean) < -0.05), mean
-    trend = S.depth_trend(np.broadcast_to(np.arange(1, 7), ranks.shape), ranks)
+    trend = depth_trend(np.broadcast_to(np.arange(1, 7), ranks.shape), ranks)
     assert trend["spearman_rho"] < -0.8 and trend["p_value"] < 1e-10
     assert np.all(ranks <= math.log(16) + 1e-9) and np.all(ranks > 0)
 
@@ -111,14 +112,16 @@ def test_smoke_run_writes_finite_metrics_and_figures_render_from_json_alone(tmp_
     alone.mkdir()
     for name in ("random_nets.json", "products.json", "trained.json"):
         shutil.copy(out / name, alone / name)
-    paths = plot_simplicity(alone, tmp_path / "figures")
-    assert sorted(p.name for p in paths) == sorted(f"{stem}.{ext}" for stem in FIGURES for ext in ("pdf", "png"))
+    stems = [f.name for f in FIGURES.values() if f.draw.startswith("prh.plots.simplicity:")]
+    paths = draw_from(alone, stems, tmp_path / "figures")
+    assert sorted(p.name for p in paths) == sorted(f"{stem}.{ext}" for stem in stems for ext in ("pdf", "png"))
+    assert len(stems) == 4
     assert all(p.stat().st_size > 1000 for p in paths)
 
 
 def test_plotting_without_results_says_what_to_run(tmp_path):
-    with pytest.raises(ValueError, match="prh simplicity"):
-        plot_simplicity(tmp_path, tmp_path / "figures")
+    with pytest.raises(FileNotFoundError, match="run `snakemake .*random_nets.json` first"):
+        draw_from(tmp_path, ["thesis_fig2.2_random_net_rank"], tmp_path / "figures")
 
 
 def _schema_defaults(schema: dict):
@@ -136,3 +139,11 @@ def test_schema_params_and_library_defaults_agree(repo_root):
     assert _schema_defaults(schema) == S.DEFAULTS
     params = yaml.safe_load((repo_root / "params.yaml").read_text())
     assert validate_schema(params)["simplicity"] == S.DEFAULTS
+
+
+def test_parts_run_alone_and_metrics_summarise_their_json(tmp_path):
+    out = tmp_path / "exp"
+    S.main(["--out-dir", str(out), "--config", json.dumps(SMOKE), "--seed", "0", "--part", "products"])
+    assert sorted(p.name for p in out.iterdir()) == ["products.json"]
+    with pytest.raises(ValueError, match="parts \\['bogus'\\] unknown"):
+        S.run_simplicity(out, parts=("bogus",))

@@ -13,9 +13,17 @@ import pytest
 import torch
 from tiny_models import CORPUS, make_language_model, make_tokenizer
 
-from prh.data.summarise import (SYSTEM_PROMPT, build_messages, clean_summary, default_max_new_tokens, main,
-                                prompt_text, run_summarise, summarise_captions)
 from prh.io import read_json, read_jsonl, write_jsonl
+from prh.studies.prh.summarise import (
+    SYSTEM_PROMPT,
+    build_messages,
+    clean_summary,
+    default_max_new_tokens,
+    main,
+    prompt_text,
+    run_summarise,
+    summarise_captions,
+)
 
 CAPTIONS = list(dict.fromkeys(CORPUS)) + ["a small blue ball above two red cubes", "yellow cylinder on grey",
                                           "the big green cone", "three small cubes in a row"]

@@ -4,14 +4,24 @@ batched training, the S/T1/T2 direction on a fixed seed, and figures from JSON a
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
 from prh import cli
-from prh.experiments.batched_mlp import _backward, _forward_train, _loss_and_grad, init_mlp, train_mlp
-from prh.experiments.linear_gd import (
+from prh.figures import FIGURES, draw_from
+from prh.io import read_json
+from prh.metrics import alignment_curve
+from prh.studies.imani.batched_mlp import (
+    _backward,
+    _forward_train,
+    _loss_and_grad,
+    init_mlp,
+    train_mlp,
+)
+from prh.studies.imani.linear_gd import (
     gd_loss_closed_form,
     gradient_descent,
     label_spectrum,
@@ -19,12 +29,14 @@ from prh.experiments.linear_gd import (
     log_steps,
     prepare_features,
 )
-from prh.experiments.peaks import choose_tasks, peaks_function, rbf_encode, sample_peaks
-from prh.experiments.peaks_experiment import run_peaks
-from prh.experiments.transfer import run_transfer
-from prh.io import read_json
-from prh.metrics import alignment_curve
-from prh.plots.transfer import FIGURES, plot_transfer
+from prh.studies.imani.peaks import run_peaks
+from prh.studies.imani.peaks_task import (
+    choose_tasks,
+    peaks_function,
+    rbf_encode,
+    sample_peaks,
+)
+from prh.studies.imani.transfer import run_transfer
 
 SMOKE = {  # the sizes proposed for tests/smoke/params.yaml
     "runs": 2, "n_source": 400, "n_target": 50, "n_test": 100, "deep_layers": 2, "max_epochs": 4,
@@ -152,17 +164,19 @@ def test_cli_writes_json_and_every_figure_renders_from_json_alone(tmp_path):
     import json
 
     exp = tmp_path / "exp"
-    cli.main(["transfer", "--out-dir", str(exp), "--config", json.dumps(SMOKE), "--seed", "3"])
+    cli.main(["run-transfer", "--out-dir", str(exp), "--config", json.dumps(SMOKE), "--seed", "3"])
     metrics = read_json(exp / "metrics.json")
     assert metrics["claims_total"] == len(metrics["claims"]) >= 15
     assert all(isinstance(c["reproduced"], bool) for c in metrics["claims"].values())
     assert metrics["claims"]["prop1_closed_form_matches_gd"]["reproduced"]
     alone = tmp_path / "alone"  # only the JSON files, nothing else from the run
     alone.mkdir()
-    for _, name in FIGURES.values():
-        shutil.copy(exp / name, alone / name)
-    written = plot_transfer(in_dir=alone, out_dir=tmp_path / "figs")
-    assert len(written) == 2 * len(FIGURES)
+    stems = [f.name for f in FIGURES.values() if f.draw.startswith("prh.plots.transfer:")]
+    for stem in stems:
+        for path in FIGURES[stem].inputs.values():
+            shutil.copy(exp / Path(path).name, alone / Path(path).name)
+    written = draw_from(alone, stems, tmp_path / "figs")
+    assert len(written) == 2 * len(stems) == 10
     assert all(p.stat().st_size > 1000 for p in written)
     with pytest.raises(ValueError, match="unknown keys"):
         run_transfer(out_dir=tmp_path / "bad", config={"run": 3})
@@ -173,7 +187,7 @@ def test_log_steps_and_bad_inputs():
     assert steps[0] == 0 and steps[-1] == 1000 and np.all(np.diff(steps) > 0)
     with pytest.raises(ValueError, match="eta"):
         gd_loss_closed_form(np.eye(3), np.ones(3), eta=0.0, steps=[1])
-    from prh.experiments.emergence import load_binary_digits
+    from prh.studies.imani.emergence import load_binary_digits
 
     with pytest.raises(ValueError, match="digits"):
         load_binary_digits(dataset="cifar")
@@ -187,7 +201,7 @@ def test_mnist_loader_reads_the_hub_layout_from_a_local_folder(tmp_path):
     import datasets
     from PIL import Image
 
-    from prh.experiments.emergence import MNIST_REVISION, load_binary_digits
+    from prh.studies.imani.emergence import MNIST_REVISION, load_binary_digits
 
     rng = np.random.default_rng(0)
     images = [Image.fromarray((rng.random((28, 28)) * 255).astype("uint8")) for _ in range(12)]
@@ -199,3 +213,14 @@ def test_mnist_loader_reads_the_hub_layout_from_a_local_folder(tmp_path):
     np.testing.assert_allclose(np.linalg.norm(x, axis=1), 1.0)
     with pytest.raises(ValueError):  # 4 images of class 1 cannot give 5
         load_binary_digits(dataset="mnist", repo=str(tmp_path), per_class=5)
+
+
+def test_each_part_reads_only_its_slice_and_every_key_has_a_part():
+    """The rules pass each part its slice of the block: a key no part reads could never rerun anything."""
+    from prh.studies.imani.transfer import DEFAULTS, SLICES, _part_config
+
+    assert set().union(*SLICES.values()) == set(DEFAULTS)
+    assert set(_part_config({"width": 7, "fig2_runs": 3}, "peaks_deep")) == set(SLICES["peaks_deep"])
+    assert _part_config({"width": 7}, "peaks_deep")["width"] == 7
+    with pytest.raises(ValueError, match="parts \\['figs'\\] unknown"):
+        run_transfer(out_dir="/nonexistent", parts=("figs",))

@@ -10,8 +10,15 @@ import pytest
 import torch
 import yaml
 
-from prh.models.hub import load_vision_model
-from prh.models.train_vision import DEFAULTS, OBJECTIVES, augment, fit_vision_model, main, nt_xent
+from prh.models.loaders import load_vision_model
+from prh.models.train_vision import (
+    DEFAULTS,
+    OBJECTIVES,
+    augment,
+    fit_vision_model,
+    main,
+    nt_xent,
+)
 from prh.models.vision_zoo import ARCHS, build_model, load_checkpoint, save_checkpoint
 
 TINY = dict(epochs=1, batch_size=8, progress=False)

@@ -24,6 +24,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from smoke_numbers import differences, smoke_numbers
+
+from prh.config import merge
+from prh.figures import FIGURES
 
 pytestmark = pytest.mark.slow
 
@@ -76,7 +80,10 @@ def git_commit(cwd, message):
 def smoke(repo_root, tmp_path_factory) -> Path:
     """A repository copy whose params.yaml is the smoke config, after one full `dvc repro`."""
     work = copy_repo(repo_root, tmp_path_factory.mktemp("smoke") / "repo")
-    shutil.copy(work / "tests" / "smoke" / "params.yaml", work / "params.yaml")
+    # the smoke override layered on params.yaml, as `snakemake --configfile tests/smoke/params.yaml` would
+    merged = merge(yaml.safe_load((work / "params.yaml").read_text()),
+                   yaml.safe_load((work / "tests" / "smoke" / "params.yaml").read_text()))
+    (work / "params.yaml").write_text(yaml.safe_dump(merged, sort_keys=False))
     run(["git", "init", "-q"], work)
     git_commit(work, "smoke copy")
     run(["dvc", "repro"], work)
@@ -95,12 +102,18 @@ EXPECTED_FIGURES = {
     "fig02_competence_alignment", "fig02_model_map", "fig03_language_vision", "fig_platonic_reference",
     "fig04_downstream", "fig09_caption_density",
     "fig10_locality", "fig12_metric_agreement", "fig13_cross_metrics", "fig14_cross_metrics",
+    "seed001_fig2_outliers", "seed001_fig3_random_labels", "seed001_fig8_partial_bridge", "seed001_fig10_outliers_after",
+    "thesis_fig8.1_lte_least_squares", "thesis_fig4.6_lte_vs_standard", "thesis_fig4.7_head_orthogonality",
+    "thesis_fig8.5_update_rank",
 }
 
 
 def test_run_leaves_every_figure_and_the_report(smoke):
     figures = sorted((smoke / "results" / "figures").glob("*.pdf"))
     assert EXPECTED_FIGURES <= {f.stem for f in figures}, EXPECTED_FIGURES - {f.stem for f in figures}
+    # every registered figure is drawn (the alignment pattern as its two tables)
+    registered = {f.name for f in FIGURES.values() if "{" not in f.name and "pdf" in f.formats}
+    assert registered <= {f.stem for f in figures}, registered - {f.stem for f in figures}
     for pdf in figures:
         assert pdf.stat().st_size > 1000, pdf
         assert pdf.with_suffix(".png").stat().st_size > 1000, pdf.with_suffix(".png")
@@ -123,6 +136,14 @@ def _numbers(obj):
     elif isinstance(obj, list):
         for v in obj:
             yield from _numbers(v)
+
+
+def test_numbers_equal_the_recorded_ones(smoke, repo_root):
+    """Restructuring must not move a number (issue 15): the smoke run's experiment and alignment
+    JSONs against tests/smoke/expected_numbers.json (recorded from the run before the change)."""
+    expected = json.loads((repo_root / "tests" / "smoke" / "expected_numbers.json").read_text())
+    problems = differences(smoke_numbers(smoke / "results"), expected)
+    assert not problems, f"{len(problems)} numbers moved:\n" + "\n".join(problems[:40])
 
 
 def test_alignment_scores_are_finite_and_in_range(smoke):
@@ -177,9 +198,11 @@ def test_changing_one_param_replans_only_its_jobs(smoke):
     # exactly the 16 alignment tables (two sets x eight metrics: every metric is passed k), the
     # two headline figures, and the experiments that read those tables (Figs 2-4, 9, 12-14) with
     # their figures; not the locality of Fig 10 (its ks are its own), not the zoo or features
-    assert jobs == {"align": 16, "plot_alignment": 2, "convergence": 1, "plot_convergence": 1,
-                    "density": 1, "plot_density": 1, "downstream": 1, "plot_downstream": 1,
-                    "metric_agreement": 1, "plot_metrics_agreement": 1, "all": 1}, jobs
+    assert jobs == {"align": 16, "plot_alignment": 2, "convergence": 1, "plot_fig02_competence_alignment": 1,
+                    "plot_fig02_model_map": 1, "plot_fig03_language_vision": 1,
+                    "density": 1, "plot_fig09_caption_density": 1, "downstream": 1, "plot_fig04_downstream": 1,
+                    "metric_agreement": 1, "plot_fig12_metric_agreement": 1, "plot_fig13_cross_metrics": 1,
+                    "plot_fig14_cross_metrics": 1, "all": 1}, jobs
     assert planned_jobs(smoke) == {}
 
 
@@ -220,7 +243,7 @@ def test_dvc_push_clone_pull_plans_nothing(smoke, tmp_path):
 
 
 def test_slurm_profile_plans_the_dag_without_a_cluster(smoke):
-    proc = run(["snakemake", "--dry-run", "--profile", "workflow/profiles/slurm", "--forceall"], smoke)
+    proc = run(["snakemake", "--dry-run", "--profile", "profiles/slurm", "--forceall"], smoke)
     assert "Job stats:" in proc.stdout + proc.stderr
 
 

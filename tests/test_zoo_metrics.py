@@ -2,7 +2,7 @@
 
 import pytest
 
-from prh.experiments.zoo_metrics import zoo_metrics
+from prh.evaluation.zoo_summary import zoo_metrics
 
 
 def test_margins_match_a_hand_computation():

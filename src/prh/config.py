@@ -20,12 +20,10 @@ from pathlib import Path
 
 import yaml
 
+from prh.errors import ConfigError
+
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = ROOT / "workflow" / "schemas" / "params.schema.yaml"
-
-
-class ConfigError(ValueError):
-    """params.yaml is wrong; the message names the key and what is allowed."""
 
 
 def load(path: str | Path = "params.yaml") -> dict:
@@ -62,6 +60,32 @@ def validate_schema(cfg: dict, schema_path: str | Path = SCHEMA) -> dict:
     if errors:
         raise ConfigError("params.yaml is invalid:\n" + "\n".join(_describe(e) for e in errors))
     return cfg
+
+
+def schema_defaults(block: str, schema_path: str | Path = SCHEMA) -> dict:
+    """The defaults of one top-level block of params.yaml (e.g. ``"transfer"``), from the schema.
+
+    The schema is the one home of every default: library code that accepts a partial
+    block fills it from here instead of keeping its own copy.
+    """
+    schema_path = Path(schema_path)
+    root = yaml.safe_load(schema_path.read_text())
+    if block not in root.get("properties", {}):
+        raise ValueError(f"params.yaml has no block {block!r}; blocks: {', '.join(root['properties'])}")
+    return _defaults_of(root["properties"][block], schema_path.parent)
+
+
+def _defaults_of(schema: dict, schema_dir: Path):
+    if "$ref" in schema:
+        schema = {**yaml.safe_load((schema_dir / schema["$ref"]).read_text()), **{k: v for k, v in schema.items()
+                                                                                if k != "$ref"}}
+    if schema.get("type") == "object" and "properties" in schema:
+        filled = {key: _defaults_of(sub, schema_dir) for key, sub in schema["properties"].items()}
+        return {key: value for key, value in filled.items() if value is not _NO_DEFAULT}
+    return schema.get("default", _NO_DEFAULT)
+
+
+_NO_DEFAULT = object()
 
 
 def _describe(err) -> str:
@@ -135,6 +159,18 @@ def check_references(cfg: dict) -> dict:
     if problems:
         raise ConfigError("params.yaml refers to names that do not exist:\n" + "\n".join(problems))
     return cfg
+
+
+def merge(base: dict, override: dict) -> dict:
+    """``base`` updated by ``override`` as Snakemake layers a ``--configfile``: nested
+    mappings merge key by key; lists and plain values replace. Neither input is changed."""
+    out = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = value
+    return out
 
 
 def load_checked(path: str | Path = "params.yaml") -> dict:

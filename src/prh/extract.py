@@ -2,7 +2,7 @@
 
 One job per (model, dataset), as the Snakemake rules in workflow/rules/features.smk
 run it. Reads the dataset contract (``images.npy``, ``captions.jsonl``), loads the
-model with ``prh.models.hub`` (zoo directory or hub name), extracts with
+model with ``prh.models.loaders`` (zoo directory or hub name), extracts with
 ``prh.features`` and writes ``<out>.safetensors`` + ``<out>.json`` via
 ``prh.io.save_features``. Finished batches are kept in ``<out>.partial/`` so a killed
 job resumes where it stopped; the directory is removed after the final write.
@@ -20,9 +20,18 @@ from pathlib import Path
 
 import numpy as np
 
-from prh import features as fx
+from prh.batching import remove_checkpoint
+from prh.device import DTYPES, resolve_device, resolve_dtype
+from prh.evaluation.likelihood import bits_per_byte
+from prh.features import (
+    PRH_PROMPT,
+    extract_language_features,
+    extract_vision_features,
+    pool_blocks,
+    preprocess_images,
+)
 from prh.io import read_jsonl, save_features
-from prh.models import hub
+from prh.models import loaders
 
 
 def _partial_dir(out) -> Path:
@@ -58,31 +67,31 @@ def _layer_dims(net, image, pre, dtype) -> list[int]:
     import torch
 
     kw = {k: pre[k] for k in ("input_size", "mean", "std", "interpolation", "crop_pct")}
-    x = fx.preprocess_images(image, **kw).to(next(net.parameters()).device, dtype)
+    x = preprocess_images(image, **kw).to(next(net.parameters()).device, dtype)
     with torch.inference_mode():
-        return [int(t.shape[-1]) for t in fx._pool_blocks(net, x, pre["pooling"])]
+        return [int(t.shape[-1]) for t in pool_blocks(net, x, pre["pooling"])]
 
 
 def extract_vision_dataset(*, model, data, out, name=None, revision=None, batch_size=64, device="auto",
                            dtype="auto", progress=True) -> None:
     """Features of ``model`` (zoo dir or timm name) on ``data/images.npy``, saved to ``out``."""
-    dev = fx.resolve_device(device)
-    dt = fx.resolve_dtype(dtype, dev)
+    dev = resolve_device(device)
+    dt = resolve_dtype(dtype, dev)
     images = _read_images(data)
-    net, pre = hub.load_vision_model(model, revision=revision)
+    net, pre = loaders.load_vision_model(model, revision=revision)
     kw = {k: pre[k] for k in ("pooling", "mean", "std", "input_size", "interpolation", "crop_pct")}
-    feats = fx.extract_vision_features(net, images, batch_size=batch_size, device=dev, dtype=dt,
+    feats = extract_vision_features(net, images, batch_size=batch_size, device=dev, dtype=dt,
                                        checkpoint_dir=_partial_dir(out), progress=progress, **kw)
     layer_dims = _layer_dims(net, images[:1], pre, dt)
     meta = {
         "model": name or Path(str(model)).name, "source": str(model), "revision": revision,
         "dataset": Path(data).name, "modality": "vision", "dtype": str(dt).removeprefix("torch."),
-        "n_params": hub.count_params(net), "n_layers": int(feats.shape[1]), "layer_dims": layer_dims, **kw,
+        "n_params": loaders.count_params(net), "n_layers": int(feats.shape[1]), "layer_dims": layer_dims, **kw,
     }
     save_features(out, feats, meta)
-    fx.remove_checkpoint(_partial_dir(out))
+    remove_checkpoint(_partial_dir(out))
     del net
-    hub.free_model_memory()
+    loaders.free_model_memory()
 
 
 def extract_language_dataset(*, model, data, out, name=None, revision=None, pooling="mean", prompt_template=None,
@@ -91,29 +100,29 @@ def extract_language_dataset(*, model, data, out, name=None, revision=None, pool
                              progress=True) -> None:
     """Features (and bits-per-byte for causal LMs) of ``model`` on ``data/captions.jsonl``, saved to ``out``."""
     if prompt_template == "prh":
-        prompt_template = fx.PRH_PROMPT
-    dev = fx.resolve_device(device)
-    dt = fx.resolve_dtype(dtype, dev)
+        prompt_template = PRH_PROMPT
+    dev = resolve_device(device)
+    dt = resolve_dtype(dtype, dev)
     texts = _read_texts(data, text_field, text_index)
-    net, tok = hub.load_language_model(model, revision=revision, dtype=dt, device_map=device_map,
+    net, tok = loaders.load_language_model(model, revision=revision, dtype=dt, device_map=device_map,
                                        load_in_4bit=load_in_4bit)
     common = dict(batch_size=batch_size, device=dev, dtype=dt, max_batch_tokens=max_batch_tokens,
                   checkpoint_dir=_partial_dir(out), progress=progress)
-    feats = fx.extract_language_features(net, tok, texts, pooling=pooling, prompt_template=prompt_template, **common)
+    feats = extract_language_features(net, tok, texts, pooling=pooling, prompt_template=prompt_template, **common)
     meta = {
         "model": name or Path(str(model)).name, "source": str(model), "revision": revision,
         "dataset": Path(data).name, "modality": "language", "pooling": pooling,
         "prompt_template": prompt_template, "text_field": text_field, "text_index": text_index,
-        "dtype": str(dt).removeprefix("torch."), "n_params": hub.count_params(net), "n_layers": int(feats.shape[1]),
-        "causal_lm": hub.is_causal_lm(net.config), "load_in_4bit": load_in_4bit,
+        "dtype": str(dt).removeprefix("torch."), "n_params": loaders.count_params(net), "n_layers": int(feats.shape[1]),
+        "causal_lm": loaders.is_causal_lm(net.config), "load_in_4bit": load_in_4bit,
     }
     if bpb and meta["causal_lm"]:
-        per_item = fx.bits_per_byte(net, tok, texts, **common)
+        per_item = bits_per_byte(net, tok, texts, **common)
         meta.update(bpb=float(per_item.mean()), bpb_per_item=per_item.tolist())
     save_features(out, feats, meta)
-    fx.remove_checkpoint(_partial_dir(out))
+    remove_checkpoint(_partial_dir(out))
     del net
-    hub.free_model_memory()
+    loaders.free_model_memory()
 
 
 def _common_args(parser: argparse.ArgumentParser) -> None:
@@ -123,7 +132,7 @@ def _common_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, help="results/features/<dataset>/<model>.safetensors")
     parser.add_argument("--name", default=None, help="model name recorded in the meta (default: dir name)")
     parser.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"])
-    parser.add_argument("--dtype", default="auto", choices=["auto", *fx.DTYPES])
+    parser.add_argument("--dtype", default="auto", choices=["auto", *DTYPES])
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 

@@ -7,6 +7,7 @@ Only JSON, JSON lines, ``.npy`` and safetensors are written: no pickles.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import hashlib
 import json
@@ -31,6 +32,8 @@ __all__ = [
     "save_features",
     "load_features",
     "features_meta_path",
+    "json_object",
+    "none_or",
 ]
 
 
@@ -182,3 +185,22 @@ def load_features(path: str | os.PathLike, *, with_meta: bool = False):
     meta_path = features_meta_path(path)
     meta = read_json(meta_path) if meta_path.exists() else {}
     return feats, meta
+
+
+# ---- argparse types for the `prh` commands
+
+
+def json_object(text: str) -> dict:
+    """argparse ``type=``: a JSON object, e.g. a params.yaml block that a rule passes on."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise argparse.ArgumentTypeError(f"not valid JSON ({err}): {text[:80]!r}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"must be a JSON object {{...}}, got {type(value).__name__}")
+    return value
+
+
+def none_or(kind):
+    """argparse ``type=``: ``kind(text)``, or None for "", "none" or "null"."""
+    return lambda s: None if s.lower() in ("", "none", "null") else kind(s)

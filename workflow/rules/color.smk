@@ -5,15 +5,14 @@ import json
 import os
 import shlex
 
-from prh.experiments.color import language_specs
+from prh.studies.prh.color import language_specs
 
 COLOR = f"{R}/experiments/color"
-COLOR_CFG = config.get("color", {})
+COLOR_CFG = config["color"]
 COLOR_IMAGES = COLOR_CFG["images"][SUITE]
 COLOR_LANG = COLOR_CFG["language_models"][SUITE]
 COLOR_LANG = model_set(COLOR_LANG) if isinstance(COLOR_LANG, str) else COLOR_LANG
 COLOR_SPECS = language_specs(COLOR_LANG, MODELS, COLOR_CFG["recipes"])
-COLOR_FIGURES = {"fig08_color_pmi": "pmi", "fig_sec4_nce_pmi": "nce"}  # stem -> report/color_<x>.rst
 
 
 rule color_vision:
@@ -24,7 +23,7 @@ rule color_vision:
         vision=f"{COLOR}/vision.json",
     params:
         images=lambda w, input: input.get("images", "packaged"),
-        config=shlex.quote(json.dumps(COLOR_CFG["vision"], sort_keys=True)),
+        config=json_param(COLOR_CFG["vision"]),
         seed=config["seed"],
     log:
         log_path("color_vision", "color_vision"),
@@ -37,21 +36,21 @@ rule color_vision:
     conda:
         CONDA_ENV
     shell:
-        "OMP_NUM_THREADS={threads} prh color vision --images {params.images} --out {output.vision} --config {params.config}"
+        "OMP_NUM_THREADS={threads} prh run-color vision --images {params.images} --out {output.vision} --config {params.config}"
         " --seed {params.seed} > {log} 2>&1"
 
 
 rule color_language:
     input:
         # zoo checkpoints trained by the workflow; packaged and hub models need no input file
-        models=[f"{R}/models/{m}/config.json" for m, s in COLOR_SPECS.items() if s["source"].startswith(R)],
+        models=[f"{model_dir(m)}/config.json" for m, s in COLOR_SPECS.items() if s["source"].startswith(R)],
     output:
         language=f"{COLOR}/language.json",
     params:
-        models=shlex.quote(json.dumps(COLOR_SPECS, sort_keys=True)),
-        config=shlex.quote(json.dumps(COLOR_CFG["language"], sort_keys=True)),
+        models=json_param(COLOR_SPECS),
+        config=json_param(COLOR_CFG["language"]),
         seed=config["seed"],
-        device=config.get("device", "auto"),
+        device=config["device"],
     log:
         log_path("color_language", "color_language"),
     benchmark:
@@ -64,7 +63,7 @@ rule color_language:
     conda:
         CONDA_ENV
     shell:
-        "OMP_NUM_THREADS={threads} prh color language --models {params.models} --out {output.language} --config {params.config}"
+        "OMP_NUM_THREADS={threads} prh run-color language --models {params.models} --out {output.language} --config {params.config}"
         " --seed {params.seed} --device {params.device} > {log} 2>&1"
 
 
@@ -72,7 +71,7 @@ rule color_nce:
     output:
         nce=f"{COLOR}/nce.json",
     params:
-        config=shlex.quote(json.dumps(COLOR_CFG["nce"], sort_keys=True)),
+        config=json_param(COLOR_CFG["nce"]),
         seed=config["seed"],
     log:
         log_path("color_nce", "color_nce"),
@@ -85,7 +84,7 @@ rule color_nce:
     conda:
         CONDA_ENV
     shell:
-        "OMP_NUM_THREADS={threads} prh color nce --out {output.nce} --config {params.config} --seed {params.seed}"
+        "OMP_NUM_THREADS={threads} prh run-color nce --out {output.nce} --config {params.config} --seed {params.seed}"
         " > {log} 2>&1"
 
 
@@ -109,40 +108,8 @@ rule color_metrics:
     conda:
         CONDA_ENV
     shell:
-        "prh color metrics --in-dir {params.in_dir} --out {output.metrics} > {log} 2>&1"
+        "prh run-color metrics --in-dir {params.in_dir} --out {output.metrics} > {log} 2>&1"
 
 
-rule plot_color:
-    input:
-        vision=rules.color_vision.output.vision,
-        language=rules.color_language.output.language,
-        nce=rules.color_nce.output.nce,
-    output:
-        **{
-            f"{stem}_{ext}": report(
-                f"{R}/figures/{stem}.{ext}",
-                caption=f"../report/color_{caption}.rst",
-                category="Colour",
-            )
-            for stem, caption in COLOR_FIGURES.items()
-            for ext in ("pdf", "png")
-        },
-    params:
-        in_dir=lambda w, input: os.path.dirname(input.vision),
-        out_dir=lambda w, output: os.path.dirname(output[0]),
-    log:
-        log_path("plot_color", "plot_color"),
-    benchmark:
-        bench_path("plot_color", "plot_color")
-    threads: 1
-    resources:
-        mem_mb=1000,
-        runtime=5,
-    conda:
-        CONDA_ENV
-    shell:
-        "prh plot-color --in-dir {params.in_dir} --out-dir {params.out_dir} > {log} 2>&1"
-
-
-TARGETS += [f"{R}/figures/{stem}.{ext}" for stem in COLOR_FIGURES for ext in ("pdf", "png")]
+TARGETS += figure_targets("fig08_color_pmi", "fig_sec4_nce_pmi")
 TARGETS.append(rules.color_metrics.output.metrics)

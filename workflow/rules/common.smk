@@ -7,7 +7,9 @@ import re
 import shlex
 
 from prh.config import all_models
+from prh.figures import FIGURES
 from prh.metrics import SUPPORTED_METRICS
+from prh.studies.seed001.arm import expand_arms
 
 SUITE = config["suite"]
 SUITE_CFG = config["suites"][SUITE]
@@ -35,6 +37,16 @@ def one_of(names):
 DATASET = one_of(config["datasets"])
 MODEL_SET = one_of(config["model_sets"])
 METRIC = one_of(SUPPORTED_METRICS)
+
+
+def json_param(obj):
+    """A params.yaml block as one shell-quoted JSON argument (sorted keys: the same block, the same string)."""
+    return shlex.quote(json.dumps(obj, sort_keys=True))
+
+
+def families_param(set_name):
+    """Each model of a set with its family (the colour of its points), as one JSON argument."""
+    return json_param({m: MODELS[m].get("family", m) for m in model_set(set_name)})
 
 
 def model_set(name):
@@ -74,17 +86,18 @@ def shapes_files(dataset):
 GPU_MEM_GB = 80  # one GPU of the cluster (A100/H100 80 GB); more GPUs when bf16 weights do not fit
 
 
-def _hub_names_regex(names):
-    """A wildcard constraint matching exactly these names (nothing when empty)."""
-    names = sorted(names)
-    return "|".join(re.escape(n) for n in names) if names else "(?!x)x"
-
-
-def hub_gpus(model):
-    """GPUs a hub model needs in bf16 (2 bytes per parameter, 20% for activations); 0 with device: cpu."""
-    if config["device"] == "cpu":
+def gpus_for(model):
+    """GPUs a model needs: 0 for zoo models or with device: cpu; a hub model as many GPU_MEM_GB
+    cards as its bf16 weights (2 bytes per parameter) plus 20% for activations fill."""
+    spec = MODELS[model]
+    if spec["source"] == "zoo" or config["device"] == "cpu":
         return 0
-    return max(1, math.ceil(MODELS[model]["n_params"] * 2.4e-9 / GPU_MEM_GB))
+    return max(1, math.ceil(float(spec.get("n_params") or 0) * 2 * 1.2 / 1e9 / GPU_MEM_GB))
+
+
+def device_map_arg(model):
+    """`--device-map auto` spreads a model over several GPUs when one cannot hold it."""
+    return "--device-map auto" if gpus_for(model) > 1 else ""
 
 
 def hub_mem_mb(model):
@@ -120,7 +133,7 @@ TRAIN_VISION_KEYS = {
 
 def train_vision_data(wildcards):
     """The shapes dataset files a zoo vision model trains on."""
-    return shapes_files(ZOO_VISION[wildcards.model].get("data", "shapes_train"))
+    return shapes_files(ZOO_VISION[wildcards.model]["data"])
 
 
 def train_vision_flags(wildcards):
@@ -130,7 +143,7 @@ def train_vision_flags(wildcards):
     """
     spec = ZOO_VISION[wildcards.model]
     flags = [f"--arch {spec['arch']}", f"--objective {spec['objective']}",
-             f"--seed {config['seed'] + spec.get('seed', 0)}"]
+             f"--seed {config['seed'] + spec['seed']}"]
     flags += [f"--{k.replace('_', '-')} {spec[k]}" for k in TRAIN_VISION_KEYS[spec["objective"]]
               if spec.get(k) is not None]
     return " ".join(flags)
@@ -139,34 +152,38 @@ def train_vision_flags(wildcards):
 # ---- Offline language zoo (zoo_language.smk) ----
 
 ZOO_LANGUAGE = (config.get("zoo") or {}).get("language") or {}
-# The schema validators do not fill defaults behind a $ref, so .get() below repeats the schema defaults.
 # Spec keys passed to `prh train-language` as --<key> flags (see workflow/schemas/zoo_language.schema.yaml).
 TRAIN_LANGUAGE_KEYS = ("arch", "n_layer", "n_embd", "n_head", "steps", "context", "batch_size", "lr", "warmup",
                        "weight_decay")
 
 
+def model_dir(model):
+    """Where a zoo model's checkpoint lives (a save_pretrained dir)."""
+    return f"{R}/models/{model}"
+
+
 def checkpoint_files(model):
     """The files of a zoo language checkpoint dir (config.json is what the feature rule asks for)."""
-    d = f"{R}/models/{model}"
+    d = model_dir(model)
     return {"config": f"{d}/config.json", "weights": f"{d}/model.safetensors",
             "tokenizer": f"{d}/tokenizer.json", "info": f"{d}/training.json"}
 
 
 def tokenizer_file(spec):
     """One tokenizer per (training data, vocabulary size), shared by every model that asks for it."""
-    return f"{R}/models/_tokenizer/{spec.get('data', 'shapes_train')}-v{spec.get('vocab_size', 512)}/tokenizer.json"
+    return f"{R}/models/_tokenizer/{spec['data']}-v{spec['vocab_size']}/tokenizer.json"
 
 
 def train_language_inputs(wildcards):
     spec = ZOO_LANGUAGE[wildcards.model]
-    return {**shapes_files(spec.get("data", "shapes_train")), "tokenizer": tokenizer_file(spec)}
+    return {**shapes_files(spec["data"]), "tokenizer": tokenizer_file(spec)}
 
 
 def train_language_flags(wildcards):
     """Architecture, budget, seed and hyperparameters of one zoo model, as CLI flags."""
     spec = ZOO_LANGUAGE[wildcards.model]
     flags = [f"--{k.replace('_', '-')} {spec[k]}" for k in TRAIN_LANGUAGE_KEYS if spec.get(k) is not None]
-    return " ".join(flags + [f"--seed {config['seed'] + spec.get('seed', 0)}"])
+    return " ".join(flags + [f"--seed {config['seed'] + spec['seed']}"])
 
 
 # ---- Per-layer features (features.smk) ----
@@ -192,7 +209,7 @@ def zoo_checkpoint(modality):
     def inputs(wildcards):
         if not _is_zoo(wildcards):
             return {}
-        d = f"{R}/models/{wildcards.model}"
+        d = model_dir(wildcards.model)
         files = {"config": f"{d}/config.json"}
         if modality == "vision":
             files["weights"] = f"{d}/model.safetensors"
@@ -204,7 +221,7 @@ def zoo_checkpoint(modality):
 def model_arg(wildcards):
     """What `--model` gets: the zoo checkpoint dir, or the hub name (timm name or repo id)."""
     spec = _spec(wildcards)
-    return f"{R}/models/{wildcards.model}" if spec["source"] == "zoo" else spec["repo"]
+    return model_dir(wildcards.model) if spec["source"] == "zoo" else spec["repo"]
 
 
 def revision_arg(wildcards):
@@ -218,15 +235,11 @@ def _gb_params(wildcards):
 
 
 def n_gpus(wildcards):
-    """0 for zoo models; hub models: as many 80 GB GPUs as the bf16 weights (+15%) need."""
-    if _is_zoo(wildcards) or config["device"] == "cpu":
-        return 0
-    return max(1, math.ceil(_gb_params(wildcards) * 2 * 1.15 / 80))
+    return gpus_for(wildcards.model)
 
 
 def device_args(wildcards):
-    """`--device-map auto` spreads a model over several GPUs when one cannot hold it."""
-    return "--device-map auto" if n_gpus(wildcards) > 1 else ""
+    return device_map_arg(wildcards.model)
 
 
 def mem_mb(wildcards):
@@ -277,21 +290,126 @@ def set_features(dataset, set_name):
     return [f"{R}/features/{dataset}/{m}.safetensors" for m in model_set(set_name)]
 
 
-# ---- Alignment figures and zoo metrics (figures.smk) ----
+# ---- Seed 001: bridge training (bridge.smk) ----
+
+BRIDGE = f"{R}/experiments/bridge"
+BRIDGE_CFG = config.get("bridge") or {}
+BRIDGE_SUITE = BRIDGE_CFG.get(SUITE) or {}
+BRIDGE_ARMS = expand_arms(BRIDGE_SUITE.get("arms"), BRIDGE_SUITE.get("sweeps"))
+if BRIDGE_SUITE.get("run_arms") is not None:
+    _unknown = sorted(set(BRIDGE_SUITE["run_arms"]) - set(BRIDGE_ARMS))
+    if _unknown:
+        raise ValueError(f"bridge.{SUITE}.run_arms: unknown arms {_unknown}; defined: {sorted(BRIDGE_ARMS)}")
+    BRIDGE_ARMS = {name: BRIDGE_ARMS[name] for name in BRIDGE_SUITE["run_arms"]}
+
+
+def bridge_data(key):
+    """images.npy and meta.json of the bridge's stage-1 (train_data) or stage-2 (probe_data) dataset."""
+    name = BRIDGE_SUITE[key]
+    return {"images": f"{R}/data/{name}/images.npy", "meta": f"{R}/data/{name}/meta.json"}
+
+
+def bridge_arm_inputs(wildcards):
+    inputs = {f"train_{k}": v for k, v in bridge_data("train_data").items()}
+    inputs.update({f"probe_{k}": v for k, v in bridge_data("probe_data").items()})
+    return inputs
+
+
+def bridge_align_inputs(wildcards):
+    """Every arm's features, the probe set, and the vision features to align with."""
+    probe = BRIDGE_SUITE["probe_data"]
+    inputs = {"feats": expand(f"{BRIDGE}/arms/{{arm}}/features.safetensors", arm=sorted(BRIDGE_ARMS)),
+              "probe_meta": bridge_data("probe_data")["meta"]}
+    if SUITE == "offline":
+        inputs["vision_probes"] = f"{R}/experiments/zoo/vision.json"
+        inputs["vision_feats"] = [f"{R}/features/{probe}/{m}.safetensors" for m in model_set("zoo_vision")]
+    elif BRIDGE_SUITE.get("strongest_vision"):
+        inputs["vision_feats"] = [f"{R}/features/{probe}/{BRIDGE_SUITE['strongest_vision']}.safetensors"]
+    return inputs
+
+
+def bridge_align_flags(wildcards, input):
+    flags = []
+    if input.get("vision_probes"):
+        flags.append(f"--vision-probes {input.vision_probes}")
+    elif BRIDGE_SUITE.get("strongest_vision"):
+        flags.append(f"--vision-model {BRIDGE_SUITE['strongest_vision']}")
+    if input.get("vision_feats"):
+        flags.append(f"--vision-features {os.path.dirname(input.vision_feats[0])}")
+    cfg = BRIDGE_SUITE.get("config") or {}
+    return " ".join(flags + [f"--topk {cfg.get('topk', 10)} --quantile {cfg.get('quantile', 0.95)}"])
+
+
+def bridge_outlier_models():
+    """name=checkpoint specs and families for Fig 2 (the offline zoo, or GPT-2 from the hub)."""
+    if SUITE != "offline":
+        src = BRIDGE_SUITE["config"]
+        return {"gpt2": f"hub:{src['source']}@{src.get('revision') or 'main'}",
+                "gpt2_init": f"hubinit:{src['source']}@{src.get('revision') or 'main'}"}, {
+                    "gpt2": "language_pretrained", "gpt2_init": "language_init"}
+    models = {"minilm": "pkg:minilm", "minilm_init": "init:minilm"}
+    families = {"minilm": "language_pretrained", "minilm_init": "language_init"}
+    for m in model_set("zoo_vision"):
+        models[m] = model_dir(m)
+        families[m] = "vision_random" if ZOO_VISION[m].get("objective") == "random" else "vision_trained"
+    for m in model_set("zoo_language"):
+        if ZOO_LANGUAGE.get(m, {}).get("arch") == "gpt2":
+            models[m] = model_dir(m)
+            families[m] = "language_init" if ZOO_LANGUAGE[m].get("steps") == 0 else "language_trained"
+    return models, families
+
+
+BRIDGE_OUTLIER_MODELS, BRIDGE_FAMILIES = bridge_outlier_models() if BRIDGE_SUITE else ({}, {})
+
+
+
+# ---- LoRA-the-Explorer, thesis ch. 4 (lte.smk) ----
+
+def lte_launcher(nproc, nnodes=1):
+    """torchrun on one machine, or under srun across nnodes with a c10d rendezvous on the first node."""
+    if nnodes == 1:
+        return f"torchrun --standalone --nproc_per_node {nproc}"
+    return (f"srun --ntasks-per-node 1 torchrun --nnodes {nnodes} --nproc_per_node {nproc} "
+            "--rdzv_backend c10d --rdzv_id $SLURM_JOB_ID "
+            '--rdzv_endpoint "$(scontrol show hostnames $SLURM_JOB_NODELIST | head -n1):29500"')
+
+
+def lte_slice(drop):
+    """The vision block without the keys of other experiments (prefixes in ``drop``): editing the
+    table's or Fig 4.7's keys reruns only that experiment."""
+    block = {k: v for k, v in LTE_CFG["vision"].items() if not k.startswith(tuple(drop))}
+    return json_param(block)
+
+
+# ---- Figures (figures.smk: one plot rule per entry of prh.figures.FIGURES) ----
+
+
+def figure_targets(*names):
+    """The files of registered figures (PDF and PNG; CSV for a table), by name (``prh plot --list``)."""
+    unknown = [n for n in names if n not in FIGURES]
+    if unknown:
+        raise ValueError(f"figures {unknown} are not in prh.figures.FIGURES; register them there")
+    return [f"{R}/figures/{n}.{ext}" for n in names for ext in FIGURES[n].formats]
+
+
+def figure_inputs(input):
+    """`--input key=path` for each input of a plot rule (the registry's keys, in its order)."""
+    return " ".join(f"--input {k}={shlex.quote(v)}" for k, v in input.items())
 
 
 def alignment_figure(path):
-    """results/alignment/<ds>/<metric>/<x>__<y>.json -> results/figures/alignment_<ds>_<metric>_<x>__<y>.pdf"""
+    """results/alignment/<ds>/<metric>/<x>__<y>.json -> its heatmap's PDF and PNG"""
     dataset, metric, name = path.split("/")[-3:]
-    return f"{R}/figures/alignment_{dataset}_{metric}_{name[:-len('.json')]}.pdf"
+    stem = f"alignment_{dataset}_{metric}_{name[:-len('.json')]}"
+    return [f"{R}/figures/{stem}.{ext}" for ext in ("pdf", "png")]
 
 
 def untrained_zoo_models():
-    """Zoo models left at their random initialisation: the baselines of 'the models learn'."""
-    zoo = config["zoo"]
-    return [m for m, s in zoo["vision"].items() if s["objective"] == "random"] + [
-        m for m, s in zoo["language"].items() if s.get("steps") == 0
-    ]
+    """Zoo models of the run's sets left at their random initialisation: the baselines of 'the models learn'."""
+    sets = config["model_sets"]
+    vision = [m for m in sets.get("zoo_vision", []) if ZOO_VISION.get(m, {}).get("objective") == "random"]
+    language = [m for m in sets.get("zoo_language", []) if ZOO_LANGUAGE.get(m, {}).get("steps") == 0]
+    return vision + language
 
 
 # ---- Report captions that quote measured numbers ----

@@ -8,10 +8,8 @@ import json
 import shlex
 
 CONV = f"{R}/experiments/convergence"
-CONV_CFG = config.get("convergence", {})
+CONV_CFG = config["convergence"]
 CONV_VSET, CONV_LSET = SUITE_CFG["vision_models"], SUITE_CFG["language_models"]
-CONV_FIGURES = {"competence": "fig02_competence_alignment", "model_map": "fig02_model_map",
-                "language_vision": "fig03_language_vision"}
 # VTAB task -> (train, test) dataset names: every vtab_<task>_train with its _test
 VTAB_TASKS = {name[len("vtab_"):-len("_train")]: (name, name[:-len("_train")] + "_test")
               for name in config["datasets"] if name.startswith("vtab_") and name.endswith("_train")}
@@ -29,9 +27,9 @@ rule probe_vtab:
     output:
         f"{CONV}/vtab_probes.json",
     params:
-        tasks=lambda w, input: shlex.quote(json.dumps(
+        tasks=lambda w, input: json_param(
             {t: {"train": os.path.dirname(input.labels[2 * i]), "test": os.path.dirname(input.labels[2 * i + 1])}
-             for i, t in enumerate(VTAB_TASKS)}, sort_keys=True)),
+             for i, t in enumerate(VTAB_TASKS)}),
         names=model_set(CONV_VSET),
         # results/features/<dataset>/<model>.safetensors -> results/features
         features_root=lambda w, input: os.path.dirname(os.path.dirname(input.features[0])),
@@ -66,7 +64,7 @@ rule lm_score_merge:
     conda:
         CONDA_ENV
     shell:
-        "prh lm-score-merge --scores {input} --out {output} > {log} 2>&1"
+        "prh merge-lm-scores --scores {input} --out {output} > {log} 2>&1"
 
 
 rule convergence:
@@ -82,8 +80,8 @@ rule convergence:
         metrics=f"{CONV}/metrics.json",
     params:
         out_dir=lambda w, output: os.path.dirname(output.metrics),
-        families=shlex.quote(json.dumps({m: MODELS[m].get("family", m) for m in model_set(CONV_VSET)}, sort_keys=True)),
-        config=shlex.quote(json.dumps(CONV_CFG, sort_keys=True)),
+        families=families_param(CONV_VSET),
+        config=json_param(CONV_CFG),
     log:
         log_path("convergence", "convergence"),
     benchmark:
@@ -95,37 +93,12 @@ rule convergence:
     conda:
         CONDA_ENV
     shell:
-        "OMP_NUM_THREADS={threads} prh convergence --probes {input.probes} --vision-alignment {input.vision}"
+        "OMP_NUM_THREADS={threads} prh run-convergence --probes {input.probes} --vision-alignment {input.vision}"
         " --cross-alignment {input.cross} --language {input.language} --families {params.families}"
         " --out-dir {params.out_dir} --config {params.config} > {log} 2>&1"
 
-rule plot_convergence:
-    input:
-        competence=rules.convergence.output.competence,
-        model_map=rules.convergence.output.model_map,
-        language_vision=rules.convergence.output.language_vision,
-    output:
-        **{key: report(f"{R}/figures/{stem}.pdf", caption=f"../report/convergence_{key}.rst", category="Convergence")
-           for key, stem in CONV_FIGURES.items()},
-        **{f"{key}_png": f"{R}/figures/{stem}.png" for key, stem in CONV_FIGURES.items()},
-    params:
-        in_dir=lambda w, input: os.path.dirname(input.competence),
-        out_dir=lambda w, output: os.path.dirname(output.competence),
-        numbers=REPORT_NUMBERS,
-    log:
-        log_path("plot_convergence", "plot_convergence"),
-    benchmark:
-        bench_path("plot_convergence", "plot_convergence")
-    resources:
-        mem_mb=1000,
-        runtime=5,
-    conda:
-        CONDA_ENV
-    shell:
-        "prh plot-convergence --in-dir {params.in_dir} --out-dir {params.out_dir}"
-        " --figures competence model_map language_vision > {log} 2>&1"
-
-TARGETS += [f"{CONV}/metrics.json", *[f"{R}/figures/{stem}.pdf" for stem in CONV_FIGURES.values()]]
+TARGETS += [f"{CONV}/metrics.json",
+            *figure_targets("fig02_competence_alignment", "fig02_model_map", "fig03_language_vision")]
 
 
 if SUITE == "offline":
@@ -143,7 +116,7 @@ if SUITE == "offline":
             metrics=f"{CONV}/platonic_metrics.json",
         params:
             out_dir=lambda w, output: os.path.dirname(output.metrics),
-            config=shlex.quote(json.dumps(CONV_CFG, sort_keys=True)),
+            config=json_param(CONV_CFG),
         log:
             log_path("convergence_platonic", "convergence_platonic"),
         benchmark:
@@ -155,32 +128,9 @@ if SUITE == "offline":
         conda:
             CONDA_ENV
         shell:
-            "OMP_NUM_THREADS={threads} prh convergence-platonic --vision-features {input.vision}"
+            "OMP_NUM_THREADS={threads} prh run-platonic --vision-features {input.vision}"
             " --vision-scenes {input.vision_scenes} --language-features {input.language}"
             " --paired-scenes {input.paired_scenes} --probes {input.probes} --language {input.bpb}"
             " --out-dir {params.out_dir} --config {params.config} > {log} 2>&1"
 
-    rule plot_convergence_platonic:
-        input:
-            platonic=rules.convergence_platonic.output.platonic,
-        output:
-            pdf=report(f"{R}/figures/fig_platonic_reference.pdf", caption="../report/convergence_platonic.rst",
-                       category="Convergence"),
-            png=f"{R}/figures/fig_platonic_reference.png",
-        params:
-            in_dir=lambda w, input: os.path.dirname(input.platonic),
-            out_dir=lambda w, output: os.path.dirname(output.pdf),
-            numbers=REPORT_NUMBERS,
-        log:
-            log_path("plot_convergence_platonic", "plot_convergence_platonic"),
-        benchmark:
-            bench_path("plot_convergence_platonic", "plot_convergence_platonic")
-        resources:
-            mem_mb=1000,
-            runtime=5,
-        conda:
-            CONDA_ENV
-        shell:
-            "prh plot-convergence --in-dir {params.in_dir} --out-dir {params.out_dir} --figures platonic > {log} 2>&1"
-
-    TARGETS += [f"{CONV}/platonic_metrics.json", f"{R}/figures/fig_platonic_reference.pdf"]
+    TARGETS += [f"{CONV}/platonic_metrics.json", *figure_targets("fig_platonic_reference")]

@@ -8,7 +8,7 @@ import shlex
 
 SHAPES_DATASETS = [name for name, d in config["datasets"].items() if d["kind"] == "shapes"]
 # The kernel settings do not change the data, so they are left out: editing them reruns no dataset.
-WORLD_DATA = {k: v for k, v in config.get("world", {}).items() if k != "kernel"}
+WORLD_DATA = {k: v for k, v in config["world"].items() if k != "kernel"}
 SAMPLE_SHEET_DATASET = config["suites"].get("offline", {}).get("paired_dataset")
 
 
@@ -19,9 +19,9 @@ rule shapes_dataset:
         out=lambda w: f"{R}/data/{w.dataset}",
         n=lambda w: config["datasets"][w.dataset]["n"],
         seed=lambda w: config["datasets"][w.dataset]["seed"],
-        world=shlex.quote(json.dumps(WORLD_DATA, sort_keys=True)),
+        world=json_param(WORLD_DATA),
     wildcard_constraints:
-        dataset="|".join(map(re.escape, SHAPES_DATASETS)) or "(?!)",
+        dataset=one_of(SHAPES_DATASETS),
     log:
         log_path("shapes_dataset", "{dataset}"),
     benchmark:
@@ -35,31 +35,5 @@ rule shapes_dataset:
         "prh make-shapes --out {params.out} --n {params.n} --seed {params.seed} --world {params.world} > {log} 2>&1"
 
 
-rule world_sample_sheet:
-    input:
-        **shapes_files(SAMPLE_SHEET_DATASET),
-    output:
-        pdf=report(
-            f"{R}/figures/world_sample_sheet.pdf", caption="../report/sample_sheet.rst", category="Shapes world"
-        ),
-        png=report(
-            f"{R}/figures/world_sample_sheet.png", caption="../report/sample_sheet.rst", category="Shapes world"
-        ),
-    params:
-        data=lambda w, input: os.path.dirname(input.images),
-        n_items=4,
-    log:
-        log_path("world_sample_sheet", "world_sample_sheet"),
-    benchmark:
-        bench_path("world_sample_sheet", "world_sample_sheet")
-    resources:
-        mem_mb=1000,
-        runtime=5,
-    conda:
-        CONDA_ENV
-    shell:
-        "prh plot-sample-sheet --data {params.data} --out {output.pdf} --n-items {params.n_items} > {log} 2>&1"
-
-
 if SUITE == "offline" and SAMPLE_SHEET_DATASET in SHAPES_DATASETS:
-    TARGETS += [rules.world_sample_sheet.output.pdf, rules.world_sample_sheet.output.png]
+    TARGETS += figure_targets("world_sample_sheet")

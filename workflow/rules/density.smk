@@ -8,16 +8,16 @@ import json
 import shlex
 
 from prh.data.captions import LEVELS as SHAPES_LEVELS
-from prh.data.summarise import prompt_sha256
+from prh.studies.prh.summarise import prompt_sha256
 
-DENS = config.get("density", {})
+DENS = config["density"]
 DENS_DATASET = SUITE_CFG.get("density_dataset", SUITE_CFG["paired_dataset"])
 DENS_OUT = f"{R}/experiments/density"
 if SUITE == "offline":
     DENS_LEVELS = DENS.get("levels") or list(range(len(SHAPES_LEVELS)))
     DENS_CAPTIONS = f"{R}/data/{DENS_DATASET}/captions.jsonl"
 else:
-    DENS_LEVELS = list(range(len(DENS.get("num_words", [5, 10, 20, 50, 100])) + 1))
+    DENS_LEVELS = list(range(len(DENS["num_words"]) + 1))
     DENS_CAPTIONS = f"{R}/data/{DENS_DATASET}/density/captions.jsonl"
 DENS_LSET, DENS_VSET = SUITE_CFG["language_models"], SUITE_CFG["vision_models"]
 
@@ -36,11 +36,11 @@ rule summarise_captions:
         options=" ".join(
             f"--{key.replace('_', '-')} {DENS[key]}" for key in ("max_new_tokens", "max_items") if DENS.get(key)
         ),
-        num_words=DENS.get("num_words", []),
+        num_words=DENS["num_words"],
         # the prompt lives in code; its hash as a param reruns the summaries when it changes
         prompt_sha256=prompt_sha256(),
-        batch_size=DENS.get("batch_size", 8),
-        seed=DENS.get("seed", 0),
+        batch_size=DENS["batch_size"],
+        seed=DENS["seed"],
         device=config["device"],
     log:
         log_path("summarise_captions", DENS_DATASET),
@@ -117,32 +117,11 @@ rule density:
     conda:
         CONDA_ENV
     shell:
-        "prh density --captions {input.captions} --language-names {params.language_names}"
+        "prh run-density --captions {input.captions} --language-names {params.language_names}"
         " --language-features {input.language} --vision-names {params.vision_names}"
         " --vision-features {input.vision} --levels {params.levels} {params.scenes} --metric {params.metric} --topk {params.topk}"
         " --quantile {params.quantile} --cca-dim {params.cca_dim} --threads {threads} --device {params.device}"
         " --out-dir {params.out_dir} > {log} 2>&1"
 
 
-rule plot_density:
-    input:
-        rules.density.output.density,
-    output:
-        pdf=report(f"{R}/figures/fig09_caption_density.pdf", caption="../report/density.rst", category="Caption density"),
-        png=f"{R}/figures/fig09_caption_density.png",
-    params:
-        numbers=REPORT_NUMBERS,
-    log:
-        log_path("plot_density", "plot_density"),
-    benchmark:
-        bench_path("plot_density", "plot_density")
-    resources:
-        mem_mb=1000,
-        runtime=5,
-    conda:
-        CONDA_ENV
-    shell:
-        "prh plot-density --in {input} --out {output.pdf} > {log} 2>&1"
-
-
-TARGETS += [f"{DENS_OUT}/metrics.json", f"{R}/figures/fig09_caption_density.pdf"]
+TARGETS += [f"{DENS_OUT}/metrics.json", *figure_targets("fig09_caption_density")]

@@ -3,7 +3,7 @@
 # HellaSwag-style caption completion in the shapes world (downstream_mc), the strongest
 # vision model by mean probe accuracy. Paper: published HellaSwag / GSM8K scores (a CSV
 # with its sources) and the vision model named in params (DINOv2 giant).
-DOWN = config.get("downstream", {})
+DOWN = config["downstream"]
 DOWN_OUT = f"{R}/experiments/downstream"
 DOWN_LSET = SUITE_CFG["language_models"]
 DOWN_CROSS = alignment_json(SUITE_CFG["paired_dataset"], DOWN_LSET, SUITE_CFG["vision_models"])
@@ -11,7 +11,7 @@ DOWN_CROSS = alignment_json(SUITE_CFG["paired_dataset"], DOWN_LSET, SUITE_CFG["v
 
 rule downstream_mc:
     input:
-        models=[f"{R}/models/{m}/config.json" for m in model_set(DOWN_LSET) if MODELS[m]["source"] == "zoo"],
+        models=[f"{model_dir(m)}/config.json" for m in model_set(DOWN_LSET) if MODELS[m]["source"] == "zoo"],
         captions=shapes_files(SUITE_CFG["paired_dataset"])["captions"],
         scenes=shapes_files(SUITE_CFG["paired_dataset"])["scenes"],
     output:
@@ -20,8 +20,8 @@ rule downstream_mc:
         models=lambda w, input: [os.path.dirname(p) for p in input.models],
         names=[m for m in model_set(DOWN_LSET) if MODELS[m]["source"] == "zoo"],
         data=lambda w, input: os.path.dirname(input.captions),
-        n_items=DOWN.get("n_items", 512),
-        n_choices=DOWN.get("n_choices", 4),
+        n_items=DOWN["n_items"],
+        n_choices=DOWN["n_choices"],
         seed=config["seed"],
     log:
         log_path("downstream_mc", "downstream_mc"),
@@ -34,7 +34,7 @@ rule downstream_mc:
     conda:
         CONDA_ENV
     shell:
-        "OMP_NUM_THREADS={threads} prh downstream-mc --data {params.data} --models {params.models}"
+        "OMP_NUM_THREADS={threads} prh score-mc --data {params.data} --models {params.models}"
         " --names {params.names} --n-items {params.n_items} --n-choices {params.n_choices}"
         " --seed {params.seed} --no-progress --out {output} > {log} 2>&1"
 
@@ -62,29 +62,8 @@ rule downstream:
     conda:
         CONDA_ENV
     shell:
-        "prh downstream --cross-alignment {input.cross} --scores {input.scores} {params.which}"
+        "prh run-downstream --cross-alignment {input.cross} --scores {input.scores} {params.which}"
         " --language {input.language} --out-dir {params.out_dir} > {log} 2>&1"
 
 
-rule plot_downstream:
-    input:
-        rules.downstream.output.data,
-    output:
-        pdf=report(f"{R}/figures/fig04_downstream.pdf", caption="../report/downstream.rst", category="Convergence"),
-        png=f"{R}/figures/fig04_downstream.png",
-    params:
-        numbers=REPORT_NUMBERS,
-    log:
-        log_path("plot_downstream", "plot_downstream"),
-    benchmark:
-        bench_path("plot_downstream", "plot_downstream")
-    resources:
-        mem_mb=1000,
-        runtime=5,
-    conda:
-        CONDA_ENV
-    shell:
-        "prh plot-downstream --in {input} --out {output.pdf} > {log} 2>&1"
-
-
-TARGETS += [f"{DOWN_OUT}/metrics.json", f"{R}/figures/fig04_downstream.pdf"]
+TARGETS += [f"{DOWN_OUT}/metrics.json", *figure_targets("fig04_downstream")]

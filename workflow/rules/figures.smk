@@ -1,36 +1,44 @@
-# Figures drawn from the alignment tables (every experiment's own figures live
-# in its rule file), and the experiments' summary metrics for `dvc metrics show`.
+# Every figure: one plot rule per entry of the figure registry (src/prh/figures.py:
+# name -> plot function, inputs, report caption), each calling `prh plot NAME`. Rule
+# files say which figures the run builds (TARGETS += figure_targets(...)); this file
+# says how each is drawn. Also the zoo's summary metrics for `dvc metrics show`.
+
+# {fields} of the registry's input paths that come from params.yaml; the others are wildcards.
+FIGURE_CONTEXT = {"sample_sheet_dataset": SAMPLE_SHEET_DATASET}
+FIGURE_WILDCARDS = {"dataset": DATASET, "metric": METRIC, "xset": MODEL_SET, "yset": MODEL_SET}
 
 
-rule plot_alignment:
-    input:
-        f"{R}/alignment/{{dataset}}/{{metric}}/{{xset}}__{{yset}}.json",
-    output:
-        pdf=f"{R}/figures/alignment_{{dataset}}_{{metric}}_{{xset}}__{{yset}}.pdf",
-        png=report(
-            f"{R}/figures/alignment_{{dataset}}_{{metric}}_{{xset}}__{{yset}}.png",
-            caption="../report/alignment.rst",
-            category="Alignment",
-        ),
-    wildcard_constraints:
-        dataset=DATASET,
-        metric=METRIC,
-        xset=MODEL_SET,
-        yset=MODEL_SET,
-    log:
-        log_path("plot_alignment", "{dataset}_{metric}_{xset}__{yset}"),
-    benchmark:
-        bench_path("plot_alignment", "{dataset}_{metric}_{xset}__{yset}")
-    resources:
-        mem_mb=1000,
-        runtime=5,
-    conda:
-        CONDA_ENV
-    shell:
-        "prh plot-alignment --alignment {input} --out {output.pdf} > {log} 2>&1"
+for _fig in FIGURES.values():
+
+    rule:
+        name:
+            _fig.rule
+        input:
+            **_fig.paths(FIGURE_CONTEXT),
+        output:
+            main=report(f"{R}/figures/{_fig.name}.{_fig.formats[0]}", caption=f"../report/{_fig.caption}.rst",
+                        category=_fig.category),
+            **{ext: f"{R}/figures/{_fig.name}.{ext}" for ext in _fig.formats[1:]},
+        wildcard_constraints:
+            **FIGURE_WILDCARDS,
+        params:
+            name=shlex.quote(_fig.name),
+            inputs=lambda w, input: figure_inputs(input),
+            numbers=REPORT_NUMBERS,
+        log:
+            log_path("plot", _fig.name),
+        benchmark:
+            bench_path("plot", _fig.name)
+        resources:
+            mem_mb=1000,
+            runtime=5,
+        conda:
+            CONDA_ENV
+        shell:
+            "prh plot {params.name} --out {output.main} {params.inputs} > {log} 2>&1"
 
 
-TARGETS += [alignment_figure(VISION_ALIGNMENT), alignment_figure(CROSS_ALIGNMENT)]
+TARGETS += [*alignment_figure(VISION_ALIGNMENT), *alignment_figure(CROSS_ALIGNMENT)]
 
 
 rule zoo_metrics:
@@ -51,7 +59,7 @@ rule zoo_metrics:
     conda:
         CONDA_ENV
     shell:
-        "prh zoo-metrics --vision {input.vision} --language {input.language}"
+        "prh summarise-zoo --vision {input.vision} --language {input.language}"
         " --untrained {params.untrained} --out {output} > {log} 2>&1"
 
 

@@ -1,17 +1,15 @@
 # Locality and metric agreement (PRH appendices A and B). Fig 10: CKNNA of every (language,
 # vision) pair on the paired set for each k, centred on the weakest LM and standardised
-# (prh locality). Figs 12-14: the vision-vision and language-vision tables under all eight
+# (prh run-locality). Figs 12-14: the vision-vision and language-vision tables under all eight
 # metrics (the align rule, once per metric), their Spearman agreement over vision pairs at the
 # full set and at smaller batch sizes, and cross-modal alignment against 1 - bpb per metric.
 import json
 import shlex
 
-AGREE = config.get("metrics_agreement", {})
+AGREE = config["metrics_agreement"]
 AGREE_OUT = f"{R}/experiments/metrics_agreement"
 AGREE_VSET, AGREE_LSET = SUITE_CFG["vision_models"], SUITE_CFG["language_models"]
-AGREE_FAMILIES = shlex.quote(json.dumps({m: MODELS[m].get("family", m) for m in model_set(AGREE_VSET)},
-                                        sort_keys=True))
-AGREE_FIGURES = ["fig10_locality", "fig12_metric_agreement", "fig13_cross_metrics", "fig14_cross_metrics"]
+AGREE_FAMILIES = families_param(AGREE_VSET)
 
 
 rule locality:
@@ -25,7 +23,7 @@ rule locality:
     params:
         language_names=model_set(AGREE_LSET),
         vision_names=model_set(AGREE_VSET),
-        ks=AGREE.get("locality_ks", [10, 20, 50, "N-1"]),
+        ks=AGREE["locality_ks"],
         families=AGREE_FAMILIES,
         quantile=ALIGN["quantile"],
         out_dir=lambda w, output: os.path.dirname(output.metrics),
@@ -41,7 +39,7 @@ rule locality:
     conda:
         CONDA_ENV
     shell:
-        "prh locality --x-names {params.language_names} --x-features {input.language}"
+        "prh run-locality --x-names {params.language_names} --x-features {input.language}"
         " --y-names {params.vision_names} --y-features {input.vision} --ks {params.ks}"
         " --language {input.bpb} --families {params.families} --quantile {params.quantile}"
         " --threads {threads} --device {params.device} --out-dir {params.out_dir} > {log} 2>&1"
@@ -59,7 +57,7 @@ rule metric_agreement:
         metrics=f"{AGREE_OUT}/metrics.json",
     params:
         vision_names=model_set(AGREE_VSET),
-        batch_sizes=AGREE.get("batch_sizes", [500]),
+        batch_sizes=AGREE["batch_sizes"],
         families=AGREE_FAMILIES,
         topk=ALIGN["topk"],
         quantile=ALIGN["quantile"],
@@ -77,42 +75,12 @@ rule metric_agreement:
     conda:
         CONDA_ENV
     shell:
-        "prh metric-agreement --vision-alignments {input.vision} --vision-names {params.vision_names}"
+        "prh run-metric-agreement --vision-alignments {input.vision} --vision-names {params.vision_names}"
         " --vision-features {input.features} --batch-sizes {params.batch_sizes}"
         " --cross-alignments {input.cross} --language {input.bpb} --families {params.families}"
         " --topk {params.topk} --quantile {params.quantile} --cca-dim {params.cca_dim}"
         " --threads {threads} --device {params.device} --out-dir {params.out_dir} > {log} 2>&1"
 
 
-rule plot_metrics_agreement:
-    input:
-        locality=rules.locality.output.data,
-        agreement=rules.metric_agreement.output.agreement,
-        cross=rules.metric_agreement.output.cross,
-    output:
-        locality=report(f"{R}/figures/fig10_locality.pdf", caption="../report/locality.rst", category="Metrics"),
-        agreement=report(f"{R}/figures/fig12_metric_agreement.pdf", caption="../report/metric_agreement.rst",
-                         category="Metrics"),
-        cross13=report(f"{R}/figures/fig13_cross_metrics.pdf", caption="../report/cross_metrics.rst", category="Metrics"),
-        cross14=report(f"{R}/figures/fig14_cross_metrics.pdf", caption="../report/cross_metrics.rst", category="Metrics"),
-        pngs=[f"{R}/figures/{stem}.png" for stem in AGREE_FIGURES],
-    params:
-        in_dir=lambda w, input: os.path.dirname(input.locality),
-        out_dir=lambda w, output: os.path.dirname(output.locality),
-        numbers=REPORT_NUMBERS,
-    log:
-        log_path("plot_metrics_agreement", "plot_metrics_agreement"),
-    benchmark:
-        bench_path("plot_metrics_agreement", "plot_metrics_agreement")
-    resources:
-        mem_mb=1000,
-        runtime=5,
-    conda:
-        CONDA_ENV
-    shell:
-        "prh plot-metrics-agreement --in-dir {params.in_dir} --out-dir {params.out_dir}"
-        " --figures locality metric_agreement cross_metrics > {log} 2>&1"
-
-
 TARGETS += [f"{AGREE_OUT}/metrics.json", f"{AGREE_OUT}/locality_metrics.json",
-            *[f"{R}/figures/{stem}.pdf" for stem in AGREE_FIGURES]]
+            *figure_targets("fig10_locality", "fig12_metric_agreement", "fig13_cross_metrics", "fig14_cross_metrics")]

@@ -23,7 +23,7 @@ rule hub_dataset:
         spec=lambda w: HUB_DATASETS[w.dataset],
         out=lambda w, output: os.path.dirname(output.meta),
     wildcard_constraints:
-        dataset=_hub_names_regex(HUB_DATASETS),
+        dataset=one_of(HUB_DATASETS),
     log:
         log_path("hub_dataset", "{dataset}"),
     benchmark:
@@ -36,7 +36,7 @@ rule hub_dataset:
     conda:
         CONDA_ENV
     shell:
-        "prh hub-dataset --repo {params.spec[repo]:q} --revision {params.spec[revision]}"
+        "prh fetch-dataset --repo {params.spec[repo]:q} --revision {params.spec[revision]}"
         " --config {params.spec[config]} --split {params.spec[split]}"
         " --image-column {params.spec[image_column]} --text-column {params.spec[text_column]}"
         " --label-column {params.spec[label_column]} --n {params.spec[n]} --seed {params.spec[seed]}"
@@ -60,7 +60,7 @@ rule lm_sample:
     conda:
         CONDA_ENV
     shell:
-        "prh lm-sample --repo {params.lm[repo]} --revision {params.lm[revision]} --split {params.lm[split]}"
+        "prh sample-lm-text --repo {params.lm[repo]} --revision {params.lm[revision]} --split {params.lm[split]}"
         " --text-column {params.lm[text_column]} --n-bytes {params.lm[n_bytes]}"
         " --chunk-chars {params.lm[chunk_chars]} --shuffle-buffer {params.lm[shuffle_buffer]}"
         " --seed {params.lm[seed]} --out {params.out} > {log} 2>&1"
@@ -78,22 +78,22 @@ rule lm_score:
         batch_size=LM_CFG.get("batch_size", 8),
         device=config["device"],
         # a model larger than one GPU is spread over the job's GPUs
-        device_map=lambda w: "--device-map auto" if hub_gpus(w.model) > 1 else "",
+        device_map=lambda w: device_map_arg(w.model),
     wildcard_constraints:
-        model=_hub_names_regex(n for n, m in MODELS.items() if m["source"] == "hub" and m["modality"] == "language"),
+        model=one_of(n for n, m in MODELS.items() if m["source"] == "hub" and m["modality"] == "language"),
     log:
         log_path("lm_score", "{model}"),
     benchmark:
         bench_path("lm_score", "{model}")
     resources:
-        gpu=lambda w: hub_gpus(w.model),
+        gpu=lambda w: gpus_for(w.model),
         mem_mb=lambda w: hub_mem_mb(w.model),
         # ~4M tokens: minutes for 1B parameters on one GPU, about an hour at 70B
         runtime=lambda w: int(30 + MODELS[w.model]["n_params"] / 1e9),
     conda:
         CONDA_ENV
     shell:
-        "prh lm-score --model {params.repo} --revision {params.revision} --name {wildcards.model}"
+        "prh score-lm --model {params.repo} --revision {params.revision} --name {wildcards.model}"
         " --sample {params.sample} --out {output} --batch-size {params.batch_size}"
         " --device {params.device} {params.device_map} > {log} 2>&1"
 

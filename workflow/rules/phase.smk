@@ -1,5 +1,6 @@
 # Seed 000 "phase incompatibility" (issue 19): one NTK job per model (NTK, AGOP, stability),
-# Table 2's adaptive-LR runs, one analysis job (pairs, Table 1, verdicts) and one plot job.
+# Table 2's adaptive-LR runs and one analysis job (pairs, Table 1, verdicts); the figures are
+# registered in prh.figures and drawn by figures.smk.
 # Offline: ~10 CPU-minutes in all at the default sizes; paper: one GPU job per checkpoint.
 import json
 import os
@@ -14,8 +15,7 @@ PHASE_LANGUAGE = (model_set(PHASE_CFG["language_models"][SUITE]) if PHASE_CFG["l
                   else suite_models("language"))
 PHASE_MODELS = PHASE_VISION + PHASE_LANGUAGE
 PHASE_DATA = PHASE_CFG["paired_dataset"][SUITE] or SUITE_CFG["paired_dataset"]
-PHASE_FIGURES = {"seed000_fig1a_phase_landscape": "fig1a", "seed000_fig1b_families": "fig1b",
-                 "seed000_fig2_histograms": "fig2"}  # stem -> workflow/report/phase_<x>.rst
+PHASE_FIGURES = ("seed000_fig1a_phase_landscape", "seed000_fig1b_families", "seed000_fig2_histograms")
 
 
 def phase_group(model):
@@ -79,7 +79,7 @@ rule phase_model:
     conda:
         CONDA_ENV
     shell:
-        "OMP_NUM_THREADS={threads} prh phase model --name {wildcards.model} --path {params.path} {params.revision}"
+        "OMP_NUM_THREADS={threads} prh run-phase-model --name {wildcards.model} --path {params.path} {params.revision}"
         " --modality {params.modality} --data {params.data} --out {output.ntk} --config {params.config}"
         " --seed {params.seed} > {log} 2>&1"
 
@@ -112,7 +112,7 @@ rule phase_adaptive_lr:
     conda:
         CONDA_ENV
     shell:
-        "OMP_NUM_THREADS={threads} prh phase adaptive-lr --pairs {params.pairs} --data {params.data}"
+        "OMP_NUM_THREADS={threads} prh run-phase-adaptive-lr --pairs {params.pairs} --data {params.data}"
         " --config {params.config} --out {output} --seed {params.seed} > {log} 2>&1"
 
 
@@ -144,41 +144,9 @@ rule phase_analyse:
     conda:
         CONDA_ENV
     shell:
-        "OMP_NUM_THREADS={threads} prh phase analyse --models {params.models} --config {params.config}"
+        "OMP_NUM_THREADS={threads} prh run-phase-analysis --models {params.models} --config {params.config}"
         " --adaptive-lr {input.adaptive_lr} --out-dir {params.out_dir} --seed {params.seed} > {log} 2>&1"
 
 
-rule plot_phase:
-    input:
-        pairs=rules.phase_analyse.output.pairs,
-        table1=rules.phase_analyse.output.table1,
-        metrics=rules.phase_analyse.output.metrics,
-    output:
-        **{
-            f"{stem}_{ext}": report(
-                f"{R}/figures/{stem}.{ext}",
-                caption=f"../report/phase_{caption}.rst",
-                category="Seed 000 (phase)",
-            )
-            for stem, caption in PHASE_FIGURES.items()
-            for ext in ("pdf", "png")
-        },
-    params:
-        in_dir=lambda w, input: os.path.dirname(input.metrics),
-        out_dir=lambda w, output: os.path.dirname(output[0]),
-    log:
-        log_path("plot_phase", "plot_phase"),
-    benchmark:
-        bench_path("plot_phase", "plot_phase")
-    threads: 1
-    resources:
-        mem_mb=1000,
-        runtime=5,
-    conda:
-        CONDA_ENV
-    shell:
-        "prh plot-phase --in-dir {params.in_dir} --out-dir {params.out_dir} > {log} 2>&1"
-
-
-TARGETS += [f"{R}/figures/{stem}.{ext}" for stem in PHASE_FIGURES for ext in ("pdf", "png")]
+TARGETS += figure_targets(*PHASE_FIGURES)  # drawn by the registry's plot rules (figures.smk)
 TARGETS += [rules.phase_analyse.output.metrics, rules.phase_analyse.output.table1]

@@ -14,7 +14,7 @@ LM_EVAL_DATASET = config["suites"]["offline"]["paired_dataset"]
 # is far below the gaps between models, at a sixth of the cost of all 1024 items.
 LM_EVAL_ITEMS = 256
 # The unigram baseline is fit on the captions the causal LMs trained on (those of the first one).
-LM_TRAIN_DATASET = ZOO_LANGUAGE[ZOO_CAUSAL[0]].get("data", "shapes_train") if ZOO_CAUSAL else "shapes_train"
+LM_TRAIN_DATASET = ZOO_LANGUAGE[ZOO_CAUSAL[0]]["data"] if ZOO_CAUSAL else "shapes_train"
 
 
 rule train_tokenizer:
@@ -86,7 +86,7 @@ rule minilm:
     conda:
         CONDA_ENV
     shell:
-        "prh minilm --out {params.out} > {log} 2>&1"
+        "prh package-minilm --out {params.out} > {log} 2>&1"
 
 
 rule lm_eval:
@@ -113,7 +113,7 @@ rule lm_eval:
     conda:
         CONDA_ENV
     shell:
-        "prh lm-eval --data {params.data} --train-data {params.train} --names {params.names}"
+        "prh eval-lm --data {params.data} --train-data {params.train} --names {params.names}"
         " --models {params.models} --max-items {params.max_items} --out {output} --threads {threads} > {log} 2>&1"
 
 

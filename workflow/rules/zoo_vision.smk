@@ -13,10 +13,10 @@ rule train_vision:
     input:
         unpack(train_vision_data),
     output:
-        config=f"{R}/models/{{model}}/config.json",
-        weights=f"{R}/models/{{model}}/model.safetensors",
+        config=f"{model_dir('{model}')}/config.json",
+        weights=f"{model_dir('{model}')}/model.safetensors",
     wildcard_constraints:
-        model="|".join(re.escape(n) for n in sorted(ZOO_VISION, key=len, reverse=True)) or "(?!)",
+        model=one_of(ZOO_VISION),
     params:
         data=lambda w, input: os.path.dirname(input.images),
         out=lambda w, output: os.path.dirname(output.config),

@@ -28,7 +28,7 @@ from itertools import combinations
 
 import numpy as np
 
-from prh.data.shapes import BACKGROUNDS, COLORS, SHAPES
+from prh.data.vocabulary import BACKGROUNDS, COLORS, SHAPES
 
 LEVELS = ("one_object", "objects", "sizes", "regions", "relations", "coordinates")
 LEVEL_DESCRIPTIONS = (
@@ -162,12 +162,12 @@ _SLOTS = {
 }
 
 
-def _compile(template: str) -> re.Pattern:
+def compile_template(template: str) -> re.Pattern:
     parts = re.split(r"\{(\w+)\}", template)  # literal, slot, literal, slot, ...
     return re.compile("".join(re.escape(p) if i % 2 == 0 else _SLOTS[p] for i, p in enumerate(parts)))
 
 
-_PATTERNS = [(kind, _compile(t)) for kind, templates in CONSTRUCTIONS.items() for t in templates]
+_PATTERNS = [(kind, compile_template(t)) for kind, templates in CONSTRUCTIONS.items() for t in templates]
 _SIZE_OF_WORD = {w: s for s, w in SIZE_WORDS.items()}
 
 

@@ -26,42 +26,21 @@ from pathlib import Path
 
 import numpy as np
 
-from prh.cli import json_object
-from prh.io import read_json, read_jsonl, sha256_file, write_json, write_jsonl, write_npy
+from prh.config import schema_defaults
+from prh.data.captions import LEVELS, caption
+from prh.data.vocabulary import BACKGROUNDS, COLORS, MAX_OBJECTS, SHAPES, SIZES
+from prh.io import (
+    json_object,
+    read_json,
+    read_jsonl,
+    sha256_file,
+    write_json,
+    write_jsonl,
+    write_npy,
+)
 
-SHAPES = ("circle", "square", "triangle", "diamond", "hexagon", "star", "cross")
-COLORS = {  # name -> sRGB, chosen to be told apart on every background
-    "red": (220, 40, 40),
-    "orange": (245, 140, 20),
-    "yellow": (240, 220, 40),
-    "green": (40, 170, 60),
-    "cyan": (40, 200, 220),
-    "blue": (40, 80, 225),
-    "purple": (150, 50, 170),
-    "pink": (245, 130, 200),
-    "brown": (135, 85, 40),
-}
-BACKGROUNDS = {"black": (15, 15, 15), "grey": (128, 128, 128), "white": (245, 245, 245), "navy": (20, 30, 80)}
-SIZES = ("small", "medium", "large")
-MAX_OBJECTS = 4
-
-# The world block of params.yaml (workflow/schemas/world.schema.yaml mirrors it).
-WORLD_DEFAULTS = {
-    "image_size": 64,  # side of the rendered images, in pixels
-    "supersample": 4,  # anti-aliasing: draw this many times larger, then average down
-    "noise_std": 3.0,  # std of the Gaussian pixel noise, in 0-255 units
-    "min_objects": 1,
-    "max_objects": 4,
-    "radius": [0.09, 0.14, 0.2],  # circumradius of small / medium / large, fraction of the side
-    "min_separation": 0.1,  # least distance between two centres, fraction of the side
-    "kernel": {  # keyword arguments of world_kernel
-        "position_scale": 0.25,
-        "color_scale": 60.0,
-        "size_scale": 1.0,
-        "shape_floor": 0.5,
-        "background_weight": 0.2,
-    },
-}
+# The `world:` block's defaults: workflow/schemas/world.schema.yaml documents each key.
+WORLD_DEFAULTS = schema_defaults("world")
 
 
 def world_config(world: dict | None = None) -> dict:
@@ -213,8 +192,6 @@ def make_item(index: int, *, seed: int, world: dict | None = None) -> tuple[np.n
     Each item has its own random streams (scene, noise, one per caption level), keyed
     by (seed, index), so a dataset of n items is the first n items of any larger one.
     """
-    from prh.data.captions import LEVELS, caption
-
     w = world_config(world)
     scene = sample_scene(np.random.default_rng([seed, index, 0]), min_objects=w["min_objects"],
                          max_objects=w["max_objects"], radius=w["radius"], min_separation=w["min_separation"])
@@ -251,8 +228,6 @@ def build_dataset(out: str | Path, *, n: int, seed: int, world: dict | None = No
     out, as a Path. ``meta.json`` is written last and holds the sha256 of ``images.npy``.
     """
     from tqdm import tqdm
-
-    from prh.data.captions import LEVELS
 
     if n < 1:
         raise ValueError(f"n must be a positive number of items, got {n}")

@@ -20,7 +20,7 @@ from typing import Callable
 
 import numpy as np
 
-from prh.data.shapes import BACKGROUNDS, COLORS, MAX_OBJECTS, SHAPES, SIZES
+from prh.data.vocabulary import BACKGROUNDS, COLORS, MAX_OBJECTS, SHAPES, SIZES
 
 # Tertiles of the distance between the two largest objects' centres in the default world.
 DISTANCE_BINS = (0.28, 0.44)

@@ -14,7 +14,13 @@ pairs, model-set table, ``prh align``), ``calibration`` (permutation nulls),
 from prh.metrics.calibration import best_pair, permutation_null
 from prh.metrics.curves import alignment_curve, effective_rank
 from prh.metrics.engine import LayerPairScores, alignment_table, layer_pair_scores
-from prh.metrics.registry import SUPPORTED_METRICS, layer_states, measure, pair_scores, prepare_features
+from prh.metrics.registry import (
+    SUPPORTED_METRICS,
+    layer_states,
+    measure,
+    pair_scores,
+    prepare_features,
+)
 
 __all__ = [
     "SUPPORTED_METRICS",

@@ -25,10 +25,16 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from prh.features import resolve_device
+from prh.device import resolve_device
 from prh.io import load_features, write_json
 from prh.metrics.calibration import best_pair, cell_seed, permutation_null
-from prh.metrics.registry import as_tensor, check_metric, layer_states, pair_scores, prepare_features
+from prh.metrics.registry import (
+    as_tensor,
+    check_metric,
+    layer_states,
+    pair_scores,
+    prepare_features,
+)
 
 __all__ = ["LayerPairScores", "layer_pair_scores", "alignment_table", "main"]
 
@@ -233,8 +239,8 @@ def alignment_table(
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="prh align", description=alignment_table.__doc__.split("\n")[0])
     p.add_argument("--metric", required=True, help="one of the eight SUPPORTED_METRICS")
-    p.add_argument("--topk", type=int, default=10, help="k of the k-NN metrics and cknna")
-    p.add_argument("--quantile", type=float, default=0.95, help="clamp |x| at this quantile first; 1 = no clamp")
+    p.add_argument("--topk", type=int, required=True, help="k of the k-NN metrics and cknna")
+    p.add_argument("--quantile", type=float, required=True, help="clamp |x| at this quantile first; 1 = no clamp")
     p.add_argument("--cca-dim", type=int, default=10, help="SVCCA singular directions")
     p.add_argument("--x-names", nargs="+", required=True, help="row model names")
     p.add_argument("--x-features", nargs="+", required=True, help="row feature files, same order")

@@ -134,27 +134,26 @@ def _edit_distances(eq: torch.Tensor) -> torch.Tensor:
     return prev[:, k]
 
 
-def lcs_knn_scores(idx_a: torch.Tensor, idx_b: torch.Tensor) -> torch.Tensor:
-    """mean_i LCS(S_A(i), S_B(i)) / k on the similarity-ordered neighbour lists."""
+def _list_scores(idx_a: torch.Tensor, idx_b: torch.Tensor, per_item) -> torch.Tensor:
+    """For each B layer, mean over items of ``per_item(eq)`` (eq: the k x k match tables of the
+    two ordered neighbour lists of each item, batched), in blocks of B layers."""
     n, k = idx_a.shape
     out = []
     for sl in _b_chunks(idx_b, k):
         eq = _matches(idx_a, idx_b[sl])
         lb = eq.shape[0]
-        out.append(_lcs_lengths(eq.reshape(lb * n, k, k)).reshape(lb, n).double().mean(dim=1) / k)
+        out.append(per_item(eq.reshape(lb * n, k, k)).reshape(lb, n).double().mean(dim=1))
     return torch.cat(out)
+
+
+def lcs_knn_scores(idx_a: torch.Tensor, idx_b: torch.Tensor) -> torch.Tensor:
+    """mean_i LCS(S_A(i), S_B(i)) / k on the similarity-ordered neighbour lists."""
+    return _list_scores(idx_a, idx_b, _lcs_lengths) / idx_a.shape[1]
 
 
 def edit_distance_knn_scores(idx_a: torch.Tensor, idx_b: torch.Tensor) -> torch.Tensor:
     """1 − mean_i Levenshtein(S_A(i), S_B(i)) / k (k is the largest possible distance)."""
-    n, k = idx_a.shape
-    out = []
-    for sl in _b_chunks(idx_b, k):
-        eq = _matches(idx_a, idx_b[sl])
-        lb = eq.shape[0]
-        dist = _edit_distances(eq.reshape(lb * n, k, k)).reshape(lb, n).double()
-        out.append(1.0 - dist.mean(dim=1) / k)
-    return torch.cat(out)
+    return 1.0 - _list_scores(idx_a, idx_b, _edit_distances) / idx_a.shape[1]
 
 
 def reciprocal_flags(idx: torch.Tensor) -> torch.Tensor:

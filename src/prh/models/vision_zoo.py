@@ -144,7 +144,7 @@ def save_checkpoint(out_dir: str | os.PathLike, *, model: torch.nn.Module, confi
 def load_checkpoint(path: str | os.PathLike) -> tuple[torch.nn.Module, dict]:
     """Load a zoo checkpoint directory as the contract says: ``create_model`` + ``load_state_dict``.
 
-    ``prh.models.hub.load_vision_model`` is the loader the workflow uses; this one
+    ``prh.models.loaders.load_vision_model`` is the loader the workflow uses; this one
     returns the full config (training info included) for tests and inspection.
     """
     import timm

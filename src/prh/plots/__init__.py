@@ -36,17 +36,3 @@ def save_figure(fig, out: str | os.PathLike, *, dpi: int = 150) -> list[Path]:
     return paths
 
 
-def draw_figures(registry: dict, keys: list[str], *, in_dir, out_dir) -> list[Path]:
-    """Draw the figures named by ``keys`` from a module's registry ``{key: [(json name,
-    figure stem, plot function), ...]}``: each function reads ``in_dir/<json name>`` and
-    writes ``out_dir/<stem>.pdf`` and ``.png``. Returns the paths written."""
-    from prh.io import read_json
-
-    bad = [k for k in keys if k not in registry]
-    if bad:
-        raise ValueError(f"figures {bad} unknown; choose from {sorted(registry)}")
-    paths = []
-    for key in keys:
-        for name, stem, draw in registry[key]:
-            paths += draw(read_json(Path(in_dir) / name), Path(out_dir) / f"{stem}.pdf")
-    return paths

@@ -1,20 +1,18 @@
 """The alignment table as a heatmap: one cell per (x model, y model), the best
 layer-pair score of PRH appendix A, with the layer pair that achieved it.
 
-    prh plot-alignment --alignment results/alignment/<ds>/<metric>/<x>__<y>.json --out results/figures/alignment_<...>.pdf
+    prh plot 'alignment_{dataset}_{metric}_{xset}__{yset}' --input table=results/alignment/<ds>/<metric>/<x>__<y>.json \\
+        --out results/figures/alignment_<ds>_<metric>_<x>__<y>.pdf
 """
 
 from __future__ import annotations
 
-import argparse
-
 import numpy as np
 
-from prh.io import read_json
 from prh.plots import save_figure
 
 
-def plot_alignment(table: dict, out: str, *, title: str | None = None) -> None:
+def plot_alignment(table: dict, out: str, *, title: str | None = None) -> list:
     """Draw ``table`` (the JSON ``prh align`` writes) to ``out`` (.pdf, and .png beside it)."""
     import matplotlib.pyplot as plt
 
@@ -43,13 +41,6 @@ def plot_alignment(table: dict, out: str, *, title: str | None = None) -> None:
         ),
         fontsize=9,
     )
-    save_figure(fig, out)
+    return save_figure(fig, out)
 
 
-def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(prog="prh plot-alignment", description=__doc__.splitlines()[0])
-    p.add_argument("--alignment", required=True, help="JSON written by `prh align`")
-    p.add_argument("--out", required=True, help="figure path (.pdf; the .png is written beside it)")
-    p.add_argument("--title", default=None)
-    args = p.parse_args(argv)
-    plot_alignment(read_json(args.alignment), args.out, title=args.title)

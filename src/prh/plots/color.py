@@ -1,24 +1,20 @@
 """PRH Figure 8 (colour from co-occurrence) and the section 4 check (contrastive kernels vs K_PMI).
 
-Both read only the JSON that ``prh color`` wrote.
+Both read only the JSON that ``prh run-color`` wrote.
 
-    $ prh plot-color --in-dir results/experiments/color --out-dir results/figures
+    prh plot --list   # the figures, with their inputs (prh.figures)
 """
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import numpy as np
 
-from prh.io import read_json
 from prh.plots import save_figure
 
-__all__ = ["plot_color_pmi", "plot_nce_pmi", "plot_color", "main"]
+__all__ = ["plot_color_pmi", "plot_nce_pmi"]
 
-FIG8 = "fig08_color_pmi"
-FIG_SEC4 = "fig_sec4_nce_pmi"
 # (x, y) columns of the CIELAB coordinates drawn in each row, and their labels
 PROJECTIONS = [((1, 2), ("a*", "b*")), ((1, 0), ("a*", "L*"))]
 
@@ -40,7 +36,7 @@ def _title(name, panel):
     return f"{name}\nSpearman {panel['spearman']:.2f} (p={p:.3g}), Procrustes {panel['procrustes_residual']:.2f}"
 
 
-def plot_color_pmi(vision_json, language_json, out_path) -> list[Path]:
+def plot_color_pmi(v: dict, lang: dict, out_path) -> list[Path]:
     """Figure 8: CIELAB | vision PMI | CIELAB of the terms | each language model; rows a*b* and a*L*.
 
     Every embedding is already aligned to CIELAB (Kabsch-Umeyama), so all panels share CIELAB axes;
@@ -48,7 +44,6 @@ def plot_color_pmi(vision_json, language_json, out_path) -> list[Path]:
     """
     import matplotlib.pyplot as plt
 
-    v, lang = read_json(vision_json), read_json(language_json)
     panels = [("CIELAB (image colours)", v["lab"], v["rgb"], None, None),
               ("vision: pixel PMI", v["pmi"]["coords"], v["rgb"], None, v["pmi"]),
               ("CIELAB (colour terms)", lang["lab"], lang["rgb"], lang["terms"], None)]
@@ -64,11 +59,10 @@ def plot_color_pmi(vision_json, language_json, out_path) -> list[Path]:
     return save_figure(fig, out_path)
 
 
-def plot_nce_pmi(nce_json, out_path) -> list[Path]:
+def plot_nce_pmi(d: dict, out_path) -> list[Path]:
     """Section 4: learned ⟨f(a), f(b)⟩ against K_PMI(a, b), binary NCE and InfoNCE, with the predicted line."""
     import matplotlib.pyplot as plt
 
-    d = read_json(nce_json)
     pmi = np.asarray(d["pmi"])
     diag = np.eye(len(pmi), dtype=bool)
     fig, axes = plt.subplots(1, 2, figsize=(7.5, 3.4))
@@ -94,17 +88,3 @@ def plot_nce_pmi(nce_json, out_path) -> list[Path]:
     return save_figure(fig, out_path)
 
 
-def plot_color(*, in_dir, out_dir) -> list[Path]:
-    """Both figures from ``in_dir``'s vision.json, language.json and nce.json."""
-    in_dir, out_dir = Path(in_dir), Path(out_dir)
-    return (plot_color_pmi(in_dir / "vision.json", in_dir / "language.json", out_dir / f"{FIG8}.pdf")
-            + plot_nce_pmi(in_dir / "nce.json", out_dir / f"{FIG_SEC4}.pdf"))
-
-
-def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(prog="prh plot-color", description=__doc__.splitlines()[0])
-    p.add_argument("--in-dir", required=True, help="folder with vision.json, language.json, nce.json")
-    p.add_argument("--out-dir", required=True, help=f"figures folder ({FIG8}.pdf|png, {FIG_SEC4}.pdf|png)")
-    args = p.parse_args(argv)
-    for path in plot_color(in_dir=args.in_dir, out_dir=args.out_dir):
-        print(path)

@@ -1,22 +1,19 @@
 """Figures of the convergence experiments (PRH Figs 2 and 3, and the platonic reference).
 
-Each function reads one JSON written by :mod:`prh.experiments.convergence` and draws it.
+Each function reads one JSON written by :mod:`prh.studies.prh.convergence` and draws it.
 
-    prh plot-convergence --in-dir results/experiments/convergence --out-dir results/figures \\
-        --figures competence model_map language_vision
+    prh plot --list   # the figures, with their inputs (prh.figures)
 """
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import numpy as np
 
-from prh.plots import draw_figures, nan_if_none, save_figure
+from prh.plots import nan_if_none, save_figure
 
-__all__ = ["FIGURES", "plot_competence", "plot_model_map", "plot_language_vision", "plot_platonic",
-           "plot_convergence", "main"]
+__all__ = ["plot_competence", "plot_model_map", "plot_language_vision", "plot_platonic"]
 
 
 def plot_competence(data: dict, out: Path) -> list[Path]:
@@ -92,26 +89,3 @@ def plot_platonic(data: dict, out: Path) -> list[Path]:
     return save_figure(fig, out)
 
 
-# figure key -> [(JSON name, figure stem, plot function)]
-FIGURES = {
-    "competence": [("competence.json", "fig02_competence_alignment", plot_competence)],
-    "model_map": [("model_map.json", "fig02_model_map", plot_model_map)],
-    "language_vision": [("language_vision.json", "fig03_language_vision", plot_language_vision)],
-    "platonic": [("platonic.json", "fig_platonic_reference", plot_platonic)],
-}
-
-
-def plot_convergence(*, in_dir: str, out_dir: str, figures: list[str]) -> list[Path]:
-    """Draw the named ``figures`` (keys of FIGURES) from the JSON in ``in_dir`` into ``out_dir``."""
-    return draw_figures(FIGURES, figures, in_dir=in_dir, out_dir=out_dir)
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="prh plot-convergence", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--in-dir", required=True, help="folder with the JSON of `prh convergence`")
-    parser.add_argument("--out-dir", required=True, help="folder for the PDF and PNG figures")
-    parser.add_argument("--figures", nargs="+", default=["competence", "model_map", "language_vision"],
-                        choices=sorted(FIGURES), help="which figures to draw")
-    args = parser.parse_args(argv)
-    for path in plot_convergence(in_dir=args.in_dir, out_dir=args.out_dir, figures=args.figures):
-        print(path)

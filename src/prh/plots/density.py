@@ -1,19 +1,17 @@
 """Figure 9 (PRH section 6): alignment against caption density, from ``density.json``.
 
-    prh plot-density --in results/experiments/density/density.json --out results/figures/fig09_caption_density.pdf
+    prh plot --list   # the figures, with their inputs (prh.figures)
 """
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import numpy as np
 
-from prh.io import read_json
 from prh.plots import save_figure
 
-__all__ = ["plot_density", "main"]
+__all__ = ["plot_density"]
 
 
 def _fmt(v) -> str:
@@ -55,10 +53,3 @@ def plot_density(data: dict, out: str | Path) -> list[Path]:
     return save_figure(fig, out)
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="prh plot-density", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--in", dest="inp", required=True, help="density.json of `prh density`")
-    parser.add_argument("--out", required=True, help="figure path (.pdf; the .png is written beside it)")
-    a = parser.parse_args(argv)
-    for path in plot_density(read_json(a.inp), a.out):
-        print(path)

@@ -1,21 +1,19 @@
 """PRH Figure 4: alignment to the strongest vision model against downstream scores.
 
-Reads the ``downstream.json`` written by :mod:`prh.experiments.downstream` (``prh downstream``).
+Reads the ``downstream.json`` written by :mod:`prh.studies.prh.downstream` (``prh run-downstream``).
 
-    prh plot-downstream --in results/experiments/downstream/downstream.json --out results/figures/fig04_downstream
+    prh plot --list   # the figures, with their inputs (prh.figures)
 """
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import numpy as np
 
-from prh.io import read_json
 from prh.plots import nan_if_none, save_figure
 
-__all__ = ["plot_downstream", "main"]
+__all__ = ["plot_downstream"]
 
 MAX_AREA = 400.0  # marker area (points^2) of the largest model
 MIN_AREA = 12.0  # floor, so that a model 1000x smaller than the largest stays visible
@@ -34,7 +32,7 @@ def plot_downstream(data: dict, out) -> list[Path]:
 
     tasks = data["tasks"]
     if not tasks:
-        raise ValueError("the downstream JSON has no tasks: rerun `prh downstream` with scores")
+        raise ValueError("the downstream JSON has no tasks: rerun `prh run-downstream` with scores")
     fig, axes = plt.subplots(1, len(tasks), figsize=(5.2 * len(tasks) + 1.0, 4.4), squeeze=False,
                              layout="constrained")
     n_ranked = max(int(data.get("n_ranked") or 0), 1)
@@ -84,12 +82,3 @@ def plot_downstream(data: dict, out) -> list[Path]:
     return save_figure(fig, out)
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="prh plot-downstream", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--in", dest="inp", required=True, help="downstream.json of `prh downstream`")
-    parser.add_argument("--out", required=True, help="figure stem: writes STEM.pdf and STEM.png")
-    args = parser.parse_args(argv)
-    out = Path(args.out)
-    out = out if out.suffix in (".pdf", ".png") else Path(f"{out}.pdf")
-    for path in plot_downstream(read_json(args.inp), out):
-        print(path)

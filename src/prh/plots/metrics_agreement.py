@@ -1,23 +1,20 @@
 """Figures of the metric studies (PRH Fig 10, appendix A; Figs 12-14, appendix B).
 
-Each function reads one JSON written by :mod:`prh.experiments.locality` or
-:mod:`prh.experiments.metric_agreement` and draws it.
+Each function reads one JSON written by :mod:`prh.studies.prh.locality` or
+:mod:`prh.studies.prh.metric_agreement` and draws it.
 
-    prh plot-metrics-agreement --in-dir results/experiments/metrics_agreement --out-dir results/figures \\
-        --figures locality metric_agreement cross_metrics
+    prh plot --list   # the figures, with their inputs (prh.figures)
 """
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import numpy as np
 
-from prh.plots import draw_figures, nan_if_none, save_figure
+from prh.plots import nan_if_none, save_figure
 
-__all__ = ["FIG13_METRICS", "FIG14_METRICS", "FIGURES", "fig10_locality", "fig12_metric_agreement",
-           "fig13_cross_metrics", "fig14_cross_metrics", "plot_metrics_agreement", "main"]
+__all__ = ["FIG13_METRICS", "FIG14_METRICS", "fig10_locality", "fig12_metric_agreement", "fig13_cross_metrics", "fig14_cross_metrics"]
 
 # The panels of PRH Figs 13 and 14 (names of registry.SUPPORTED_METRICS).
 FIG13_METRICS = ["cka", "unbiased_cka", "svcca", "mutual_knn"]
@@ -127,26 +124,3 @@ def fig14_cross_metrics(data: dict, out: Path) -> list[Path]:
     return _cross_panels(data, FIG14_METRICS, out, "Cross-modal alignment measured with various metrics")
 
 
-# figure key -> [(JSON name, figure stem, plot function)]
-FIGURES = {
-    "locality": [("locality.json", "fig10_locality", fig10_locality)],
-    "metric_agreement": [("metric_agreement.json", "fig12_metric_agreement", fig12_metric_agreement)],
-    "cross_metrics": [("cross_metrics.json", "fig13_cross_metrics", fig13_cross_metrics),
-                      ("cross_metrics.json", "fig14_cross_metrics", fig14_cross_metrics)],
-}
-
-
-def plot_metrics_agreement(*, in_dir: str, out_dir: str, figures: list[str]) -> list[Path]:
-    """Draw the named ``figures`` (keys of FIGURES) from the JSON in ``in_dir`` into ``out_dir``."""
-    return draw_figures(FIGURES, figures, in_dir=in_dir, out_dir=out_dir)
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="prh plot-metrics-agreement", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--in-dir", required=True, help="folder with the JSON of `prh locality` / `prh metric-agreement`")
-    parser.add_argument("--out-dir", required=True, help="folder for the PDF and PNG figures")
-    parser.add_argument("--figures", nargs="+", default=sorted(FIGURES), choices=sorted(FIGURES),
-                        help="which figures to draw")
-    args = parser.parse_args(argv)
-    for path in plot_metrics_agreement(in_dir=args.in_dir, out_dir=args.out_dir, figures=args.figures):
-        print(path)

@@ -1,21 +1,21 @@
-"""Figures of the seed 000 phase study (Figs 1a, 1b, 2), from ``prh phase analyse``'s CSV and JSON.
+"""Figures of the seed 000 phase study (Figs 1a, 1b, 2), from ``prh run-phase-analysis``'s CSV and JSON.
 
-    prh plot-phase --in-dir results/experiments/phase --out-dir results/figures
+Registered in ``prh.figures`` (inputs: ``pairs.csv`` / ``table1.csv`` as paths, ``metrics.json`` read):
+
+    prh plot seed000_fig1a_phase_landscape --out results/figures/seed000_fig1a_phase_landscape.pdf
 """
 
 from __future__ import annotations
 
-import argparse
 import csv
 from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
 
-from prh.io import read_json
 from prh.plots import nan_if_none, save_figure
 
-__all__ = ["plot_fig1a", "plot_fig1b", "plot_fig2", "main"]
+__all__ = ["plot_fig1a", "plot_fig1b", "plot_fig2"]
 
 PHASE_COLOURS = {"chaotic": "tab:red", "optimal": "tab:green", "lazy": "tab:blue"}
 KIND_MARKERS = {"cross": "o", "vision": "s", "language": "^"}
@@ -33,8 +33,9 @@ def _read_csv(path) -> list[dict]:
     return rows
 
 
-def plot_fig1a(pairs: list[dict], metrics: dict, out) -> list[Path]:
-    """Fig 1a: NTK similarity S (eq. 3) against retrieval, one point per pair, coloured by phase."""
+def plot_fig1a(pairs, metrics: dict, out) -> list[Path]:
+    """Fig 1a: NTK similarity S (eq. 3) against retrieval, one point per pair (``pairs.csv``), coloured by phase."""
+    pairs = _read_csv(pairs)
     fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
     for ax, key, title in ((axes[0], "s_literal", "S (eq. 3, literal)"), (axes[1], "s_centred", "S centred (NTK CKA)")):
         for p in pairs:
@@ -56,8 +57,9 @@ def plot_fig1a(pairs: list[dict], metrics: dict, out) -> list[Path]:
     return save_figure(fig, out)
 
 
-def plot_fig1b(table: list[dict], out) -> list[Path]:
-    """Fig 1b: per family, mean cross-modal S and mean NTK stability, with the 0.5 phase boundary."""
+def plot_fig1b(table, out) -> list[Path]:
+    """Fig 1b: per family (``table1.csv``), mean cross-modal S and mean NTK stability, the 0.5 boundary."""
+    table = _read_csv(table)
     fig, ax = plt.subplots(figsize=(6, 4))
     x = np.arange(len(table))
     ax.bar(x - 0.2, [t["avg_ntk_cross"] for t in table], 0.4, label="mean cross-modal S (eq. 3)")
@@ -71,8 +73,9 @@ def plot_fig1b(table: list[dict], out) -> list[Path]:
     return save_figure(fig, out)
 
 
-def plot_fig2(pairs: list[dict], metrics: dict, out) -> list[Path]:
-    """Fig 2: histograms of S for cross and within-modality pairs, lines at 0.25 and 0.5."""
+def plot_fig2(pairs, metrics: dict, out) -> list[Path]:
+    """Fig 2: histograms of S for cross and within-modality pairs (``pairs.csv``), lines at 0.25 and 0.5."""
+    pairs = _read_csv(pairs)
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), sharey=True)
     bins = np.linspace(0, 1, 26)
     for ax, key, title in ((axes[0], "s_literal", "S (eq. 3, literal)"), (axes[1], "s_centred", "S centred")):
@@ -90,14 +93,3 @@ def plot_fig2(pairs: list[dict], metrics: dict, out) -> list[Path]:
     fig.suptitle("Seed 000 Fig 2 analogue: NTK similarity of model pairs (lines at 0.25 and 0.5)")
     return save_figure(fig, out)
 
-
-def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(prog="prh plot-phase", description="seed 000 phase figures (1a, 1b, 2)")
-    p.add_argument("--in-dir", required=True, help="results/experiments/phase")
-    p.add_argument("--out-dir", required=True, help="results/figures")
-    a = p.parse_args(argv)
-    d, out = Path(a.in_dir), Path(a.out_dir)
-    pairs, table, metrics = _read_csv(d / "pairs.csv"), _read_csv(d / "table1.csv"), read_json(d / "metrics.json")
-    plot_fig1a(pairs, metrics, out / "seed000_fig1a_phase_landscape.pdf")
-    plot_fig1b(table, out / "seed000_fig1b_families.pdf")
-    plot_fig2(pairs, metrics, out / "seed000_fig2_histograms.pdf")

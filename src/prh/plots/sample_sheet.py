@@ -5,12 +5,11 @@ A figure for the report, so a reader can see the world the offline suite runs on
 density levels of ``prh.data.captions``). One row per item: the image, then one
 caption per level, sparsest first. Items are chosen to show 1, 2, 3 and 4 objects.
 
-    prh plot-sample-sheet --data results/data/shapes_eval --out results/figures/world_sample_sheet.pdf
+    prh plot --list   # the figures, with their inputs (prh.figures)
 """
 
 from __future__ import annotations
 
-import argparse
 import textwrap
 from pathlib import Path
 
@@ -31,7 +30,8 @@ def pick_items(scenes: list[dict], n_items: int) -> list[int]:
 
 
 def plot_sample_sheet(data: str | Path, out: str | Path, *, n_items: int = 4) -> list[Path]:
-    """Draw ``n_items`` items of the dataset dir ``data`` with all their captions; write ``out`` (.pdf) and .png.
+    """Draw ``n_items`` items of the dataset ``data`` (its dir or its ``images.npy``) with all their captions;
+    write ``out`` (.pdf) and .png.
 
     Returns the paths written.
     """
@@ -42,6 +42,8 @@ def plot_sample_sheet(data: str | Path, out: str | Path, *, n_items: int = 4) ->
 
     if n_items < 1:
         raise ValueError(f"n_items must be at least 1, got {n_items}")
+    data = Path(data)
+    data = data.parent if data.is_file() else data
     ds = load_dataset(data)
     items = pick_items(ds.scenes, n_items)
     blocks = []  # per item, per level: the wrapped lines
@@ -75,11 +77,3 @@ def plot_sample_sheet(data: str | Path, out: str | Path, *, n_items: int = 4) ->
     return save_figure(fig, out)
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="prh plot-sample-sheet", description=__doc__.splitlines()[0])
-    parser.add_argument("--data", required=True, help="shapes dataset dir, e.g. results/data/shapes_eval")
-    parser.add_argument("--out", required=True, help="figure path (.pdf); the .png is written beside it")
-    parser.add_argument("--n-items", type=int, default=4, help="number of items (rows)")
-    args = parser.parse_args(argv)
-    for path in plot_sample_sheet(args.data, args.out, n_items=args.n_items):
-        print(f"wrote {path}")

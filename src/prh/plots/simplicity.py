@@ -1,15 +1,14 @@
 """Figures of the simplicity-bias experiments (Huh's thesis, chapter 2).
 
-Each function reads one JSON written by ``prh.experiments.simplicity`` and draws
+Each function reads one JSON written by ``prh.studies.thesis.simplicity`` and draws
 one figure; titles carry the measured Spearman correlation of effective rank
 against depth, so the report states the trend it shows.
 
-    $ prh plot-simplicity --in-dir results/experiments/simplicity --out-dir results/figures
+    prh plot --list   # the figures, with their inputs (prh.figures)
 """
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -18,11 +17,9 @@ from matplotlib import cm, colors
 from matplotlib.ticker import MaxNLocator
 from scipy.signal import savgol_filter
 
-from prh.io import read_json
 from prh.plots import save_figure
 
-__all__ = ["plot_random_net_rank", "plot_gaussian_product_rank", "plot_trained_linear_rank",
-           "plot_optimizer_rank", "plot_simplicity", "FIGURES", "main"]
+__all__ = ["plot_random_net_rank", "plot_gaussian_product_rank", "plot_trained_linear_rank", "plot_optimizer_rank"]
 
 OPTIMIZER_NAMES = {"gd": "GD", "nesterov": "Nesterov", "adam": "Adam", "lbfgs": "L-BFGS"}
 
@@ -37,10 +34,9 @@ def _depth_colors(depths):
     return cm.ScalarMappable(norm=norm, cmap="viridis")
 
 
-def plot_random_net_rank(in_json, out_path) -> list[Path]:
+def plot_random_net_rank(data: dict, out_path) -> list[Path]:
     """Thesis Fig 2.2: density of the Gram matrix's effective rank per depth, one panel per
     (activation, init), smoothed with a Savitzky–Golay filter as in the thesis."""
-    data = read_json(in_json)
     settings = data["settings"]
     acts = list(dict.fromkeys(s["activation"] for s in settings.values()))
     inits = list(dict.fromkeys(s["init"] for s in settings.values()))
@@ -69,10 +65,9 @@ def plot_random_net_rank(in_json, out_path) -> list[Path]:
     return save_figure(fig, out_path)
 
 
-def plot_gaussian_product_rank(in_json, out_path) -> list[Path]:
+def plot_gaussian_product_rank(data: dict, out_path) -> list[Path]:
     """Theorem 2.4.1 / thesis Fig 7.1: ρ(W_L⋯W_1) against L (mean ± std), and the normalised
     singular-value spectrum of the product at a few depths for the largest n."""
-    data = read_json(in_json)
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(9.5, 3.6))
     for key, p in data["dims"].items():
         mean, std = np.asarray(p["mean"]), np.asarray(p["std"])
@@ -103,11 +98,10 @@ def _median_iqr(per_depth):
     return np.nanmedian(a, 1), np.nanquantile(a, 0.25, 1), np.nanquantile(a, 0.75, 1)
 
 
-def plot_trained_linear_rank(in_json, out_path, *, optimizer: str = "gd") -> list[Path]:
+def plot_trained_linear_rank(data: dict, out_path, *, optimizer: str = "gd") -> list[Path]:
     """Thesis Fig 2.6 (left): effective rank at initialisation (white) and at convergence
     (coloured) against depth, median over seeds, for the kernel and the end-to-end map;
     a third panel shows the final training loss and test error (is it converged?)."""
-    data = read_json(in_json)
     run, depths, ref, cfg = data["optimizers"][optimizer], data["depths"], data["reference"], data["config"]
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
     for ax, target, label in ((axes[0], "kernel_rank", "kernel (test Gram matrix)"),
@@ -138,9 +132,8 @@ def plot_trained_linear_rank(in_json, out_path, *, optimizer: str = "gd") -> lis
     return save_figure(fig, out_path)
 
 
-def plot_optimizer_rank(in_json, out_path) -> list[Path]:
+def plot_optimizer_rank(data: dict, out_path) -> list[Path]:
     """Thesis Fig 2.5: effective rank of the converged kernel against depth, one line per optimizer."""
-    data = read_json(in_json)
     depths, cfg = np.asarray(data["depths"], dtype=float), data["config"]
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
     opts = list(data["optimizers"])
@@ -160,31 +153,3 @@ def plot_optimizer_rank(in_json, out_path) -> list[Path]:
     return save_figure(fig, out_path)
 
 
-# figure file stem -> (function, the JSON it reads)
-FIGURES = {
-    "thesis_fig2.2_random_net_rank": (plot_random_net_rank, "random_nets.json"),
-    "thesis_fig7.1_gaussian_product_rank": (plot_gaussian_product_rank, "products.json"),
-    "thesis_fig2.6_trained_linear_rank": (plot_trained_linear_rank, "trained.json"),
-    "thesis_fig2.5_optimizer_rank": (plot_optimizer_rank, "trained.json"),
-}
-
-
-def plot_simplicity(in_dir, out_dir) -> list[Path]:
-    """Draw every figure of FIGURES from the JSONs in ``in_dir`` into ``out_dir`` (PDF + PNG)."""
-    in_dir, out_dir = Path(in_dir), Path(out_dir)
-    missing = sorted({name for _, name in FIGURES.values() if not (in_dir / name).exists()})
-    if missing:
-        raise ValueError(f"in_dir {in_dir} lacks {', '.join(missing)}: run `prh simplicity --out-dir {in_dir}` first")
-    paths = []
-    for stem, (func, name) in FIGURES.items():
-        paths += func(in_dir / name, out_dir / f"{stem}.pdf")
-    return paths
-
-
-def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(prog="prh plot-simplicity", description="Draw the simplicity-bias figures.")
-    p.add_argument("--in-dir", required=True, help="folder with random_nets.json, products.json, trained.json")
-    p.add_argument("--out-dir", required=True, help="folder for the PDF and PNG figures")
-    args = p.parse_args(argv)
-    for path in plot_simplicity(args.in_dir, args.out_dir):
-        print(path)

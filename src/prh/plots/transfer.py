@@ -1,25 +1,22 @@
 """Figures of the representation-alignment experiments (Imani, Hu & White, Figs 2, 7, 10-12).
 
-Each function reads one JSON written by ``prh.experiments.transfer`` and draws one
+Each function reads one JSON written by ``prh.studies.imani.transfer`` and draws one
 figure; titles and legends carry the normalised area under each alignment curve
-(AUC, see ``prh.experiments.align_curves``) so the report states what it shows.
+(AUC, see ``prh.studies.imani.align_curves``) so the report states what it shows.
 
-    $ prh plot-transfer --in-dir results/experiments/transfer --out-dir results/figures
+    prh plot --list   # the figures, with their inputs (prh.figures)
 """
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
 
-from prh.io import read_json
 from prh.plots import save_figure
 
-__all__ = ["plot_peaks_alignment", "plot_peaks_transfer", "plot_peaks_layers", "plot_shuffled_emergence",
-           "plot_layerwise", "FIGURES", "plot_transfer", "main"]
+__all__ = ["plot_peaks_alignment", "plot_peaks_transfer", "plot_peaks_layers", "plot_shuffled_emergence", "plot_layerwise"]
 
 REP_STYLE = {"input": ("original (input)", "tab:orange"), "init": ("init (random hidden)", "tab:blue"),
              "trained": ("transfer (trained on S)", "tab:green")}
@@ -41,13 +38,20 @@ def _tau_limit(taus, stats) -> float:
     return float(taus[min(last + 2, len(taus) - 1)])
 
 
+def _task_axis(ax, taus, stats, task, xlabel):
+    """One task's panel: x range where the curves differ, title, label, legend."""
+    ax.set_xlim(0, _tau_limit(taus, stats))
+    ax.set_title(TASK_TITLE[task])
+    ax.set_xlabel(xlabel)
+    ax.legend(fontsize=8)
+
+
 def _auc(values) -> float:
     return float(np.mean(values))
 
 
-def plot_peaks_alignment(in_json, out_path) -> list[Path]:
+def plot_peaks_alignment(d: dict, out_path) -> list[Path]:
     """Fig 10: alignment of S, T1, T2 labels with input, initial and trained hidden layer."""
-    d = read_json(in_json)
     curves, aucs, taus = d["alignment"]["curves"], d["alignment"]["auc"], d["taus"]
     source = {"input": ("trained", "input"), "init": ("init", "hidden1"), "trained": ("trained", "hidden1")}
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.6), sharey=True)
@@ -58,10 +62,7 @@ def plot_peaks_alignment(in_json, out_path) -> list[Path]:
             stat = curves[state][layer][task]
             stats.append(stat)
             _band(ax, taus, stat, color=color, label=f"{label}: AUC {_auc(aucs[state][layer][task]):.3f}")
-        ax.set_xlim(0, _tau_limit(taus, stats))
-        ax.set_title(TASK_TITLE[task])
-        ax.set_xlabel("threshold τ on singular values")
-        ax.legend(fontsize=8)
+        _task_axis(ax, taus, stats, task, "threshold τ on singular values")
     axes[0].set_ylabel("Alignment(Φ, y, τ) = Σ$_{σ_i ≥ τ}$ (u$_i^T$y)$^2$")
     fig.suptitle(f"Peaks: training on S raises alignment with S and T1, lowers it with T2 "
                  f"(mean ± s.e. over {len(d['tasks'])} runs, n = {d['config']['n_source']})", fontsize=10)
@@ -69,9 +70,8 @@ def plot_peaks_alignment(in_json, out_path) -> list[Path]:
     return save_figure(fig, out_path)
 
 
-def plot_peaks_transfer(in_json, out_path) -> list[Path]:
+def plot_peaks_transfer(d: dict, out_path) -> list[Path]:
     """Fig 11: train (dashed) / test (solid) MSE against GD steps, and ‖w‖ against loss removed."""
-    d = read_json(in_json)
     steps = np.asarray(d["steps"], dtype=float)
     x = np.where(steps == 0, 0.5, steps)  # step 0 drawn at 0.5 on the log axis
     fig, axes = plt.subplots(2, 2, figsize=(10, 7))
@@ -102,9 +102,8 @@ def plot_peaks_transfer(in_json, out_path) -> list[Path]:
     return save_figure(fig, out_path)
 
 
-def plot_peaks_layers(in_json, out_path) -> list[Path]:
+def plot_peaks_layers(d: dict, out_path) -> list[Path]:
     """Fig 12: per-layer alignment after training the 3-hidden-layer network on S."""
-    d = read_json(in_json)
     curves, aucs, taus, layers = d["alignment"]["curves"]["trained"], d["alignment"]["auc"]["trained"], d["taus"], d["layers"]
     shades = plt.get_cmap("Greens")(np.linspace(0.35, 1.0, len(layers) - 1))
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.6), sharey=True)
@@ -113,10 +112,7 @@ def plot_peaks_layers(in_json, out_path) -> list[Path]:
         for layer, stat in zip(layers, stats):
             color = "tab:orange" if layer == "input" else shades[layers.index(layer) - 1]
             _band(ax, taus, stat, color=color, label=f"{layer}: AUC {_auc(aucs[layer][task]):.3f}")
-        ax.set_xlim(0, _tau_limit(taus, stats))
-        ax.set_title(TASK_TITLE[task])
-        ax.set_xlabel("threshold τ")
-        ax.legend(fontsize=8)
+        _task_axis(ax, taus, stats, task, "threshold τ")
     axes[0].set_ylabel("alignment")
     fig.suptitle("Three hidden layers trained on S: later layers specialise to S (darker = closer to output)",
                  fontsize=10)
@@ -124,10 +120,9 @@ def plot_peaks_layers(in_json, out_path) -> list[Path]:
     return save_figure(fig, out_path)
 
 
-def plot_shuffled_emergence(in_json, out_path) -> list[Path]:
+def plot_shuffled_emergence(d: dict, out_path) -> list[Path]:
     """Fig 2: (u_iᵀy)² (bars) and σ_i (line) by index for input/true, input/shuffled, and the
     last hidden layer before and after training on the shuffled labels."""
-    d = read_json(in_json)
     titles = {"input_true": "(a) input, true labels", "input_shuffled": "(b) input, shuffled labels",
               "init_shuffled": "(c) hidden before training, shuffled", "trained_shuffled": "(d) hidden after training, shuffled"}
     fig, axes = plt.subplots(1, 4, figsize=(15, 3.4))
@@ -148,9 +143,8 @@ def plot_shuffled_emergence(in_json, out_path) -> list[Path]:
     return save_figure(fig, out_path)
 
 
-def plot_layerwise(in_json, out_path) -> list[Path]:
+def plot_layerwise(d: dict, out_path) -> list[Path]:
     """Fig 7: alignment of the input and every hidden layer before (dashed) and after (solid) training."""
-    d = read_json(in_json)
     cls, reg = d["classification"], d["peaks_regression"]
     fig, axes = plt.subplots(1, 2, figsize=(10.5, 3.8))
     panels = [
@@ -174,31 +168,3 @@ def plot_layerwise(in_json, out_path) -> list[Path]:
     return save_figure(fig, out_path)
 
 
-# figure stem -> (function, input JSON)
-FIGURES = {
-    "imani_fig10_peaks_alignment": (plot_peaks_alignment, "peaks_alignment.json"),
-    "imani_fig11_peaks_transfer": (plot_peaks_transfer, "peaks_transfer.json"),
-    "imani_fig12_peaks_layers": (plot_peaks_layers, "peaks_deep.json"),
-    "imani_fig02_shuffled_emergence": (plot_shuffled_emergence, "emergence_shuffled.json"),
-    "imani_fig07_layerwise": (plot_layerwise, "layerwise.json"),
-}
-
-
-def plot_transfer(*, in_dir, out_dir) -> list[Path]:
-    """Draw every figure of :data:`FIGURES` from the JSON files in ``in_dir``."""
-    in_dir, out_dir = Path(in_dir), Path(out_dir)
-    written = []
-    for stem, (fn, name) in FIGURES.items():
-        if not (in_dir / name).exists():
-            raise FileNotFoundError(f"{in_dir / name} is missing: run `prh transfer --out-dir {in_dir}` first")
-        written += fn(in_dir / name, out_dir / f"{stem}.pdf")
-    return written
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="prh plot-transfer", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--in-dir", required=True, help="folder with the JSON files of `prh transfer`")
-    parser.add_argument("--out-dir", required=True, help="folder for the PDF and PNG figures")
-    args = parser.parse_args(argv)
-    for path in plot_transfer(in_dir=args.in_dir, out_dir=args.out_dir):
-        print(path)

@@ -1,4 +1,4 @@
-"""``prh phase adaptive-lr``: seed 000 Table 2's one buildable row, η(t) = η₀ · S_NTK(t).
+"""``prh run-phase-adaptive-lr``: seed 000 Table 2's one buildable row, η(t) = η₀ · S_NTK(t).
 
 The seed names the rule but not what is trained. Our reading: a vision encoder and a
 linear map W are trained (Adam, MSE) so that W φ_v(x) matches the paired caption's fixed,
@@ -6,9 +6,9 @@ standardised language features (eq. 1's g ∘ f_v ≈ f_ℓ); every ``every`` st
 learning rate is set to η₀ · S(t), S(t) = eq. 3 between the vision model's current NTK
 and the language model's NTK on the first ``n_items`` NTK items. The baseline keeps η₀.
 Both runs start from the same weights, batches and W; the score is top-1 retrieval of the
-held-out captions' features from W φ_v (the alignment split of ``prh phase analyse``).
+held-out captions' features from W φ_v (the alignment split of ``prh run-phase-analysis``).
 
-    prh phase adaptive-lr --pairs '[{"vision": {...}, "language": {...}}]' --data results/data/shapes_eval \\
+    prh run-phase-adaptive-lr --pairs '[{"vision": {...}, "language": {...}}]' --data results/data/shapes_eval \\
         --config '{...}' --out results/experiments/phase/adaptive_lr.json
 """
 
@@ -106,9 +106,9 @@ def run_adaptive_lr(*, pairs: list[dict], data: str, config: dict, out: str, see
 def main(argv: list[str] | None = None) -> None:
     import json
 
-    from prh.cli import json_object
+    from prh.io import json_object
 
-    p = argparse.ArgumentParser(prog="prh phase adaptive-lr", description=run_adaptive_lr.__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="prh run-phase-adaptive-lr", description=run_adaptive_lr.__doc__.split("\n")[0])
     p.add_argument("--pairs", type=json.loads, required=True, help="JSON list of {vision: {name, path}, language: {name, ntk, features}}")
     p.add_argument("--data", required=True)
     p.add_argument("--config", type=json_object, required=True, help="the params.yaml `phase` block as JSON")

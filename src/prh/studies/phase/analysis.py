@@ -1,12 +1,12 @@
-"""``prh phase analyse``: pairs, Table 1, the claims' statistics and verdicts (seed 000).
+"""``prh run-phase-analysis``: pairs, Table 1, the claims' statistics and verdicts (seed 000).
 
-Reads every model's NTK job output (``prh phase model``) and per-layer features, and writes
+Reads every model's NTK job output (``prh run-phase-model``) and per-layer features, and writes
 to ``--out-dir``: ``pairs.csv`` (one row per model pair: S literal and centred, retrieval,
 mutual k-NN, feature CKA, AGOP ratio, ΔNTK, phase), ``models.csv`` (one row per model),
 ``table1.csv`` (per family) and ``metrics.json`` (per claim: statistic, p-value, verdict;
 ``claims.py`` holds the rules).
 
-    prh phase analyse --models '{"resnet_xs_sup": {"modality": "vision", "group": "CNN",
+    prh run-phase-analysis --models '{"resnet_xs_sup": {"modality": "vision", "group": "CNN",
         "ntk": "results/experiments/phase/models/resnet_xs_sup.json",
         "features": "results/features/shapes_eval/resnet_xs_sup.safetensors"}, ...}' \\
         --config '{...}' --out-dir results/experiments/phase
@@ -137,13 +137,13 @@ def analyse(*, models: dict, config: dict, out_dir: str, adaptive_lr: str | None
 
 
 def main(argv: list[str] | None = None) -> None:
-    from prh.cli import json_object
+    from prh.io import json_object
 
-    p = argparse.ArgumentParser(prog="prh phase analyse", description=analyse.__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="prh run-phase-analysis", description=analyse.__doc__.split("\n")[0])
     p.add_argument("--models", type=json_object, required=True,
                    help="name -> {modality, group, ntk (model job JSON), features (safetensors)}")
     p.add_argument("--config", type=json_object, required=True, help="the params.yaml `phase` block as JSON")
-    p.add_argument("--adaptive-lr", default=None, help="adaptive_lr.json of `prh phase adaptive-lr` (Table 2)")
+    p.add_argument("--adaptive-lr", default=None, help="adaptive_lr.json of `prh run-phase-adaptive-lr` (Table 2)")
     p.add_argument("--out-dir", required=True)
     p.add_argument("--seed", type=int, default=0)
     a = p.parse_args(argv)

@@ -1,6 +1,6 @@
 """One model of the zoo as the NTK needs it: a pooled-feature function of (parameters, one item).
 
-Models load through the project's loaders (``prh.models.hub``): a zoo or hub vision
+Models load through the project's loaders (``prh.models.loaders``): a zoo or hub vision
 model (timm; its pooled output with ``num_classes=0``: the class token after the final
 norm for ViTs, the global average pool for CNNs), or a language model (transformers;
 its base model's last hidden state, mean-pooled over the caption's tokens, as
@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from prh import features as fx
-from prh.models import hub
+from prh.models import loaders as hub
 
 __all__ = ["ProbeModel", "load_probe_model"]
 
@@ -94,7 +94,7 @@ def load_probe_model(*, name: str, path: str, modality: str, images=None, texts=
     Parameters
     ----------
     name : the model's name in params.yaml.
-    path : what ``prh.models.hub`` loads (zoo dir, timm name, HF repo id or ``pkg:<package>``).
+    path : what ``prh.models.loaders`` loads (zoo dir, timm name, HF repo id or ``pkg:<package>``).
     modality : "vision" (needs ``images``: uint8 N × H × W × 3) or "language" (needs ``texts``).
     """
     if modality == "vision":

@@ -1,6 +1,6 @@
-"""``prh phase model``: one model's NTK, AGOP and NTK stability on the paired set (one job per model).
+"""``prh run-phase-model``: one model's NTK, AGOP and NTK stability on the paired set (one job per model).
 
-    prh phase model --name resnet_xs_sup --path results/models/resnet_xs_sup --modality vision \\
+    prh run-phase-model --name resnet_xs_sup --path results/models/resnet_xs_sup --modality vision \\
         --data results/data/shapes_eval --out results/experiments/phase/models/resnet_xs_sup.json \\
         --config '{"n_ntk": 256, ...}' --seed 0
 
@@ -96,19 +96,9 @@ def run_model(*, name: str, path: str, modality: str, data: str, out: str, confi
 
 
 def main(argv: list[str] | None = None) -> None:
-    from prh.cli import json_object
+    from prh.io import json_object
 
-    argv = list(argv or [])
-    if argv and argv[0] == "adaptive-lr":
-        from prh.studies.phase.adaptive_lr import main as lr_main
-
-        return lr_main(argv[1:])
-    if argv and argv[0] == "analyse":
-        from prh.studies.phase.analysis import main as analyse_main
-
-        return analyse_main(argv[1:])
-    p = argparse.ArgumentParser(prog="prh phase model", description=run_model.__doc__.split("\n")[0])
-    p.add_argument("command", choices=["model"])
+    p = argparse.ArgumentParser(prog="prh run-phase-model", description=run_model.__doc__.split("\n")[0])
     p.add_argument("--name", required=True)
     p.add_argument("--path", required=True, help="zoo checkpoint dir, timm name or HF repo id")
     p.add_argument("--revision", default=None)

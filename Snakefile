@@ -1,0 +1,51 @@
+# The PRH reproducibility workflow. `snakemake --cores all` (run from the repository
+# root, which holds this Snakefile, params.yaml and results/) renders every figure for
+# the suite chosen in params.yaml (default: offline). Rules, schemas and report captions
+# live in workflow/; the workflow profile is profiles/default, which Snakemake picks up
+# from the working directory without a flag.
+from snakemake.utils import min_version, validate
+
+min_version("9.0")
+
+
+configfile: "params.yaml"
+
+
+# Before any job: prh's check names the bad key and the allowed values, and fills
+# every default (also inside the blocks kept in sibling schema files, which
+# Snakemake's validate() checks but does not fill); then Snakemake's own check of
+# the same schema; then names that refer to nothing (datasets, model sets, models).
+from prh.config import check_references, validate_schema
+
+validate_schema(config)
+validate(config, schema="workflow/schemas/params.schema.yaml")
+check_references(config)
+
+
+report: "workflow/report/workflow.rst"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/data.smk"
+include: "workflow/rules/paper_data.smk"
+include: "workflow/rules/zoo_vision.smk"
+include: "workflow/rules/zoo_language.smk"
+include: "workflow/rules/features.smk"
+include: "workflow/rules/alignment.smk"
+include: "workflow/rules/simplicity.smk"
+include: "workflow/rules/transfer.smk"
+include: "workflow/rules/color.smk"
+include: "workflow/rules/convergence.smk"
+include: "workflow/rules/metrics_agreement.smk"
+include: "workflow/rules/downstream.smk"
+include: "workflow/rules/density.smk"
+include: "workflow/rules/bridge.smk"
+include: "workflow/rules/lte.smk"
+include: "workflow/rules/phase.smk"
+include: "workflow/rules/figures.smk"
+
+
+rule all:
+    input:
+        all_targets,
+    default_target: True

@@ -1,0 +1,177 @@
+"""Texts through a model in length-grouped, resumable batches.
+
+Texts are sorted by token length and batched, then put back in input order, so a
+batch is padded only to its own longest text. Padding is masked everywhere and
+position ids are taken from the mask, so left or right padding gives the same numbers.
+Every finished batch can be checkpointed (``checkpoint_dir``): a killed job resumes
+from the last finished batch; a changed fingerprint of the inputs discards old batches.
+Used by feature extraction (``prh.features``), bits per byte and multiple-choice
+scoring (``prh.evaluation.likelihood``) and the caption summariser.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from prh.device import place_model, resolve_device, resolve_dtype
+
+__all__ = ["BatchCheckpoint", "fingerprint", "model_id", "length_batches", "pad_batch", "forward_inputs",
+           "encode_texts", "check_texts", "run_batches", "remove_checkpoint"]
+
+class BatchCheckpoint:
+    """One safetensors file per finished batch in ``directory`` (``<tag>_<batch>.safetensors``).
+
+    A manifest holds a fingerprint of the inputs; a changed fingerprint discards old batches.
+    """
+
+    def __init__(self, directory, tag: str, fingerprint: str):
+        self.dir = Path(directory) if directory is not None else None
+        self.tag = tag
+        if self.dir is None:
+            return
+        self.dir.mkdir(parents=True, exist_ok=True)
+        manifest = self.dir / f"{tag}.json"
+        if manifest.exists() and json.loads(manifest.read_text()).get("fingerprint") != fingerprint:
+            print(f"checkpoint {manifest} was made for other inputs; starting over", file=sys.stderr)
+            for f in self.dir.glob(f"{tag}_*.safetensors"):
+                f.unlink()
+        from prh.io import write_json
+
+        write_json(manifest, {"fingerprint": fingerprint})
+
+    def _path(self, k: int) -> Path:
+        return self.dir / f"{self.tag}_{k:06d}.safetensors"
+
+    def get(self, k: int) -> torch.Tensor | None:
+        if self.dir is None or not self._path(k).exists():
+            return None
+        from safetensors.torch import load_file
+
+        return load_file(str(self._path(k)))["x"]
+
+    def put(self, k: int, x: torch.Tensor) -> None:
+        if self.dir is None:
+            return
+        from safetensors.torch import save_file
+
+        from prh.io import atomic_path
+
+        with atomic_path(self._path(k)) as tmp:
+            save_file({"x": x.contiguous().cpu()}, str(tmp))
+
+
+def fingerprint(*parts) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(p.tobytes() if isinstance(p, np.ndarray) else json.dumps(p, default=str).encode())
+    return h.hexdigest()
+
+
+def model_id(model) -> list:
+    n = sum(p.numel() for p in model.parameters())
+    return [type(model).__name__, n, getattr(getattr(model, "config", None), "_name_or_path", "")]
+
+
+def length_batches(lengths, batch_size: int, *, group_by_length: bool = True,
+                   max_tokens: int | None = None) -> list[np.ndarray]:
+    """Index batches of at most ``batch_size`` items.
+
+    Grouped: sorted longest first (a batch too large for memory fails at once), and with
+    ``max_tokens`` a batch also stops growing before ``items x longest`` exceeds it, so
+    short captions go in large batches and long ones in small (peak memory ~ max_tokens).
+    Not grouped: input order, ``max_tokens`` ignored.
+    """
+    lengths = np.asarray(lengths)
+    if not group_by_length:
+        order = np.arange(len(lengths))
+        return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+    order = np.argsort(-lengths, kind="stable")
+    batches, start = [], 0
+    while start < len(order):
+        size = batch_size
+        if max_tokens is not None:  # the first item is the batch's longest
+            size = max(1, min(batch_size, max_tokens // max(int(lengths[order[start]]), 1)))
+        batches.append(order[start : start + size])
+        start += size
+    return batches
+
+
+def pad_batch(encodings: list[dict], *, pad_id: int, side: str, length: int | None = None) -> dict:
+    """Pad token lists to one length on ``side``; input_ids with ``pad_id``, other fields with 0."""
+    length = length or max(len(e["input_ids"]) for e in encodings)
+    batch = {}
+    for key in encodings[0]:
+        rows = []
+        for e in encodings:
+            fill = [pad_id if key == "input_ids" else 0] * (length - len(e[key]))
+            rows.append(fill + list(e[key]) if side == "left" else list(e[key]) + fill)
+        batch[key] = torch.tensor(rows, dtype=torch.long)
+    return batch
+
+
+def forward_inputs(model, batch: dict, dev, **extra) -> dict:
+    """Model kwargs; position ids from the mask, so left padding does not shift positions."""
+    params = inspect.signature(model.forward).parameters
+    inputs = {k: v.to(dev) for k, v in batch.items() if k in params}
+    if "position_ids" in params:
+        inputs["position_ids"] = (batch["attention_mask"].cumsum(-1) - 1).clamp(min=0).to(dev)
+    inputs.update({k: v for k, v in extra.items() if k in params})
+    return inputs
+
+
+def encode_texts(tokenizer, texts, *, add_special_tokens=True):
+    enc = tokenizer(list(texts), add_special_tokens=add_special_tokens)
+    keys = [k for k in ("input_ids", "attention_mask", "token_type_ids") if k in enc]
+    return [{k: enc[k][i] for k in keys} for i in range(len(texts))]
+
+
+def check_texts(texts) -> list[str]:
+    texts = list(texts)
+    bad = [i for i, t in enumerate(texts) if not isinstance(t, str) or not t]
+    if bad:
+        raise ValueError(f"texts must be non-empty strings; items {bad[:5]} are not")
+    return texts
+
+
+def run_batches(model, tokenizer, encodings, *, batch_size, device, dtype, group_by_length, checkpoint_dir,
+                  tag, key, progress, step, max_tokens=None) -> list:
+    """Shared loop: length-grouped batches, ``step(inputs, mask) -> per-item tensor``, input order restored."""
+    if batch_size < 1:
+        raise ValueError(f"batch_size={batch_size} must be >= 1")
+    dtype = resolve_dtype(dtype, resolve_device(device))
+    dev = place_model(model, device, dtype)
+    lengths = [len(e["input_ids"]) for e in encodings]
+    batches = length_batches(lengths, batch_size, group_by_length=group_by_length, max_tokens=max_tokens)
+    pad_to = None if group_by_length else max(lengths)
+    ckpt = None
+    if checkpoint_dir is not None:
+        ckpt = BatchCheckpoint(checkpoint_dir, tag, fingerprint(
+            tag, key, batch_size, group_by_length, max_tokens, str(dtype), model_id(model),
+            [e["input_ids"] for e in encodings]))
+    results = [None] * len(encodings)
+    for k, idx in enumerate(tqdm(batches, desc=f"{tag} batches", disable=not progress)):
+        out = ckpt.get(k) if ckpt else None
+        if out is None:
+            batch = pad_batch([encodings[i] for i in idx], pad_id=tokenizer.pad_token_id,
+                         side=tokenizer.padding_side, length=pad_to)
+            out = step(batch, dev).cpu()
+            if ckpt:
+                ckpt.put(k, out)
+        for j, i in enumerate(idx):
+            results[i] = out[j]
+    return results
+
+
+def remove_checkpoint(checkpoint_dir) -> None:
+    """Delete a checkpoint directory once the final output is written."""
+    if checkpoint_dir is not None and Path(checkpoint_dir).exists():
+        shutil.rmtree(checkpoint_dir)

@@ -1,0 +1,231 @@
+"""Materialise a Hugging Face dataset as a paired dataset under ``results/data/<name>/``.
+
+The paper suite's data (PRH appendix C: WIT-1024, a 1000-image Places-365 validation
+subset, CIFAR-10, DCI, the VTAB tasks capped at 10,000 items) is read with
+``datasets.load_dataset(repo, revision=..., split=...)`` at a pinned revision and written
+in the same contract as the shapes world (DESIGN.md, "Data contracts"):
+
+- ``images.npy``: N x S x S x 3 uint8; every image is resized (shorter side to S, bicubic)
+  and centre-cropped to S x S, so one array holds the whole set;
+- ``captions.jsonl``: one record per item: ``id`` (0..N-1), ``text`` (the caption; the first
+  one when the column holds a list; the class name when the set has no captions),
+  ``texts`` (all captions, when the column holds a list), ``source_index`` (row in the split);
+- ``labels.npy``: int64 class labels (-1 when the set has no label column), so every hub
+  dataset folder has the same files;
+- ``meta.json``: repo, revision, split, count, the subsample's seed, sha256 of images.npy.
+
+A split larger than ``n`` is subsampled with ``numpy.random.default_rng(seed)``: the same
+arguments always select the same rows (kept in split order). Rows are decoded one at a time
+into a preallocated array, so memory stays at one copy of the output.
+
+``repo`` may also be a local folder (``./data/dci``) for sets that are not on the hub; it is
+loaded by ``load_dataset(folder)`` (imagefolder layout, captions in ``metadata.jsonl``).
+
+Offline: with ``HF_DATASETS_OFFLINE=1`` / ``HF_HUB_OFFLINE=1`` or no network, a dataset
+missing from the cache raises one ``DatasetNotAvailableError`` naming the repo and revision
+and the two remedies (download it into the cache; or ``dvc pull results/data``).
+
+    prh fetch-dataset --repo minhuh/prh --revision wit_1024 --split train \\
+        --image-column image --text-column text --n 1024 --out results/data/wit_1024
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+
+from prh.errors import DatasetNotAvailableError
+from prh.io import none_or, sha256_file, write_json, write_jsonl, write_npy
+
+__all__ = ["is_local_repo", "materialize_hub_dataset", "subsample_indices", "square_rgb"]
+
+
+def subsample_indices(total: int, n: int | None, seed: int) -> np.ndarray:
+    """Rows kept from a split of ``total`` rows: all of them when ``n`` is None or >= total,
+    else ``n`` rows drawn without replacement by ``default_rng(seed)``, in increasing order.
+
+    Parameters
+    ----------
+    total : number of rows in the split.
+    n : cap on the count (None: no cap).
+    seed : seed of the draw.
+
+    Returns
+    -------
+    int64 array of row indices.
+    """
+    if n is not None and n < 1:
+        raise ValueError(f"n={n} must be a positive count or None (all rows)")
+    if n is None or n >= total:
+        return np.arange(total, dtype=np.int64)
+    rng = np.random.default_rng(seed)
+    return np.sort(rng.choice(total, size=n, replace=False)).astype(np.int64)
+
+
+def square_rgb(image, size: int) -> np.ndarray:
+    """An image (PIL, or an H x W [x C] array) as a size x size x 3 uint8 array:
+    RGB, shorter side resized to ``size`` (bicubic), centre-cropped."""
+    from PIL import Image, ImageOps
+
+    if isinstance(image, np.ndarray):
+        image = Image.fromarray(image)
+    if not isinstance(image, Image.Image):
+        raise ValueError(f"image of type {type(image).__name__} is not a PIL image or array; check image_column")
+    image = ImageOps.fit(image.convert("RGB"), (size, size), method=Image.BICUBIC, centering=(0.5, 0.5))
+    return np.asarray(image, dtype=np.uint8)
+
+
+def is_local_repo(repo: str) -> bool:
+    # A hub id is exactly "owner/name"; anything path-like is a local folder.
+    return repo.startswith((".", "/", "~")) or repo.count("/") != 1 or Path(repo).exists()
+
+
+def _unavailable(repo: str, revision: str | None, split: str, cause: BaseException) -> DatasetNotAvailableError:
+    rev = revision or "main"
+    why = f"{type(cause).__name__}: {' '.join(str(cause).split())}"[:300]
+    return DatasetNotAvailableError(
+        f"dataset {repo!r} (revision {rev!r}, split {split!r}) is not in the Hugging Face datasets "
+        "cache and cannot be downloaded (HF_DATASETS_OFFLINE/HF_HUB_OFFLINE is set or there is no "
+        "network). Either download it into the cache on a machine with network, with the same "
+        f"HF_HOME: `python -c \"import datasets; datasets.load_dataset('{repo}', revision='{rev}', "
+        f"split='{split}')\"`, or fetch the materialised data computed elsewhere: `dvc pull results/data`. "
+        f"(If the network is up, check that the repo and revision exist; the loader said: {why})"
+    )
+
+
+def _load_split(repo: str, *, revision: str | None, config: str | None, split: str):
+    """``load_dataset`` with every 'not cached, not reachable' failure turned into one error."""
+    import datasets
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    if is_local_repo(repo):
+        folder = Path(repo).expanduser()
+        if not folder.is_dir():
+            raise DatasetNotAvailableError(
+                f"dataset folder {repo!r} does not exist. Prepare it as an imagefolder (images plus "
+                "metadata.jsonl with file_name and the caption column), as params.yaml's comment on "
+                "this dataset says, or fetch the materialised data: `dvc pull results/data`."
+            )
+        return datasets.load_dataset(str(folder), name=config, split=split)
+    try:
+        return datasets.load_dataset(repo, name=config, revision=revision, split=split)
+    except (ConnectionError, FileNotFoundError, LocalEntryNotFoundError) as e:
+        raise _unavailable(repo, revision, split, e) from e
+
+
+def materialize_hub_dataset(
+    out_dir: str | Path,
+    *,
+    repo: str,
+    revision: str | None = None,
+    split: str = "train",
+    image_column: str = "image",
+    text_column: str | None = None,
+    label_column: str | None = None,
+    n: int | None = None,
+    seed: int = 0,
+    image_size: int = 224,
+    config: str | None = None,
+) -> dict:
+    """Write ``images.npy``, ``captions.jsonl``, ``labels.npy`` and ``meta.json`` to ``out_dir``.
+
+    Parameters
+    ----------
+    out_dir : destination folder (``results/data/<name>``).
+    repo, revision, config, split : what ``datasets.load_dataset`` reads; ``repo`` may be a local folder.
+    image_column : column of images.
+    text_column : column of captions (a string or a list of strings); None: the class name
+        (or the label as text) when ``label_column`` is set, else "".
+    label_column : column of integer class labels, written to ``labels.npy``; None: labels are -1.
+    n : cap on the number of items (seeded subsample of a larger split); None: all rows.
+    seed : seed of the subsample.
+    image_size : side S of the square output images.
+
+    Returns
+    -------
+    The meta dict written to ``meta.json``.
+    """
+    from tqdm import tqdm
+
+    if image_size < 8:
+        raise ValueError(f"image_size={image_size} is too small; use the model input size, e.g. 224")
+    ds = _load_split(repo, revision=revision, config=config, split=split)
+    wanted = [c for c in (image_column, text_column, label_column) if c is not None]
+    missing = [c for c in wanted if c not in ds.column_names]
+    if missing:
+        raise ValueError(
+            f"columns {missing} are not in {repo} (split {split!r}); its columns are {ds.column_names}: "
+            "set image_column / text_column / label_column in params.yaml to one of them"
+        )
+    label_names = getattr(ds.features.get(label_column), "names", None) if label_column else None
+    idx = subsample_indices(len(ds), n, seed)
+    rows = ds.select_columns(wanted).select(idx.tolist())
+
+    images = np.empty((len(idx), image_size, image_size, 3), dtype=np.uint8)
+    labels = np.full(len(idx), -1, dtype=np.int64)
+    records = []
+    for i, row in enumerate(tqdm(rows, total=len(idx), desc=f"{repo}:{split}", unit="img")):
+        images[i] = square_rgb(row[image_column], image_size)
+        rec = {"id": i, "source_index": int(idx[i])}
+        if label_column is not None:
+            labels[i] = int(row[label_column])
+        if text_column is not None:
+            value = row[text_column]
+            if isinstance(value, (list, tuple)):
+                rec["text"], rec["texts"] = str(value[0]), [str(v) for v in value]
+            else:
+                rec["text"] = str(value)
+        elif label_column is not None:
+            rec["text"] = label_names[labels[i]] if label_names else str(labels[i])
+        else:
+            rec["text"] = ""
+        records.append(rec)
+
+    out = Path(out_dir)
+    write_npy(out / "images.npy", images)
+    write_jsonl(out / "captions.jsonl", records)
+    write_npy(out / "labels.npy", labels)
+    meta = {
+        "source": "hub",
+        "repo": repo,
+        "revision": revision,
+        "config": config,
+        "split": split,
+        "count": int(len(idx)),
+        "split_size": int(len(ds)),
+        "seed": seed,
+        "image_size": image_size,
+        "columns": {"image": image_column, "text": text_column, "label": label_column},
+        "label_names": label_names,
+        "sha256": sha256_file(out / "images.npy"),
+    }
+    # meta.json last: its presence marks a complete dataset folder.
+    write_json(out / "meta.json", meta)
+    return meta
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(prog="prh fetch-dataset", description=__doc__.splitlines()[0])
+    p.add_argument("--repo", required=True, help="hub dataset repo (owner/name) or a local folder")
+    p.add_argument("--revision", type=none_or(str), default=None, help="branch, tag or commit SHA")
+    p.add_argument("--config", type=none_or(str), default=None, help="dataset config (subset) name")
+    p.add_argument("--split", default="train")
+    p.add_argument("--image-column", default="image")
+    p.add_argument("--text-column", type=none_or(str), default=None)
+    p.add_argument("--label-column", type=none_or(str), default=None)
+    p.add_argument("--n", type=none_or(int), default=None, help="cap on the count (seeded subsample)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--image-size", type=int, default=224)
+    p.add_argument("--out", required=True, help="output folder, results/data/<name>")
+    a = p.parse_args(argv)
+    try:
+        meta = materialize_hub_dataset(
+            a.out, repo=a.repo, revision=a.revision, config=a.config, split=a.split,
+            image_column=a.image_column, text_column=a.text_column, label_column=a.label_column,
+            n=a.n, seed=a.seed, image_size=a.image_size,
+        )
+    except DatasetNotAvailableError as e:
+        raise SystemExit(str(e)) from None
+    print(f"{a.out}: {meta['count']} items of {meta['split_size']} from {a.repo}@{a.revision}")

@@ -1,0 +1,44 @@
+"""Where and in what precision models run (DESIGN.md, "Execution").
+
+``device: auto`` picks CUDA when a GPU is visible, else the CPU; ``dtype: auto``
+picks bfloat16 on CUDA and float32 on the CPU.
+"""
+
+from __future__ import annotations
+
+import torch
+
+__all__ = ["DTYPES", "resolve_device", "resolve_dtype", "place_model"]
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def resolve_device(device: str | torch.device = "auto") -> torch.device:
+    """``"auto"`` -> CUDA when available, else CPU; ``"cuda"`` without a GPU is an error."""
+    if str(device) == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device='cuda' but no CUDA GPU is visible; use device='auto' or 'cpu'")
+    return device
+
+
+def resolve_dtype(dtype: str | torch.dtype = "auto", device: torch.device | str = "cpu") -> torch.dtype:
+    """``"auto"`` -> bfloat16 on CUDA, float32 on CPU (DESIGN.md, "Execution")."""
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype == "auto":
+        return torch.bfloat16 if torch.device(device).type == "cuda" else torch.float32
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype={dtype!r} is not supported; choose 'auto' or one of {list(DTYPES)}")
+    return DTYPES[dtype]
+
+
+def place_model(model: torch.nn.Module, device, dtype) -> torch.device:
+    """Move ``model`` unless it is dispatched (device_map) or quantised; return its input device."""
+    dispatched = getattr(model, "hf_device_map", None) is not None or getattr(model, "is_quantized", False)
+    if not dispatched:
+        model.to(device=resolve_device(device), dtype=dtype)
+    model.eval()
+    emb = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+    return emb.weight.device if emb is not None else next(model.parameters()).device

@@ -1,1 +1,0 @@
-"""Experiments: one module per family (probes, competence, colour, density, transfer, ...)."""

@@ -1,0 +1,281 @@
+"""Convergence of representations (PRH section 2, Figs 2 and 3) and the platonic reference.
+
+* Competence (Fig 2 left): a vision model *solves* a task when its probe accuracy is
+  at least ``solve_fraction`` (0.8) of the best model's on that task. Models are binned
+  by the number of tasks they solve; per bin, the mean pairwise mutual-kNN alignment
+  (diagonal excluded) with its standard error.
+* Model map (Fig 2 right): UMAP of the models, distance -log(alignment), coloured by
+  competence; with fewer than ``min_umap_models`` models, classical (metric) MDS instead.
+* Language-vision (Fig 3): cross-modal alignment of every (language, vision) pair
+  against the language model's 1 - bits-per-byte (causal LMs only), one linear fit per
+  vision family, pooled Pearson and Spearman r with p-values.
+* Platonic reference (offline suite, beyond the paper): each model's mutual-kNN
+  alignment with the world's ground-truth kernel K over the latent scenes, against its
+  competence (vision: mean probe accuracy) or 1 - bpb (language), Spearman r and p.
+
+    prh run-convergence --probes results/experiments/zoo/vision.json \\
+        --vision-alignment results/alignment/shapes_vision/mutual_knn/zoo_vision__zoo_vision.json \\
+        --cross-alignment results/alignment/shapes_eval/mutual_knn/zoo_language__zoo_vision.json \\
+        --language results/experiments/zoo/language.json --families '{"resnet_xs_sup": "supervised"}' \\
+        --out-dir results/experiments/convergence --config '{"solve_fraction": 0.8}'
+    prh run-platonic --vision-features results/features/shapes_vision/*.safetensors \\
+        --vision-scenes results/data/shapes_vision/scenes.jsonl --language-features ... \\
+        --paired-scenes results/data/shapes_eval/scenes.jsonl --probes ... --language ... --out-dir ...
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+from scipy import stats
+
+from prh.config import schema_defaults
+from prh.io import json_object, read_json, read_jsonl, write_json
+
+__all__ = ["DEFAULTS", "correlations", "solved_counts", "competence_bins", "model_map", "language_vision",
+           "platonic_scores", "null_summary", "run_convergence", "run_platonic", "main", "platonic_main"]
+
+# The `convergence:` block's defaults: workflow/schemas/convergence.schema.yaml documents each key.
+DEFAULTS = schema_defaults("convergence")
+
+
+def _check_square(alignment: dict) -> np.ndarray:
+    scores = np.asarray(alignment["scores"], dtype=float)
+    if alignment["x_names"] != alignment["y_names"] or scores.shape != (len(alignment["x_names"]),) * 2:
+        raise ValueError("vision alignment must be square with x_names == y_names: pass the vision__vision JSON")
+    return (scores + scores.T) / 2  # mutual k-NN is symmetric; averaging guards against float noise
+
+
+def solved_counts(probes: dict, *, solve_fraction: float = 0.8) -> dict[str, int]:
+    """Number of tasks each model solves: acc[m, t] >= solve_fraction * max_m' acc[m', t].
+
+    Parameters
+    ----------
+    probes : the ``prh probe`` JSON (``models.<m>.tasks.<t>.accuracy``)
+    solve_fraction : fraction of the best model's accuracy that counts as solving (PRH: 0.8)
+    """
+    if not 0 < solve_fraction <= 1:
+        raise ValueError(f"solve_fraction must be in (0, 1], got {solve_fraction}")
+    models = probes["models"]
+    tasks = sorted({t for m in models.values() for t in m["tasks"]})
+    best = {t: max(m["tasks"][t]["accuracy"] for m in models.values()) for t in tasks}
+    return {name: sum(m["tasks"][t]["accuracy"] >= solve_fraction * best[t] for t in m["tasks"])
+            for name, m in models.items()}
+
+
+def competence_bins(*, scores: np.ndarray, names: list[str], solved: dict[str, int], bins: list[int]) -> list[dict]:
+    """Mean pairwise alignment of the models within each competence bin, with its standard error.
+
+    Bin i holds models with ``bins[i] <= tasks solved < bins[i+1]``. Per bin over the
+    P = n(n-1)/2 pairs i < j: mean = Σ a_ij / P, sem = std(a, ddof=1) / sqrt(P)
+    (NaN with fewer than 2 models or pairs).
+    """
+    if len(bins) < 2 or any(b >= c for b, c in zip(bins, bins[1:])):
+        raise ValueError(f"bins must be >= 2 increasing edges, e.g. [0, 4, 7, 11], got {bins}")
+    index = {n: i for i, n in enumerate(names)}
+    rows = []
+    for lo, hi in zip(bins, bins[1:]):
+        members = [n for n in names if n in solved and lo <= solved[n] < hi]
+        pairs = [scores[index[a], index[b]] for i, a in enumerate(members) for b in members[i + 1:]]
+        mean = float(np.mean(pairs)) if pairs else float("nan")
+        sem = float(np.std(pairs, ddof=1) / np.sqrt(len(pairs))) if len(pairs) > 1 else float("nan")
+        rows.append({"lo": lo, "hi": hi, "models": members, "n_pairs": len(pairs), "mean": mean, "sem": sem})
+    return rows
+
+
+def model_map(*, scores: np.ndarray, seed: int = 0, min_umap_models: int = 5, n_neighbors: int = 5) -> dict:
+    """2-D embedding of the models from distances d_ij = -log(a_ij) (d_ii = 0).
+
+    UMAP (metric='precomputed', seeded) when there are at least ``min_umap_models``
+    models; classical MDS (double-centred d², top two eigenvectors) below that, where
+    UMAP's neighbour graph is degenerate.
+    """
+    n = len(scores)
+    dist = -np.log(np.clip(scores, 1e-6, 1.0))
+    np.fill_diagonal(dist, 0.0)
+    if n >= min_umap_models:
+        import umap  # 30 s of numba compilation: only when a map is made
+
+        reducer = umap.UMAP(n_neighbors=min(n_neighbors, n - 1), metric="precomputed", random_state=seed,
+                            init="random", n_components=2)
+        return {"method": "umap", "coords": reducer.fit_transform(dist).tolist()}
+    centre = np.eye(n) - 1.0 / n
+    evals, evecs = np.linalg.eigh(-0.5 * centre @ (dist ** 2) @ centre)
+    top = np.argsort(evals)[::-1][:2]
+    coords = evecs[:, top] * np.sqrt(np.clip(evals[top], 0.0, None))
+    coords *= np.sign(coords[np.argmax(np.abs(coords), axis=0), range(coords.shape[1])])  # fixed sign
+    return {"method": f"classical MDS (fewer than {min_umap_models} models for UMAP)", "coords": coords.tolist()}
+
+
+def correlations(x, y) -> dict:
+    """Pearson and Spearman r with p-values of two equal-length samples (NaN when n < 3 or either is constant)."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    if len(x) < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
+        return {"pearson_r": float("nan"), "pearson_p": float("nan"), "spearman_r": float("nan"),
+                "spearman_p": float("nan"), "n": len(x)}
+    pr, sr = stats.pearsonr(x, y), stats.spearmanr(x, y)
+    return {"pearson_r": float(pr.statistic), "pearson_p": float(pr.pvalue),
+            "spearman_r": float(sr.statistic), "spearman_p": float(sr.pvalue), "n": len(x)}
+
+
+def null_summary(alignment: dict) -> dict | None:
+    """The calibrated null of an alignment table (``prh align --null-permutations P``), summarised:
+    mean observed score, mean of the permutation null of the best layer pair (what layer
+    search finds by chance), and the fraction of cells with p < 0.05. None without a null."""
+    calib = alignment.get("calibration")
+    if not calib:
+        return None
+    scores, p = np.asarray(alignment["scores"], dtype=float), np.asarray(calib["p_value"], dtype=float)
+    if alignment["x_names"] == alignment["y_names"]:  # a set against itself: leave out the diagonal
+        off = ~np.eye(len(scores), dtype=bool)
+        scores, p = scores[off], p[off]
+        null = np.asarray(calib["null_max_mean"], dtype=float)[off]
+    else:
+        null = np.asarray(calib["null_max_mean"], dtype=float)
+    return {"permutations": calib["permutations"], "score_mean": float(np.nanmean(scores)),
+            "null_max_mean": float(np.nanmean(null)), "fraction_p_below_0.05": float(np.nanmean(p < 0.05)),
+            "min_p": float(1.0 / (calib["permutations"] + 1))}
+
+
+def language_vision(*, cross: dict, bpb: dict[str, float], families: dict[str, str]) -> dict:
+    """Alignment of every (language, vision) pair against the LM's 1 - bpb, per vision family.
+
+    Per family a least-squares line y = slope x + intercept; pooled over all pairs,
+    Pearson and Spearman r with p-values. LMs without bpb (masked LMs) are left out.
+    """
+    scores = np.asarray(cross["scores"], dtype=float)
+    points = [{"language": lm, "vision": vm, "family": families.get(vm, vm), "lm_score": 1.0 - bpb[lm],
+               "alignment": float(scores[i, j])}
+              for i, lm in enumerate(cross["x_names"]) if lm in bpb
+              for j, vm in enumerate(cross["y_names"])]
+    if not points:
+        raise ValueError("no language model of the cross alignment has a bpb: pass the zoo language.json")
+    fits = {}
+    for fam in sorted({p["family"] for p in points}):
+        x = [p["lm_score"] for p in points if p["family"] == fam]
+        y = [p["alignment"] for p in points if p["family"] == fam]
+        slope, icpt = np.polyfit(x, y, 1) if np.ptp(x) > 0 else (float("nan"), float("nan"))
+        fits[fam] = {"slope": float(slope), "intercept": float(icpt), **correlations(x, y)}
+    pooled = correlations([p["lm_score"] for p in points], [p["alignment"] for p in points])
+    skipped = [lm for lm in cross["x_names"] if lm not in bpb]
+    return {"points": points, "fits": fits, "pooled": pooled, "skipped_no_bpb": skipped}
+
+
+def run_convergence(*, probes: str, vision_alignment: str, cross_alignment: str, language: str,
+                    families: dict, out_dir: str, config: dict | None = None) -> dict:
+    """Fig 2 (left, right) and Fig 3 numbers: writes competence.json, model_map.json,
+    language_vision.json and metrics.json under ``out_dir``; returns the metrics."""
+    cfg = {**DEFAULTS, **(config or {})}
+    unknown = set(cfg) - set(DEFAULTS)
+    if unknown:
+        raise ValueError(f"config has unknown keys {sorted(unknown)}; allowed: {sorted(DEFAULTS)}")
+    align = read_json(vision_alignment)
+    scores, names = _check_square(align), align["x_names"]
+    solved = solved_counts(read_json(probes), solve_fraction=cfg["solve_fraction"])
+    missing = [n for n in names if n not in solved]
+    if missing:
+        raise ValueError(f"models {missing} of --vision-alignment have no probe results in --probes")
+    bins = competence_bins(scores=scores, names=names, solved=solved, bins=cfg["bins"])
+    settings = {**align["settings"], "solve_fraction": cfg["solve_fraction"], "bins": cfg["bins"]}
+    out = Path(out_dir)
+    write_json(out / "competence.json", {"settings": settings, "solved": solved, "bins": bins})
+    emb = model_map(scores=scores, seed=cfg["seed"], min_umap_models=cfg["min_umap_models"],
+                    n_neighbors=cfg["n_neighbors"])
+    write_json(out / "model_map.json", {"settings": settings, "names": names, "solved": [solved[n] for n in names],
+                                        "families": [families.get(n, n) for n in names], **emb})
+    bpb = {m: v["bpb"] for m, v in read_json(language)["models"].items() if v.get("bpb") is not None}
+    cross = read_json(cross_alignment)
+    lv = language_vision(cross=cross, bpb=bpb, families=families)
+    write_json(out / "language_vision.json", {"settings": cross["settings"], **lv})
+    metrics = {"competence_bins": {f"{b['lo']}-{b['hi'] - 1}": {"mean": b["mean"], "sem": b["sem"],
+                                                                 "n_models": len(b["models"])} for b in bins},
+               "competence_alignment": correlations([solved[n] for n in names],
+                                                     [np.mean(np.delete(scores[i], i)) for i in range(len(names))]),
+               "language_vision": lv["pooled"]}
+    nulls = {"vision": null_summary(align), "cross": null_summary(cross)}
+    if any(nulls.values()):
+        metrics["calibration"] = {k: v for k, v in nulls.items() if v}
+    write_json(out / "metrics.json", metrics)
+    return metrics
+
+
+def platonic_scores(*, feature_paths: list[str], scenes: list[dict], topk: int = 10, quantile: float = 0.95) -> dict:
+    """Mutual-kNN alignment of each model with the world kernel K (best layer of the model).
+
+    The world is a one-layer "model" F with F Fᵀ = K (``world_features``); K has ones on
+    the diagonal, so F's rows are unit vectors and the k-NN of F under the inner product
+    are the k-NN of K itself. F is not clamped: it is exact, not a network's activation.
+    Model features are clamped and normalised as the alignment engine does.
+    """
+    from prh.data.shapes import world_features
+    from prh.io import load_features
+    from prh.metrics import layer_pair_scores, prepare_features
+
+    world = world_features(scenes)[:, None, :]
+    out = {}
+    for path in feature_paths:
+        feats, meta = load_features(path, with_meta=True)
+        if feats.shape[0] != world.shape[0]:
+            raise ValueError(f"{path} has {feats.shape[0]} items but the scenes have {world.shape[0]}: "
+                             "pass the scenes of the dataset the features were extracted from")
+        clamped = prepare_features(feats, q=quantile, layer_dims=meta.get("layer_dims"))
+        res = layer_pair_scores("mutual_knn", clamped, world, topk=topk)
+        out[meta.get("model", Path(path).stem)] = {"score": res.best_score, "layer": res.best_pair[0]}
+    return out
+
+
+def run_platonic(*, vision_features: list[str], vision_scenes: str, language_features: list[str],
+                 paired_scenes: str, probes: str, language: str, out_dir: str, config: dict | None = None) -> dict:
+    """Platonic reference: writes platonic.json and platonic_metrics.json under ``out_dir``."""
+    cfg = {**DEFAULTS, **(config or {})}
+    kw = {"topk": cfg["topk"], "quantile": cfg["quantile"]}
+    vision = platonic_scores(feature_paths=vision_features, scenes=[r["scene"] for r in read_jsonl(vision_scenes)], **kw)
+    lang = platonic_scores(feature_paths=language_features, scenes=[r["scene"] for r in read_jsonl(paired_scenes)], **kw)
+    probe_models = read_json(probes)["models"]
+    for name, row in vision.items():
+        accs = [t["accuracy"] for t in probe_models[name]["tasks"].values()]
+        row["competence"] = float(np.mean(accs))
+    bpb = {m: v.get("bpb") for m, v in read_json(language)["models"].items()}
+    for name, row in lang.items():
+        row["lm_score"] = None if bpb.get(name) is None else 1.0 - bpb[name]
+    scored = [r for r in lang.values() if r["lm_score"] is not None]
+    metrics = {"vision": correlations([r["competence"] for r in vision.values()], [r["score"] for r in vision.values()]),
+               "language": correlations([r["lm_score"] for r in scored], [r["score"] for r in scored])}
+    write_json(Path(out_dir) / "platonic.json", {"settings": {"metric": "mutual_knn", **kw}, "vision": vision,
+                                                 "language": lang, "correlations": metrics})
+    write_json(Path(out_dir) / "platonic_metrics.json", {"platonic": metrics})
+    return metrics
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="prh run-convergence", description="PRH Figs 2 and 3: competence, model map, language-vision.")
+    parser.add_argument("--probes", required=True, help="`prh probe` JSON of the vision models")
+    parser.add_argument("--vision-alignment", required=True, help="vision__vision mutual_knn alignment JSON")
+    parser.add_argument("--cross-alignment", required=True, help="language__vision alignment JSON (paired set)")
+    parser.add_argument("--language", required=True, help="JSON with models.<m>.bpb (results/experiments/zoo/language.json)")
+    parser.add_argument("--families", type=json_object, default="{}", help="JSON: vision model -> family")
+    parser.add_argument("--out-dir", required=True, help="results/experiments/convergence")
+    parser.add_argument("--config", type=json_object, default="{}", help="JSON of the params.yaml convergence block")
+    args = parser.parse_args(argv)
+    metrics = run_convergence(probes=args.probes, vision_alignment=args.vision_alignment,
+                              cross_alignment=args.cross_alignment, language=args.language,
+                              families=args.families, out_dir=args.out_dir, config=args.config)
+    print(metrics)
+
+
+def platonic_main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="prh run-platonic", description="Alignment with the world kernel.")
+    parser.add_argument("--vision-features", nargs="+", required=True, help="vision-set feature files")
+    parser.add_argument("--vision-scenes", required=True, help="scenes.jsonl of the vision set")
+    parser.add_argument("--language-features", nargs="+", required=True, help="paired-set language feature files")
+    parser.add_argument("--paired-scenes", required=True, help="scenes.jsonl of the paired set")
+    parser.add_argument("--probes", required=True, help="`prh probe` JSON of the vision models")
+    parser.add_argument("--language", required=True, help="JSON with models.<m>.bpb")
+    parser.add_argument("--out-dir", required=True)
+    parser.add_argument("--config", type=json_object, default="{}", help="JSON of the params.yaml convergence block")
+    args = parser.parse_args(argv)
+    print(run_platonic(vision_features=args.vision_features, vision_scenes=args.vision_scenes,
+                       language_features=args.language_features, paired_scenes=args.paired_scenes,
+                       probes=args.probes, language=args.language, out_dir=args.out_dir, config=args.config))

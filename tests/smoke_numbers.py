@@ -1,0 +1,70 @@
+"""The numbers of a smoke run, in a form a refactor can be checked against.
+
+Every number in ``results/experiments/**/*.json`` and ``results/alignment/**/*.json``
+(timings left out: they are the machine's, not the method's). Small ``metrics.json``
+files are kept key by key; for the others, a fingerprint that moves when any number
+moves: the count, the sum, the sum of absolute values and a dot product with fixed
+pseudo-random weights.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+
+TIMING = re.compile(r"(^|_)(s|seconds|time|wall_s|cpu_s|elapsed|duration)$")
+
+
+def flatten(obj, prefix="") -> dict[str, float]:
+    """Numbers by their path (``a.b.0``); timings and booleans left out, null as NaN."""
+    out: dict[str, float] = {}
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            if TIMING.search(str(k)):
+                continue
+            out.update(flatten(v, f"{prefix}{k}."))
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            out.update(flatten(v, f"{prefix}{i}."))
+    elif isinstance(obj, (int, float)) and not isinstance(obj, bool):
+        out[prefix[:-1]] = float(obj)
+    elif obj is None:
+        out[prefix[:-1]] = math.nan
+    return out
+
+
+def fingerprint(values: list[float]) -> dict[str, float]:
+    finite = [v for v in values if math.isfinite(v)]
+    weights = [((i * 2654435761) % 1000) / 1000 - 0.5 for i in range(len(values))]
+    return {"n": len(values), "n_nan": len(values) - len(finite), "sum": math.fsum(finite),
+            "abs_sum": math.fsum(abs(v) for v in finite),
+            "weighted": math.fsum(w * v for w, v in zip(weights, values) if math.isfinite(v))}
+
+
+def smoke_numbers(results: str | Path) -> dict:
+    results = Path(results)
+    out = {}
+    for sub in ("experiments", "alignment"):
+        for path in sorted((results / sub).rglob("*.json")):
+            numbers = flatten(json.loads(path.read_text()))
+            key = str(path.relative_to(results))
+            out[key] = numbers if path.name.endswith("metrics.json") and len(numbers) <= 400 else fingerprint(
+                list(numbers.values()))
+    return out
+
+
+def differences(got: dict, expected: dict, *, rel: float = 1e-6, abs_tol: float = 1e-9) -> list[str]:
+    """Human-readable differences between two ``smoke_numbers`` results (empty when they agree)."""
+    problems = [f"{k}: missing from this run" for k in expected if k not in got]
+    problems += [f"{k}: new in this run (not recorded)" for k in got if k not in expected]
+    for k in expected.keys() & got.keys():
+        a, b = got[k], expected[k]
+        for key in sorted(a.keys() | b.keys()):
+            x, y = a.get(key), b.get(key)
+            if x is None or y is None:
+                problems.append(f"{k} {key}: {x} vs recorded {y}")
+            elif not (math.isnan(x) and math.isnan(y)) and not math.isclose(x, y, rel_tol=rel, abs_tol=abs_tol):
+                problems.append(f"{k} {key}: {x!r} vs recorded {y!r}")
+    return problems

@@ -1,0 +1,144 @@
+"""Seed 001 (bridge training): gradients per bridge depth, exact random-label ratio, outlier
+statistics, the appendix-A measure, the pre-registered decisions, and one tiny arm end to end."""
+
+import numpy as np
+import pytest
+import torch
+
+from prh.studies.seed001.align import run_alignment
+from prh.studies.seed001.analysis import analyse, decide, paired_bootstrap
+from prh.studies.seed001.arm import expand_arms, run_arm
+from prh.studies.seed001.covariance import input_basis, off_diagonal_mass
+from prh.studies.seed001.model import build_model, load_backbone, set_bridge
+from prh.studies.seed001.outliers import outlier_stats
+from prh.studies.seed001.train import random_labels
+
+
+@pytest.fixture(scope="module")
+def tiny_gpt2(tmp_path_factory):
+    """A 3-block GPT-2 saved with save_pretrained: the paper config's loading path."""
+    from transformers import GPT2Config, GPT2Model
+
+    torch.manual_seed(0)
+    path = tmp_path_factory.mktemp("gpt2")
+    GPT2Model(GPT2Config(n_layer=3, n_embd=32, n_head=2, n_positions=64, vocab_size=50)).save_pretrained(path)
+    return str(path)
+
+
+def _grads(model, k):
+    set_bridge(model, blocks=k)
+    model.zero_grad(set_to_none=True)
+    x, y = torch.randn(4, 3, 32, 32), torch.tensor([0, 1, 2, 0])
+    torch.nn.functional.cross_entropy(model(x), y).backward()
+    return {n for n, p in model.named_parameters() if p.grad is not None and p.grad.abs().sum() > 0}
+
+
+@pytest.mark.parametrize("source", ["gpt2", "minilm"])
+def test_k0_only_patch_embedding_and_head_get_gradients(source, tiny_gpt2):
+    model = build_model(source=tiny_gpt2 if source == "gpt2" else "minilm", image_size=32, patch_size=8,
+                        num_classes=3)
+    got = _grads(model, 0)
+    assert got and all(n.startswith(("embed.", "head.")) for n in got)
+    assert {"embed.proj.weight", "head.weight"} <= got
+    got2 = _grads(model, 2)
+    blocks = {n.split(".")[1] for n in got2 if n.startswith("blocks.")}
+    assert blocks == {"0", "1"}
+    got_all = _grads(model, "all")
+    assert {n.split(".")[1] for n in got_all if n.startswith("blocks.")} == {str(i) for i in range(len(model.blocks))}
+
+
+def test_set_bridge_rejects_bad_depth(tiny_gpt2):
+    model = build_model(source=tiny_gpt2, image_size=32, patch_size=8, num_classes=3)
+    with pytest.raises(ValueError, match="blocks"):
+        set_bridge(model, blocks=4)
+
+
+def test_shuffled_keeps_each_tensors_values_but_not_their_order(tiny_gpt2):
+    pre, _, _ = load_backbone(tiny_gpt2, init="pretrained")
+    shuf, _, _ = load_backbone(tiny_gpt2, init="shuffled", seed=1)
+    for (name, a), b in zip(pre.state_dict().items(), shuf.state_dict().values()):
+        assert torch.equal(a.flatten().sort().values, b.flatten().sort().values), name
+    w = "0.attn.c_attn.weight"
+    assert not torch.equal(pre.state_dict()[w], shuf.state_dict()[w])
+
+
+@pytest.mark.parametrize("n,ratio", [(100, 0.0), (100, 0.2), (97, 0.5), (1000, 1.0), (7, 0.33)])
+def test_random_label_ratio_is_exact_and_seeded(n, ratio):
+    y = np.arange(n) % 5
+    new, mask = random_labels(y, ratio=ratio, num_classes=5, seed=3)
+    assert mask.sum() == round(ratio * n)
+    assert np.array_equal(new[~mask], y[~mask])
+    assert new.min() >= 0 and new.max() < 5
+    again, mask2 = random_labels(y, ratio=ratio, num_classes=5, seed=3)
+    assert np.array_equal(again, new) and np.array_equal(mask, mask2)
+    if 0 < round(ratio * n) < n:
+        _, other = random_labels(y, ratio=ratio, num_classes=5, seed=4)
+        assert not np.array_equal(other, mask)
+
+
+def test_random_labels_reject_bad_ratio():
+    with pytest.raises(ValueError, match="ratio"):
+        random_labels([0, 1], ratio=1.5, num_classes=2, seed=0)
+
+
+def test_outlier_statistics_gaussian_vs_student_t():
+    rng = np.random.default_rng(0)
+    g = outlier_stats(rng.normal(size=(400, 500)))
+    assert g["outlier_fraction"] < 1e-5 and abs(g["excess_kurtosis"]) < 0.05 and g["max_ratio"] < 6
+    t = outlier_stats(rng.standard_t(3, size=(400, 500)))
+    assert t["outlier_fraction"] > 1e-3 and t["excess_kurtosis"] > 1 and t["max_ratio"] > 10
+
+
+def test_off_diagonal_mass_zero_when_aligned():
+    rng = np.random.default_rng(0)
+    d = 12
+    basis_true = np.linalg.qr(rng.normal(size=(d, d)))[0]
+    x = rng.normal(size=(5000, d)) * np.linspace(3, 0.5, d) @ basis_true.T
+    u = input_basis(x, top=4)
+    aligned = rng.normal(size=(5000, d)) * np.linspace(2, 1, d) @ basis_true.T  # rows' covariance shares x's eigenvectors
+    assert off_diagonal_mass(aligned, u) < 0.02
+    assert off_diagonal_mass(rng.normal(size=(300, d)) @ rng.normal(size=(d, d)), u) > 0.1
+
+
+def test_decisions_follow_the_preregistered_rules():
+    assert decide("beats", {"lo": 0.01, "hi": 0.05}, 0.02) == "reproduced"
+    assert decide("beats", {"lo": -0.03, "hi": 0.01}, 0.02) == "not reproduced"
+    assert decide("beats", {"lo": -0.01, "hi": 0.04}, 0.02) == "inconclusive"
+    assert decide("matches", {"lo": -0.01, "hi": 0.015}, 0.02) == "reproduced"
+    assert decide("matches", {"lo": 0.03, "hi": 0.05}, 0.02) == "not reproduced"
+    assert decide("matches", {"lo": -0.01, "hi": 0.05}, 0.02) == "inconclusive"
+    s = paired_bootstrap(np.ones(10), np.zeros(10))
+    assert s["mean"] == s["lo"] == s["hi"] == 1.0
+
+
+def test_expand_arms_names_sweeps():
+    arms = expand_arms({"a": {"init": "scratch"}}, [{"init": ["pretrained"], "ratio": [0.0, 1.0], "blocks": [0, "all"]}])
+    assert set(arms) == {"a", "pretrained_r0_k0_s0", "pretrained_r1_k0_s0", "pretrained_r0_kall_s0",
+                         "pretrained_r1_kall_s0"}
+    with pytest.raises(ValueError, match="unknown"):
+        expand_arms({}, [{"lr": [1]}])
+
+
+def test_tiny_arms_end_to_end(tmp_path, tiny_gpt2):
+    from prh.data.shapes import build_dataset
+
+    train = build_dataset(tmp_path / "train", n=40, seed=1, world={"image_size": 32})
+    probe = build_dataset(tmp_path / "probe", n=40, seed=3, world={"image_size": 32})
+    cfg = {"source": tiny_gpt2, "patch_size": 8, "n_train": 32, "n_eval": 8, "n_probe": 40, "epochs": 1,
+           "batch_size": 16, "cov_top": 4, "cov_patches": 256, "probe_cs": [1.0], "min_size": 256}
+    arms = {}
+    for name, arm in {"pretrained_r1": {"ratio": 1.0}, "scratch_r1": {"init": "scratch"},
+                      "pretrained_r1_k0": {"blocks": 0}, "pretrained_nobridge": {"epochs": 0}}.items():
+        arms[name] = run_arm(name=name, arm=arm, config=cfg, train_data=str(train), probe_data=str(probe),
+                             out_dir=str(tmp_path / name))
+    r = arms["pretrained_r1"]
+    assert r["n_random"] == 32 and len(r["probes"]["tasks"]) == 10
+    assert arms["pretrained_nobridge"]["curves"]["epoch"] == [0]
+    align = run_alignment(features=[str(tmp_path / n / "features.safetensors") for n in arms], probe_data=str(probe),
+                          out=str(tmp_path / "alignment.json"))
+    assert set(align["arms"]) == set(arms) and all(0 <= a["world"] <= 1 for a in align["arms"].values())
+    metrics, figures = analyse(arms=arms, outliers=None, alignment=align, config={"n_boot": 100})
+    assert metrics["arms"]["pretrained_r1"]["mutual_knn"]["world"] == align["arms"]["pretrained_r1"]["world"]
+    assert metrics["verdicts"]["fig8_first2_matches_all"] == "not testable"
+    assert metrics["verdicts"]["fig3_random_labels"] in ("reproduced", "not reproduced", "inconclusive")
+    assert set(figures["arms"]) == set(arms)

@@ -1,0 +1,59 @@
+"""The figure registry (prh.figures) is the one home of every figure: its plot
+function, inputs and caption exist, and dvc.yaml and the README agree with it."""
+
+from __future__ import annotations
+
+import importlib
+import re
+
+import pytest
+import yaml
+
+from prh.figures import FIGURES, draw, main
+
+
+@pytest.mark.parametrize("name", list(FIGURES))
+def test_entry_points_at_real_things(name, repo_root):
+    fig = FIGURES[name]
+    module, func = fig.draw.split(":")
+    assert module.startswith("prh.plots.") and callable(getattr(importlib.import_module(module), func))
+    assert (repo_root / "workflow" / "report" / f"{fig.caption}.rst").exists(), fig.caption
+    assert re.fullmatch(r"plot_\w+", fig.rule)
+    assert all(p.startswith("results/") for p in fig.inputs.values())
+
+
+def test_rules_are_unique():
+    assert len({f.rule for f in FIGURES.values()}) == len(FIGURES)
+
+
+def test_dvc_plots_are_the_registered_figures(repo_root):
+    plots = yaml.safe_load((repo_root / "dvc.yaml").read_text())["plots"]
+    stems = [p.removeprefix("results/figures/").removesuffix(".png") for p in plots]
+    patterns = [re.compile(re.sub(r"\\\{\w+\\\}", ".+", re.escape(n)) + "$") for n in FIGURES]
+    assert all(any(p.match(s) for p in patterns) for s in stems), stems
+    assert {n for n, f in FIGURES.items() if "{" not in n and "png" in f.formats} <= set(stems)
+
+
+def test_readme_table_names_each_figure_with_its_rule_and_code(repo_root):
+    readme = (repo_root / "README.md").read_text()
+    for fig in FIGURES.values():
+        row = next((line for line in readme.splitlines() if line.startswith(f"| `{fig.name}`")), None)
+        assert row, f"README's figure table has no row for {fig.name}"
+        assert f"`{fig.rule}`" in row and f"`{fig.draw}`" in row, row
+
+
+def test_draw_names_what_is_wrong(tmp_path):
+    with pytest.raises(ValueError, match="unknown figure 'fig99'"):
+        draw("fig99", tmp_path / "x.pdf")
+    with pytest.raises(ValueError, match=r"\['bogus'\] are not its inputs"):
+        draw("fig04_downstream", tmp_path / "x.pdf", {"bogus": "x.json"})
+    with pytest.raises(ValueError, match="give these inputs as --input KEY=PATH"):
+        draw("world_sample_sheet", tmp_path / "x.pdf")
+    with pytest.raises(FileNotFoundError, match="missing.json is missing: run `snakemake"):
+        draw("fig04_downstream", tmp_path / "x.pdf", {"downstream": str(tmp_path / "missing.json")})
+
+
+def test_list_prints_every_figure(capsys):
+    main(["--list"])
+    out = capsys.readouterr().out.splitlines()
+    assert [line.split("\t")[0] for line in out] == list(FIGURES)

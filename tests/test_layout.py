@@ -1,0 +1,124 @@
+"""The package's shape (issue 15): imports point down the layers, never in a cycle,
+and no module reaches into another's private names.
+
+Layers, bottom to top (a module may import its own layer and the ones below):
+
+0. ``io``, ``errors``, ``device``, ``stats``: plain helpers with no project imports above them
+1. ``config``, ``metrics``, ``pin``: the config and the alignment metrics
+2. ``data``: the shapes world, hub datasets, tasks
+3. ``models``, ``batching``: loaders and the offline zoo trainers; batched model runs
+4. ``features``, ``extract``, ``evaluation``: features, and did a model learn (probes, LM likelihood)
+5. ``studies``: one package per source document
+6. ``plots``, ``figures``: figures read numbers, never compute them
+7. ``cli``: the entry point
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+LAYERS = [
+    {"prh.io", "prh.errors", "prh.device", "prh.stats"},
+    {"prh.config", "prh.metrics", "prh.pin"},
+    {"prh.data"},
+    {"prh.models", "prh.batching"},
+    {"prh.features", "prh.extract", "prh.evaluation"},
+    {"prh.studies"},
+    {"prh.plots", "prh.figures"},
+    {"prh.cli"},
+]
+MAX_LINES = 400
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(SRC).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+MODULES = {module_name(p): p for p in sorted((SRC / "prh").rglob("*.py"))}
+
+
+def layer(module: str) -> int:
+    for i, group in enumerate(LAYERS):
+        if any(module == g or module.startswith(g + ".") for g in group):
+            return i
+    raise AssertionError(f"{module} belongs to no layer: add it to LAYERS in {__file__}")
+
+
+def resolve(name: str) -> str:
+    """The project module an import names (``prh.metrics.engine.x`` -> ``prh.metrics.engine``)."""
+    while name not in MODULES and "." in name:
+        name = name.rsplit(".", 1)[0]
+    return name
+
+
+def imports(module: str) -> list[tuple[str, list[str]]]:
+    """(imported project module, names taken from it) for every import, function-level ones included."""
+    tree = ast.parse(MODULES[module].read_text())
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(resolve(a.name), []) for a in node.names if a.name.startswith("prh")]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("prh") and not node.level:
+            for a in node.names:
+                sub = f"{node.module}.{a.name}"
+                target = sub if sub in MODULES else node.module
+                found.append((resolve(target), [] if sub in MODULES else [a.name]))
+    return [(m, names) for m, names in found if m != "prh" and m != module]
+
+
+def test_every_module_has_a_layer():
+    for module in MODULES:
+        if module != "prh":
+            layer(module)
+
+
+@pytest.mark.parametrize("module", [m for m in MODULES if m != "prh"])
+def test_imports_point_down(module):
+    up = [target for target, _ in imports(module) if layer(target) > layer(module)]
+    assert not up, f"{module} (layer {layer(module)}) imports {up} from a higher layer"
+
+
+@pytest.mark.parametrize("module", [m for m in MODULES if m != "prh"])
+def test_no_private_names_across_modules(module):
+    private = [(target, n) for target, names in imports(module) for n in names if n.startswith("_")]
+    assert not private, f"{module} takes private names {private}"
+
+
+def test_no_import_cycles():
+    graph = {m: {t for t, _ in imports(m)} for m in MODULES}
+    state: dict[str, int] = {}
+
+    def visit(m, stack):
+        state[m] = 1
+        for t in sorted(graph.get(m, ())):
+            if state.get(t) == 1:
+                raise AssertionError("import cycle: " + " -> ".join(stack[stack.index(t):] + [t]))
+            if t not in state:
+                visit(t, stack + [t])
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [m])
+
+
+def test_no_module_over_the_line_limit():
+    long = {m: n for m, p in MODULES.items() if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    assert not long, f"split these by responsibility (> {MAX_LINES} lines): {long}"
+
+
+@pytest.mark.parametrize("module", [m for m in MODULES if m != "prh"])
+def test_imported_names_exist(module):
+    """Function-level imports run only when their function does: check every name now."""
+    import importlib
+
+    missing = [(target, n) for target, names in imports(module) for n in names
+               if not hasattr(importlib.import_module(target), n)]
+    assert not missing, f"{module} imports names its sources do not define: {missing}"

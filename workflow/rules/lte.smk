@@ -1,0 +1,163 @@
+# LoRA-the-Explorer (thesis chapter 4, appendix 8): parallel low-rank heads merged every T
+# steps, on a real distributed engine. Every experiment rule launches torchrun: one process
+# per rank, one thread each, gloo on CPU (nccl with device cuda); rank 0 writes the JSON.
+# With lte.nnodes > 1 (SLURM), the same command runs under srun with a c10d rendezvous.
+LTE = f"{R}/experiments/lte"
+LTE_CFG = config["lte"]
+
+
+LTE_RUN = lte_launcher(LTE_CFG["nproc"], LTE_CFG["nnodes"]) + " -m prh.cli run-lte"
+
+
+rule lte_least_squares:
+    output:
+        f"{LTE}/least_squares.json",
+    params:
+        run=LTE_RUN,
+        config=json_param(LTE_CFG["least_squares"]),
+        seed=config["seed"],
+    log:
+        log_path("lte", "least_squares"),
+    benchmark:
+        bench_path("lte", "least_squares")
+    threads: LTE_CFG["nproc"]
+    resources:
+        mem_mb=1500 * LTE_CFG["nproc"],
+        runtime=30,
+        nodes=LTE_CFG["nnodes"],
+    conda:
+        CONDA_ENV
+    shell:
+        "OMP_NUM_THREADS=1 {params.run} --experiment least_squares --config {params.config} --seed {params.seed} "
+        "--out {output} > {log} 2>&1"
+
+
+rule lte_vision:
+    input:
+        **shapes_files(LTE_CFG["dataset"]),
+    output:
+        f"{LTE}/vision.json",
+    params:
+        run=LTE_RUN,
+        config=lte_slice(["table_", "orth_"]),
+        data=lambda w, input: os.path.dirname(input.meta),
+        seed=config["seed"],
+    log:
+        log_path("lte", "vision"),
+    benchmark:
+        bench_path("lte", "vision")
+    threads: LTE_CFG["nproc"]
+    resources:
+        mem_mb=1500 * LTE_CFG["nproc"],
+        runtime=60,
+        nodes=LTE_CFG["nnodes"],
+    conda:
+        CONDA_ENV
+    shell:
+        "OMP_NUM_THREADS=1 {params.run} --experiment vision --data {params.data} --config {params.config} "
+        "--seed {params.seed} --out {output} > {log} 2>&1"
+
+
+# Table 4.9 mini and Fig 4.7: LTE runs at the learning rate vision.json's sweep chose.
+for _exp, _drop in (("table", ["orth_"]), ("orthogonality", ["table_"])):
+
+    rule:
+        name:
+            f"lte_{_exp}"
+        input:
+            **shapes_files(LTE_CFG["dataset"]),
+            lr=rules.lte_vision.output[0],
+        output:
+            f"{LTE}/{_exp}.json",
+        params:
+            run=LTE_RUN,
+            experiment=_exp,
+            config=lte_slice(_drop),
+            data=lambda w, input: os.path.dirname(input.meta),
+            seed=config["seed"],
+        log:
+            log_path("lte", _exp),
+        benchmark:
+            bench_path("lte", _exp)
+        threads: LTE_CFG["nproc"]
+        resources:
+            mem_mb=1500 * LTE_CFG["nproc"],
+            runtime=60,
+            nodes=LTE_CFG["nnodes"],
+        conda:
+            CONDA_ENV
+        shell:
+            "OMP_NUM_THREADS=1 {params.run} --experiment {params.experiment} --data {params.data} --lr-from {input.lr} "
+            "--config {params.config} --seed {params.seed} --out {output} > {log} 2>&1"
+
+
+rule lte_verdicts:
+    input:
+        least_squares=rules.lte_least_squares.output[0],
+        vision=rules.lte_vision.output[0],
+        table=rules.lte_table.output[0],
+        orthogonality=rules.lte_orthogonality.output[0],
+    output:
+        f"{LTE}/metrics.json",
+    params:
+        max_ratio=LTE_CFG["claims"]["max_ratio"],
+        min_gap=LTE_CFG["claims"]["min_gap"],
+    log:
+        log_path("lte", "verdicts"),
+    benchmark:
+        bench_path("lte", "verdicts")
+    threads: 1
+    resources:
+        mem_mb=500,
+        runtime=5,
+    conda:
+        CONDA_ENV
+    shell:
+        "prh run-lte-verdicts --least-squares {input.least_squares} --vision {input.vision} --table {input.table} "
+        "--orthogonality {input.orthogonality} --max-ratio {params.max_ratio} --min-gap {params.min_gap} "
+        "--out {output} > {log} 2>&1"
+
+
+# Paper suite (thesis Table 8.4): ViT-S/32 and MLP-Mixer on CIFAR-10/100 at 224 px, standard
+# (DDP) against LTE, on lte.paper.nnodes x nproc GPUs. Not run here (no GPU, no network).
+LTE_PAPER = LTE_CFG["paper"]
+
+
+rule lte_paper:
+    input:
+        meta=f"{R}/data/{{dataset}}/meta.json",
+    output:
+        f"{LTE}/paper/{{dataset}}__{{model}}.json",
+    params:
+        config=lambda w: json_param(
+            {**LTE_PAPER["vision"], "model": LTE_PAPER["models"][w.model]}),
+        data=lambda w, input: os.path.dirname(input.meta),
+        seed=config["seed"],
+        run=lte_launcher(LTE_PAPER["nproc"], LTE_PAPER["nnodes"]),
+        device=LTE_PAPER["device"],
+    wildcard_constraints:
+        dataset=one_of(LTE_PAPER["datasets"]),
+        model=one_of(LTE_PAPER["models"]),
+    log:
+        log_path("lte_paper", "{dataset}__{model}"),
+    benchmark:
+        bench_path("lte_paper", "{dataset}__{model}")
+    threads: 4 * LTE_PAPER["nproc"]
+    resources:
+        mem_mb=64000,
+        runtime=2880,
+        gpu=LTE_PAPER["nproc"] if LTE_PAPER["device"] == "cuda" else 0,  # per node (README of the SLURM profile)
+        nodes=LTE_PAPER["nnodes"],
+    conda:
+        CONDA_ENV
+    shell:
+        "OMP_NUM_THREADS=4 {params.run} -m prh.cli run-lte --experiment vision --device {params.device} "
+        "--data {params.data} --config {params.config} --seed {params.seed} --out {output} > {log} 2>&1"
+
+
+if SUITE == "paper":
+    TARGETS += [f"{LTE}/paper/{d}__{m}.json" for d in LTE_PAPER["datasets"] for m in LTE_PAPER["models"]]
+else:
+    TARGETS += figure_targets("thesis_fig8.1_lte_least_squares", "thesis_fig4.6_lte_vs_standard",
+                              "thesis_fig4.7_head_orthogonality", "thesis_fig8.5_update_rank", "thesis_table4.9_mini")
+    TARGETS.append(rules.lte_verdicts.output[0])
