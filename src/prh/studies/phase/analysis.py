@@ -126,7 +126,7 @@ def analyse(*, models: dict, config: dict, out_dir: str, adaptive_lr: str | None
     t1 = table1(rows, pairs, config=config)
     lr = read_json(adaptive_lr) if adaptive_lr else None
     metrics = evaluate_claims(rows, pairs, config=config, adaptive_lr=lr, seed=seed)
-    metrics["cpu_seconds_analysis"] = time.process_time() - t0
+    metrics["analysis_cpu_seconds"] = time.process_time() - t0
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     write_csv(out / "models.csv", rows)
