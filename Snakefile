@@ -41,6 +41,7 @@ include: "workflow/rules/downstream.smk"
 include: "workflow/rules/density.smk"
 include: "workflow/rules/bridge.smk"
 include: "workflow/rules/lte.smk"
+include: "workflow/rules/phase.smk"
 include: "workflow/rules/figures.smk"
 
 

@@ -113,6 +113,15 @@ FIGURES: dict[str, Figure] = _figures(
            "bridge_fig8_partial_bridge", "Seed 001: bridge", "seed001"),
     Figure("seed001_fig10_outliers_after", "prh.plots.bridge:plot_fig10", {"figures": f"{E}/bridge/figures.json"},
            "bridge_fig10_outliers_after", "Seed 001: bridge", "seed001"),
+    # ---- Seed 000: phase incompatibility (NTK cross-similarity, AGOP)
+    Figure("seed000_fig1a_phase_landscape", "prh.plots.phase:plot_fig1a",
+           {"pairs": f"{E}/phase/pairs.csv", "metrics": f"{E}/phase/metrics.json"}, "phase_fig1a",
+           "Seed 000: phase", "phase"),
+    Figure("seed000_fig1b_families", "prh.plots.phase:plot_fig1b", {"table1": f"{E}/phase/table1.csv"},
+           "phase_fig1b", "Seed 000: phase", "phase"),
+    Figure("seed000_fig2_histograms", "prh.plots.phase:plot_fig2",
+           {"pairs": f"{E}/phase/pairs.csv", "metrics": f"{E}/phase/metrics.json"}, "phase_fig2",
+           "Seed 000: phase", "phase"),
     # ---- Huh's thesis, chapter 4: LoRA-the-Explorer
     Figure("thesis_fig8.1_lte_least_squares", "prh.plots.lte:plot_least_squares",
            {"least_squares": f"{E}/lte/least_squares.json"}, "lte_least_squares", "LoRA-the-Explorer", "thesis"),
