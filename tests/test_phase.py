@@ -8,10 +8,14 @@ import numpy as np
 import pytest
 import torch
 
-from prh.studies.phase import ntk as nt
-from prh.studies.phase.alignment import pair_retrieval, ridge_retrieval
-from prh.studies.phase.spectra import participation_ratio, power_law_exponent
-from prh.studies.phase.stats import balanced_accuracy, mantel_partial, modality_permutation
+from prh.studies.seed000 import ntk as nt
+from prh.studies.seed000.alignment import pair_retrieval, ridge_retrieval
+from prh.studies.seed000.spectra import participation_ratio, power_law_exponent
+from prh.studies.seed000.stats import (
+    balanced_accuracy,
+    mantel_partial,
+    modality_permutation,
+)
 
 
 def _mlp(d_in=5, width=7, d_out=3, seed=0):
@@ -118,7 +122,7 @@ def test_spectra_and_stats():
     perm = modality_permutation(m, labels, n_permutations=200)
     assert perm["statistic"] == pytest.approx(1.0) and perm["p_value"] <= 0.1
     with pytest.raises(ValueError, match="n_ntk"):
-        from prh.studies.phase.run import item_split
+        from prh.studies.seed000.run import item_split
 
         item_split(10, n_ntk=20, seed=0)
 
@@ -126,16 +130,16 @@ def test_spectra_and_stats():
 def test_tiny_end_to_end(tmp_path):
     """Tiny zoo-contract checkpoints through every command: model jobs, adaptive LR, analysis, figures."""
     import yaml
+    from tiny_models import save_encoder, save_language_model, save_vision_zoo
 
     from prh.data.shapes import build_dataset
     from prh.extract import extract_language_dataset, extract_vision_dataset
+    from prh.figures import draw_from
     from prh.io import read_json, read_jsonl, write_jsonl
     from prh.models.vision_zoo import build_model, save_checkpoint
-    from prh.figures import draw_from
-    from prh.studies.phase.adaptive_lr import run_adaptive_lr
-    from prh.studies.phase.analysis import analyse
-    from prh.studies.phase.run import main as phase_main
-    from tiny_models import save_encoder, save_language_model, save_vision_zoo
+    from prh.studies.seed000.adaptive_lr import run_adaptive_lr
+    from prh.studies.seed000.analysis import analyse
+    from prh.studies.seed000.run import main as phase_main
 
     data = build_dataset(tmp_path / "data", n=24, seed=0)
     records = read_jsonl(data / "captions.jsonl")  # the sparsest captions fit the tiny GPT-2's 128 positions

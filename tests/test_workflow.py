@@ -105,6 +105,7 @@ EXPECTED_FIGURES = {
     "seed001_fig2_outliers", "seed001_fig3_random_labels", "seed001_fig8_partial_bridge", "seed001_fig10_outliers_after",
     "thesis_fig8.1_lte_least_squares", "thesis_fig4.6_lte_vs_standard", "thesis_fig4.7_head_orthogonality",
     "thesis_fig8.5_update_rank",
+    "seed000_fig1a_phase_landscape", "seed000_fig1b_families", "seed000_fig2_histograms",
 }
 
 

@@ -66,9 +66,9 @@ STAGES: dict[str, dict[str, tuple[str, str]]] = {
         "run-bridge-align": ("prh.studies.seed001.align:main", "seed 001: mutual k-NN of the arms"),
         "run-bridge-outliers": ("prh.studies.seed001.outliers:main", "seed 001: outlier weights per matrix (Fig 2)"),
         "run-bridge-analysis": ("prh.studies.seed001.analysis:main", "seed 001: bootstrap intervals and verdicts"),
-        "run-phase-model": ("prh.studies.phase.run:main", "seed 000: one model's NTK, AGOP and NTK stability"),
-        "run-phase-adaptive-lr": ("prh.studies.phase.adaptive_lr:main", "seed 000: Table 2's adaptive LR vs fixed LR"),
-        "run-phase-analysis": ("prh.studies.phase.analysis:main", "seed 000: pairs, Table 1, claims and verdicts"),
+        "run-phase-model": ("prh.studies.seed000.run:main", "seed 000: one model's NTK, AGOP and NTK stability"),
+        "run-phase-adaptive-lr": ("prh.studies.seed000.adaptive_lr:main", "seed 000: Table 2's adaptive LR vs fixed LR"),
+        "run-phase-analysis": ("prh.studies.seed000.analysis:main", "seed 000: pairs, Table 1, claims and verdicts"),
     },
     "figures": {
         "plot": ("prh.figures:main", "draw one figure of the registry (`prh plot --list`)"),

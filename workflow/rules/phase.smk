@@ -6,7 +6,7 @@ import json
 import os
 import shlex
 
-from prh.studies.phase.adaptive_lr import choose_pairs
+from prh.studies.seed000.adaptive_lr import choose_pairs
 
 PHASE = f"{R}/experiments/phase"
 PHASE_CFG = config["phase"]

@@ -21,10 +21,10 @@ import numpy as np
 import torch
 
 from prh.io import load_features, write_json
-from prh.studies.phase import ntk as nt
-from prh.studies.phase.dynamics import model_ntk
-from prh.studies.phase.models import load_probe_model
-from prh.studies.phase.run import item_split, read_paired
+from prh.studies.seed000 import ntk as nt
+from prh.studies.seed000.dynamics import model_ntk
+from prh.studies.seed000.models import load_probe_model
+from prh.studies.seed000.run import item_split, read_paired
 
 __all__ = ["choose_pairs", "train_alignment", "run_adaptive_lr", "main"]
 

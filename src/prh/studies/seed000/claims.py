@@ -25,7 +25,12 @@ import itertools
 
 import numpy as np
 
-from prh.studies.phase.stats import mantel_partial, model_label_test, modality_permutation, rule_balanced_accuracy
+from prh.studies.seed000.stats import (
+    mantel_partial,
+    modality_permutation,
+    model_label_test,
+    rule_balanced_accuracy,
+)
 
 __all__ = ["evaluate_claims", "sign_flip_p"]
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from prh.studies.phase import ntk as nt
-from prh.studies.phase.models import ProbeModel
+from prh.studies.seed000 import ntk as nt
+from prh.studies.seed000.models import ProbeModel
 
 __all__ = ["model_ntk", "train_steps"]
 

@@ -24,10 +24,14 @@ from pathlib import Path
 import numpy as np
 
 from prh.io import atomic_path, load_features, read_json, write_json
-from prh.studies.phase import ntk as nt
-from prh.studies.phase.alignment import linear_cka_last, mutual_knn_last, pair_retrieval
-from prh.studies.phase.claims import evaluate_claims
-from prh.studies.phase.spectra import layer_summary
+from prh.studies.seed000 import ntk as nt
+from prh.studies.seed000.alignment import (
+    linear_cka_last,
+    mutual_knn_last,
+    pair_retrieval,
+)
+from prh.studies.seed000.claims import evaluate_claims
+from prh.studies.seed000.spectra import layer_summary
 
 __all__ = ["phase_of", "model_rows", "pair_rows", "table1", "write_csv", "analyse", "main"]
 

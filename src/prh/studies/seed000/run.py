@@ -22,9 +22,9 @@ import numpy as np
 import torch
 
 from prh.io import read_jsonl, write_json, write_npy
-from prh.studies.phase import ntk as nt
-from prh.studies.phase.dynamics import model_ntk, train_steps
-from prh.studies.phase.models import load_probe_model
+from prh.studies.seed000 import ntk as nt
+from prh.studies.seed000.dynamics import model_ntk, train_steps
+from prh.studies.seed000.models import load_probe_model
 
 __all__ = ["item_split", "read_paired", "run_model", "main"]
 
