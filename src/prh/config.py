@@ -75,6 +75,13 @@ def schema_defaults(block: str, schema_path: str | Path = SCHEMA) -> dict:
     return _defaults_of(root["properties"][block], schema_path.parent)
 
 
+def entry_fields(schema_file: str, schema_dir: str | Path = SCHEMA.parent) -> dict[str, dict]:
+    """The properties (description, type, default) of one entry of a map block, e.g. a model of
+    ``zoo.vision`` (``entry_fields("zoo_vision.schema.yaml")``): for commands whose flags are those keys."""
+    schema = yaml.safe_load((Path(schema_dir) / schema_file).read_text())
+    return schema["additionalProperties"]["properties"]
+
+
 def _defaults_of(schema: dict, schema_dir: Path):
     if "$ref" in schema:
         schema = {**yaml.safe_load((schema_dir / schema["$ref"]).read_text()), **{k: v for k, v in schema.items()

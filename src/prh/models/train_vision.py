@@ -34,25 +34,19 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm import tqdm
 
+from prh.config import entry_fields
 from prh.models.vision_zoo import MEAN, STD, build_model, save_checkpoint
 
 __all__ = ["OBJECTIVES", "HYPER", "DEFAULTS", "fit_vision_model", "train_vision", "main"]
 
 OBJECTIVES = ("supervised", "simclr", "denoise", "random")
 
-# Hyperparameter -> (default, meaning); also the --flags of `prh train-vision`.
-HYPER = {
-    "epochs": (3, "passes over the training scenes"),
-    "batch_size": (64, "images per Adam step"),
-    "lr": (1e-3, "peak Adam learning rate (5%% linear warm-up, then cosine decay to 0)"),
-    "weight_decay": (0.0, "Adam L2 weight decay"),
-    "n_train": (None, "train on the first n scenes only (default: all)"),
-    "temperature": (0.2, "simclr: NT-Xent temperature"),
-    "crop_min": (0.5, "simclr: smallest random crop, as a fraction of the image area"),
-    "jitter": (0.2, "simclr: brightness and contrast factors drawn from [1 - jitter, 1 + jitter]"),
-    "mask_ratio": (0.5, "denoise: fraction of 8 x 8 patches blanked"),
-    "noise_std": (0.2, "denoise: std of the added Gaussian noise, in normalised pixel units"),
-}
+# Hyperparameter -> (default, meaning); also the --flags of `prh train-vision`. The schema of a
+# zoo.vision entry (workflow/schemas/zoo_vision.schema.yaml) is their one home.
+HYPER_KEYS = ("epochs", "batch_size", "lr", "weight_decay", "n_train", "temperature", "crop_min", "jitter",
+              "mask_ratio", "noise_std")
+_FIELDS = entry_fields("zoo_vision.schema.yaml")
+HYPER = {key: (_FIELDS[key].get("default"), _FIELDS[key]["description"].replace("%", "%%")) for key in HYPER_KEYS}
 DEFAULTS = {key: value for key, (value, _) in HYPER.items()}
 
 
