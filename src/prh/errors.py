@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["ConfigError", "ModelNotAvailableError", "DatasetNotAvailableError"]
+__all__ = ["ConfigError", "ModelNotAvailableError", "DatasetNotAvailableError", "CorruptFileError"]
 
 
 class ConfigError(ValueError):
@@ -15,3 +15,15 @@ class ModelNotAvailableError(ValueError):
 
 class DatasetNotAvailableError(ModelNotAvailableError):
     """A hub dataset is neither in the local cache nor downloadable (no network / offline)."""
+
+
+class CorruptFileError(ValueError):
+    """An artifact cannot be parsed (truncated by a killed job or a failed copy); the message names it."""
+
+    def __init__(self, path, what: str, cause: BaseException):
+        super().__init__(
+            f"{path} is not a readable {what} ({type(cause).__name__}: {cause}). It is probably truncated "
+            f"(a killed job or an interrupted copy): delete it and rerun `snakemake {path}`, or restore it "
+            f"with `dvc checkout {path}` (or `dvc pull`)."
+        )
+        self.path = str(path)

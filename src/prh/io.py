@@ -20,6 +20,8 @@ from typing import Any, Iterable, Iterator
 
 import numpy as np
 
+from prh.errors import CorruptFileError
+
 __all__ = [
     "atomic_path",
     "atomic_dir",
@@ -32,6 +34,7 @@ __all__ = [
     "save_features",
     "load_features",
     "features_meta_path",
+    "open_features",
     "json_object",
     "none_or",
 ]
@@ -124,7 +127,11 @@ def write_json(path: str | os.PathLike, obj: Any) -> None:
 
 
 def read_json(path: str | os.PathLike) -> Any:
-    return json.loads(Path(path).read_text())
+    """Parse a JSON file; a truncated or garbled one raises ``CorruptFileError`` naming it."""
+    try:
+        return json.loads(Path(path).read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise CorruptFileError(path, "JSON file", err) from err
 
 
 def write_jsonl(path: str | os.PathLike, records: Iterable[dict]) -> None:
@@ -135,14 +142,36 @@ def write_jsonl(path: str | os.PathLike, records: Iterable[dict]) -> None:
 
 
 def read_jsonl(path: str | os.PathLike) -> list[dict]:
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
+    """Parse a JSON-lines file; a truncated or garbled one raises ``CorruptFileError`` naming it."""
+    try:
+        with open(path) as f:
+            return [json.loads(line) for line in f if line.strip()]
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise CorruptFileError(path, "JSON-lines file", err) from err
 
 
 def write_npy(path: str | os.PathLike, array: np.ndarray) -> None:
     """Save one array as ``.npy`` (no pickle), atomically."""
     with atomic_path(path) as tmp, open(tmp, "wb") as f:
         np.save(f, np.asarray(array), allow_pickle=False)
+
+
+@contextlib.contextmanager
+def open_features(path: str | os.PathLike):
+    """``safetensors.safe_open`` of a features file, to read its header or some layers; a missing file
+    says how to make it, a truncated one raises ``CorruptFileError`` naming it."""
+    from safetensors import safe_open
+
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"features file {path} does not exist: run the workflow (snakemake {path}) "
+                                "or fetch it with `dvc pull results/features`")
+    try:
+        handle = safe_open(str(path), framework="pt")
+    except Exception as err:
+        raise CorruptFileError(path, "safetensors features file", err) from err
+    with handle as f:
+        yield f
 
 
 def features_meta_path(path: str | os.PathLike) -> Path:
@@ -179,7 +208,10 @@ def load_features(path: str | os.PathLike, *, with_meta: bool = False):
             f"features file {path} does not exist: run the workflow (snakemake {path}) "
             "or fetch it with `dvc pull results/features`"
         )
-    feats = load_file(str(path))["feats"]
+    try:
+        feats = load_file(str(path))["feats"]
+    except Exception as err:  # safetensors raises its own SafetensorError (and OSError, KeyError) on bad files
+        raise CorruptFileError(path, "safetensors features file", err) from err
     if not with_meta:
         return feats
     meta_path = features_meta_path(path)

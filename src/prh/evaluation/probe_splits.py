@@ -29,7 +29,7 @@ import numpy as np
 from tqdm import tqdm
 
 from prh.evaluation.probes import C_GRID, model_summary, probe_task
-from prh.io import features_meta_path, json_object, read_json, write_json
+from prh.io import features_meta_path, json_object, open_features, read_json, write_json
 
 __all__ = ["split_train", "load_probe_layers", "run_split_probes", "splits_main"]
 
@@ -71,17 +71,12 @@ def load_probe_layers(path: str | Path, layer: str = "last") -> tuple[np.ndarray
     -------
     (features, index of the first returned layer in the file)
     """
-    from safetensors import safe_open
-
     path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"features file {path} does not exist: run the workflow (snakemake {path}) "
-                                "or fetch it with `dvc pull results/features`")
     if layer not in ("last", "best"):
         raise ValueError(f"layer={layer!r} must be 'last' or 'best'")
     meta_path = features_meta_path(path)
     dims = (read_json(meta_path) if meta_path.exists() else {}).get("layer_dims")
-    with safe_open(str(path), framework="pt") as f:
+    with open_features(path) as f:
         sl = f.get_slice("feats")
         shape = list(sl.get_shape())
         if len(shape) != 3:

@@ -43,11 +43,9 @@ FULL_K = ("-1", "N-1", "n-1")
 
 def n_items_of(path: str) -> int:
     """Number of items N of a ``.safetensors`` feature file, read from its header only."""
-    from safetensors import safe_open
+    from prh.io import open_features
 
-    if not Path(path).exists():
-        raise FileNotFoundError(f"features file {path} does not exist: run the workflow or `dvc pull results/features`")
-    with safe_open(str(path), "pt") as f:
+    with open_features(path) as f:
         return int(f.get_slice("feats").get_shape()[0])
 
 
