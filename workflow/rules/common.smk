@@ -9,6 +9,7 @@ import shlex
 from prh.config import all_models
 from prh.figures import FIGURES
 from prh.metrics import SUPPORTED_METRICS
+from prh.studies.seed000.adaptive_lr import choose_pairs
 from prh.studies.seed001.arm import expand_arms
 
 SUITE = config["suite"]
@@ -288,6 +289,52 @@ def alignment_json(dataset, xset, yset, metric=ALIGN["metric"]):
 
 def set_features(dataset, set_name):
     return [f"{R}/features/{dataset}/{m}.safetensors" for m in model_set(set_name)]
+
+
+# ---- Seed 000: phase incompatibility (phase.smk) ----
+
+PHASE = f"{R}/experiments/phase"
+PHASE_CFG = config["phase"]
+PHASE_VISION = model_set(PHASE_CFG["vision_models"][SUITE]) if PHASE_CFG["vision_models"][SUITE] else suite_models("vision")
+PHASE_LANGUAGE = (model_set(PHASE_CFG["language_models"][SUITE]) if PHASE_CFG["language_models"][SUITE]
+                  else suite_models("language"))
+PHASE_MODELS = PHASE_VISION + PHASE_LANGUAGE
+PHASE_DATA = PHASE_CFG["paired_dataset"][SUITE] or SUITE_CFG["paired_dataset"]
+PHASE_FIGURES = ("seed000_fig1a_phase_landscape", "seed000_fig1b_families", "seed000_fig2_histograms")
+
+
+def phase_group(model):
+    """Table 1 family of a model: the first `phase.groups` key its arch (zoo) or family (hub) starts with."""
+    spec = MODELS[model]
+    key = str(spec.get("arch") or spec.get("family") or model).lower()
+    return next((g for k, g in PHASE_CFG["groups"].items() if key.startswith(k.lower())), key)
+
+
+def phase_model_inputs(wildcards):
+    d = f"{R}/data/{PHASE_DATA}"
+    files = {"images": f"{d}/images.npy", "captions": f"{d}/captions.jsonl"}
+    if config["datasets"][PHASE_DATA]["kind"] == "shapes":
+        files.update(shapes_files(PHASE_DATA))  # scenes.jsonl: the world's task labels of the stability steps
+    if MODELS[wildcards.model]["source"] == "zoo":
+        files["checkpoint"] = f"{R}/models/{wildcards.model}/config.json"
+    return files
+
+
+def phase_ntk(model):
+    return f"{PHASE}/models/{model}.json"
+
+
+def phase_features(model):
+    return f"{R}/features/{PHASE_DATA}/{model}.safetensors"
+
+
+def phase_path(model):
+    spec = MODELS[model]
+    return f"{R}/models/{model}" if spec["source"] == "zoo" else spec["repo"]
+
+
+PHASE_LR_PAIRS = choose_pairs(PHASE_VISION, PHASE_LANGUAGE, n_pairs=PHASE_CFG["adaptive_lr"]["n_pairs"],
+                              seed=config["seed"])
 
 
 # ---- Seed 001: bridge training (bridge.smk) ----

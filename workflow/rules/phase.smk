@@ -2,54 +2,6 @@
 # Table 2's adaptive-LR runs and one analysis job (pairs, Table 1, verdicts); the figures are
 # registered in prh.figures and drawn by figures.smk.
 # Offline: ~10 CPU-minutes in all at the default sizes; paper: one GPU job per checkpoint.
-import json
-import os
-import shlex
-
-from prh.studies.seed000.adaptive_lr import choose_pairs
-
-PHASE = f"{R}/experiments/phase"
-PHASE_CFG = config["phase"]
-PHASE_VISION = model_set(PHASE_CFG["vision_models"][SUITE]) if PHASE_CFG["vision_models"][SUITE] else suite_models("vision")
-PHASE_LANGUAGE = (model_set(PHASE_CFG["language_models"][SUITE]) if PHASE_CFG["language_models"][SUITE]
-                  else suite_models("language"))
-PHASE_MODELS = PHASE_VISION + PHASE_LANGUAGE
-PHASE_DATA = PHASE_CFG["paired_dataset"][SUITE] or SUITE_CFG["paired_dataset"]
-PHASE_FIGURES = ("seed000_fig1a_phase_landscape", "seed000_fig1b_families", "seed000_fig2_histograms")
-
-
-def phase_group(model):
-    """Table 1 family of a model: the first `phase.groups` key its arch (zoo) or family (hub) starts with."""
-    spec = MODELS[model]
-    key = str(spec.get("arch") or spec.get("family") or model).lower()
-    return next((g for k, g in PHASE_CFG["groups"].items() if key.startswith(k.lower())), key)
-
-
-def phase_model_inputs(wildcards):
-    d = f"{R}/data/{PHASE_DATA}"
-    files = {"images": f"{d}/images.npy", "captions": f"{d}/captions.jsonl"}
-    if config["datasets"][PHASE_DATA]["kind"] == "shapes":
-        files.update(shapes_files(PHASE_DATA))  # scenes.jsonl: the world's task labels of the stability steps
-    if MODELS[wildcards.model]["source"] == "zoo":
-        files["checkpoint"] = f"{R}/models/{wildcards.model}/config.json"
-    return files
-
-
-def phase_ntk(model):
-    return f"{PHASE}/models/{model}.json"
-
-
-def phase_features(model):
-    return f"{R}/features/{PHASE_DATA}/{model}.safetensors"
-
-
-def phase_path(model):
-    spec = MODELS[model]
-    return f"{R}/models/{model}" if spec["source"] == "zoo" else spec["repo"]
-
-
-PHASE_LR_PAIRS = choose_pairs(PHASE_VISION, PHASE_LANGUAGE, n_pairs=PHASE_CFG["adaptive_lr"]["n_pairs"],
-                              seed=config["seed"])
 
 
 rule phase_model:
@@ -65,7 +17,7 @@ rule phase_model:
         revision=lambda w: f"--revision {MODELS[w.model]['revision']}" if MODELS[w.model].get("revision") else "",
         modality=lambda w: MODELS[w.model]["modality"],
         data=lambda w, input: os.path.dirname(input.images),
-        config=shlex.quote(json.dumps(PHASE_CFG, sort_keys=True)),
+        config=json_param(PHASE_CFG),
         seed=config["seed"],
     log:
         log_path("phase_model", "{model}"),
@@ -98,7 +50,7 @@ rule phase_adaptive_lr:
              "language": {"name": ell, "ntk": phase_ntk(ell), "features": phase_features(ell)}}
             for v, ell in PHASE_LR_PAIRS])),
         data=lambda w, input: os.path.dirname(input.images),
-        config=shlex.quote(json.dumps(PHASE_CFG, sort_keys=True)),
+        config=json_param(PHASE_CFG),
         seed=config["seed"],
     log:
         log_path("phase_adaptive_lr", "phase_adaptive_lr"),
@@ -130,7 +82,7 @@ rule phase_analyse:
         models=shlex.quote(json.dumps({
             m: {"modality": MODELS[m]["modality"], "group": phase_group(m), "ntk": phase_ntk(m),
                 "features": phase_features(m)} for m in PHASE_MODELS})),
-        config=shlex.quote(json.dumps(PHASE_CFG, sort_keys=True)),
+        config=json_param(PHASE_CFG),
         out_dir=lambda w, output: os.path.dirname(output.metrics),
         seed=config["seed"],
     log:
