@@ -33,10 +33,12 @@ repro: $(STAMP)
 	$(BIN)/dvc repro
 
 # After `dvc pull`, files carry the pull's timestamps, not the order they were
-# built in; --touch marks them up to date so Snakemake plans no job for them.
+# built in; --touch marks them up to date so Snakemake plans no job for them, and
+# --forceall makes it record every job's parameters too (plain --touch skips the jobs
+# it would not run, so a later parameter change of a job without inputs went unnoticed).
 pull: $(STAMP)
 	$(BIN)/dvc pull
-	$(BIN)/snakemake --touch --cores 1 --quiet
+	$(BIN)/snakemake --touch --forceall --cores 1 --quiet
 
 clean-results:
 	rm -rf results .snakemake

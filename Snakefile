@@ -15,11 +15,12 @@ configfile: "params.yaml"
 # every default (also inside the blocks kept in sibling schema files, which
 # Snakemake's validate() checks but does not fill); then Snakemake's own check of
 # the same schema; then names that refer to nothing (datasets, model sets, models).
-from prh.config import check_references, validate_schema
+from prh.config import check_data_limits, check_references, validate_schema
 
 validate_schema(config)
 validate(config, schema="workflow/schemas/params.schema.yaml")
 check_references(config)
+check_data_limits(config)
 
 
 report: "workflow/report/workflow.rst"

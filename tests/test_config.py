@@ -144,3 +144,24 @@ def test_cli_json_blocks_are_checked_once_with_a_clear_message(tmp_path):
     with pytest.raises(SystemExit):  # argparse reports the bad --config and exits 2
         main(["--out-dir", str(tmp_path), "--config", "not json"])
     assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(
+    "edit, expected",
+    [
+        (lambda c: c["alignment"].update(topk=1024), r"alignment.topk: 1024 must be below the 1000 items of shapes_vision"),
+        (lambda c: c["alignment"].update(topk=1), r"alignment.topk: 1; CKNNA .* needs k >= 2"),
+        (lambda c: c["metrics_agreement"].update(locality_ks=[10, 2000]), r"locality_ks: 2000 must be in \[2, 1023\]"),
+        (lambda c: c["metrics_agreement"].update(batch_sizes=[1500]), r"batch_sizes: 1500 is more than the 1000 items"),
+        (lambda c: c["suites"]["offline"].update(vision_models="zoo_language"),
+         r"suites.offline.vision_models: set 'zoo_language' holds models that are not vision models"),
+    ],
+    ids=["topk-above-N", "topk-1-with-cknna", "locality-k", "batch-size", "language-set-as-vision"],
+)
+def test_data_limits_fail_before_any_job(cfg, edit, expected):
+    """Issue 17 (2): limits that depend on the data are checked with the config, not inside jobs."""
+    bad = config.validate_schema(copy.deepcopy(cfg))
+    edit(bad)
+    with pytest.raises(config.ConfigError, match=expected):
+        config.check_data_limits(bad)
+    config.check_data_limits(config.validate_schema(copy.deepcopy(cfg)))  # the shipped params pass

@@ -242,6 +242,16 @@ def test_dvc_push_clone_pull_plans_nothing(smoke, tmp_path):
     )
     assert planned_jobs(clone) == {}
 
+    # issue 17: a parameter of a job without inputs, changed after the pull, replans that job and
+    # what reads its output, and DVC sees the stage's params change
+    params = yaml.safe_load((clone / "params.yaml").read_text())
+    params["simplicity"]["random_nets"]["bins"] += 1
+    (clone / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    assert planned_jobs(clone) == {"simplicity_experiment": 1, "simplicity_metrics": 1,
+                                   "plot_thesis_fig2_2_random_net_rank": 1, "all": 1}
+    status = run(["dvc", "status"], clone).stdout
+    assert "workflow" in status and "simplicity" in status, status
+
 
 def test_slurm_profile_plans_the_dag_without_a_cluster(smoke):
     proc = run(["snakemake", "--dry-run", "--profile", "profiles/slurm", "--forceall"], smoke)

@@ -6,7 +6,7 @@ Two layers of checking, both before any job runs:
    ``workflow/schemas/params.schema.yaml`` (types, unknown keys, allowed values),
    filling in every default, also inside the blocks kept in sibling files
    (``$ref``), which Snakemake's own ``validate()`` checks but does not fill.
-2. ``check_references``: what a schema cannot say. Every name that refers to
+2. ``check_references`` and ``check_data_limits``: what a schema cannot say. Every name that refers to
    another entry (a suite's datasets and model sets, a model set's members)
    must exist; the message names the key, the bad value and the allowed values.
 
@@ -168,6 +168,44 @@ def check_references(cfg: dict) -> dict:
     return cfg
 
 
+def check_data_limits(cfg: dict) -> dict:
+    """Raise ``ConfigError`` for settings that only the data's size or a model's modality rules out,
+    before any job (otherwise they fail inside jobs, after training and extraction): k of the k-NN
+    metrics against the datasets' item counts (CKNNA, one of the eight metrics of Figs 12-14, needs
+    k >= 2), Fig 10's ks and Fig 12's batch sizes against them, and each suite's vision and language
+    model sets holding models of that modality. Hub datasets without an ``n`` cap are not checked."""
+    problems: list[str] = []
+    name = cfg.get("suite")
+    suite = (cfg.get("suites") or {}).get(name) or {}
+    datasets, models, sets = cfg.get("datasets") or {}, all_models(cfg), cfg.get("model_sets") or {}
+    sizes = {key: (suite[key], (datasets.get(suite[key]) or {}).get("n")) for key in ("vision_dataset", "paired_dataset")
+             if key in suite}
+    topk = (cfg.get("alignment") or {}).get("topk", 10)
+    if topk < 2:
+        problems.append(f"  alignment.topk: {topk}; CKNNA (one of the metrics of Figs 12-14) needs k >= 2")
+    for key, (ds, n) in sizes.items():
+        if n is not None and topk >= n:
+            problems.append(f"  alignment.topk: {topk} must be below the {n} items of {ds} (suites.{name}.{key})")
+    agree = cfg.get("metrics_agreement") or {}
+    ds, n = sizes.get("paired_dataset", (None, None))
+    for k in agree.get("locality_ks", []):
+        if n is not None and k not in ("N-1", -1) and not 2 <= int(k) <= n - 1:
+            problems.append(f"  metrics_agreement.locality_ks: {k} must be in [2, {n - 1}] (N - 1 of {ds}), or 'N-1'")
+    ds, n = sizes.get("vision_dataset", (None, None))
+    for b in agree.get("batch_sizes", []):
+        if n is not None and b > n:
+            problems.append(f"  metrics_agreement.batch_sizes: {b} is more than the {n} items of {ds}")
+    for modality in ("vision", "language"):
+        set_name = suite.get(f"{modality}_models")
+        wrong = [m for m in sets.get(set_name, []) if models.get(m, {}).get("modality") not in (modality, None)]
+        if wrong:
+            problems.append(f"  suites.{name}.{modality}_models: set {set_name!r} holds models that are not "
+                            f"{modality} models: {', '.join(wrong)}")
+    if problems:
+        raise ConfigError("params.yaml asks for what the data cannot give:\n" + "\n".join(problems))
+    return cfg
+
+
 def merge(base: dict, override: dict) -> dict:
     """``base`` updated by ``override`` as Snakemake layers a ``--configfile``: nested
     mappings merge key by key; lists and plain values replace. Neither input is changed."""
@@ -182,7 +220,7 @@ def merge(base: dict, override: dict) -> dict:
 
 def load_checked(path: str | Path = "params.yaml") -> dict:
     """Load, validate and check a config: what the Snakefile does, for use outside Snakemake."""
-    return check_references(validate_schema(load(path)))
+    return check_data_limits(check_references(validate_schema(load(path))))
 
 
 def main(argv: list[str] | None = None) -> None:
