@@ -136,6 +136,8 @@ def test_schema_params_and_library_defaults_agree(repo_root):
     from prh.config import validate_schema
 
     schema = yaml.safe_load((repo_root / "workflow/schemas/simplicity.schema.yaml").read_text())
+    # DEFAULTS come from the schema (prh.config.schema_defaults, which skips keys without a default);
+    # _schema_defaults raises on such a key, so this fails if any key of the block lacks one
     assert _schema_defaults(schema) == S.DEFAULTS
     params = yaml.safe_load((repo_root / "params.yaml").read_text())
     assert validate_schema(params)["simplicity"] == S.DEFAULTS

@@ -155,7 +155,8 @@ def test_params_zoo_is_valid_and_diverse(repo_root):
     props = schema["additionalProperties"]["properties"]
     assert props["arch"]["enum"] == list(ARCHS)
     assert props["objective"]["enum"] == list(OBJECTIVES)
-    assert {k: props[k]["default"] for k in DEFAULTS} == DEFAULTS  # schema and CLI defaults agree
+    # DEFAULTS are read from this schema (prh.config.entry_fields): every flag has a documented default
+    assert all("default" in props[k] and props[k]["description"] for k in DEFAULTS)
     assert len(zoo) >= 12
     assert {s["objective"] for s in zoo.values()} == set(OBJECTIVES)
     families = {s["arch"].split("_")[0] for s in zoo.values()}
