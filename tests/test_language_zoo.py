@@ -11,11 +11,12 @@ import torch
 from prh.data.shapes import build_dataset
 from prh.evaluation.likelihood import bits_per_byte
 from prh.evaluation.lm_eval import main as lm_eval_main
-from prh.evaluation.lm_eval import unigram_bits_per_byte
+from prh.evaluation.lm_eval import unigram_bits
 from prh.io import read_json
 from prh.models.language_zoo import (
     bucketed_batches,
     caption_texts,
+    grammar_text,
     lr_at,
     mask_tokens,
     tokenizer_main,
@@ -42,29 +43,46 @@ def texts(shapes):
 
 @pytest.fixture(scope="module")
 def tokenizer(texts):
-    return train_tokenizer(texts=texts[0], vocab_size=400)
+    return train_tokenizer(texts=texts[0] + [grammar_text()])
 
 
-def test_tokenizer_roundtrips_and_frames_with_bos_eos(tokenizer, texts):
-    held_out = texts[1][:20] + ["An unseen word: zyxq, 42%!"]
+def test_word_level_tokenizer_one_token_per_word_and_frames_with_bos_eos(tokenizer, texts):
+    held_out = texts[1][:20]
     enc = tokenizer(held_out)
     assert set(enc) == {"input_ids", "attention_mask"}  # no token_type_ids (GPT-2 would embed them)
     for text, ids in zip(held_out, enc["input_ids"]):
         assert ids[0] == tokenizer.bos_token_id and ids[-1] == tokenizer.eos_token_id
-        assert tokenizer.unk_token_id not in ids  # byte-level: every byte has a token
-        assert tokenizer.decode(ids, skip_special_tokens=True) == text
-    assert len(tokenizer) == 400
+        assert tokenizer.unk_token_id not in ids  # a closed grammar: no unknown word in held-out captions
+        words = text.replace("(", " ( ").replace(",", " , ").replace("-", " - ").split()
+        assert len(ids) - 2 <= len(words) + 2 * text.count(".")  # one token per word or punctuation run
+    # a whole percent is one token, not two digits
+    assert "57" in tokenizer.get_vocab() and "%" not in tokenizer.get_vocab()
+    assert tokenizer(["zyxq"], add_special_tokens=False)["input_ids"] == [[tokenizer.unk_token_id]]
     assert tokenizer.cls_token_id == tokenizer.bos_token_id and tokenizer.sep_token_id == tokenizer.eos_token_id
     assert tokenizer.mask_token_id is not None and tokenizer.pad_token_id is not None
-    # merges learnt from the captions: a caption is far fewer tokens than bytes
-    assert np.mean([len(x) for x in enc["input_ids"][:20]]) < 0.5 * np.mean([len(t) for t in held_out[:20]])
+    assert len(tokenizer) < 400  # the world's closed vocabulary
 
 
-def test_tokenizer_is_deterministic_and_checks_vocab_size(texts, tokenizer):
-    again = train_tokenizer(texts=texts[0], vocab_size=400)
-    assert again.get_vocab() == tokenizer.get_vocab()
-    with pytest.raises(ValueError, match="vocab_size"):
-        train_tokenizer(texts=texts[0], vocab_size=200)
+def test_tokenizer_is_deterministic(texts, tokenizer):
+    assert train_tokenizer(texts=texts[0] + [grammar_text()]).get_vocab() == tokenizer.get_vocab()
+    with pytest.raises(ValueError, match="texts"):
+        train_tokenizer(texts=[])
+
+
+def test_training_text_appends_question_answer_pairs_about_the_scene(shapes):
+    from prh.data.qa import qa_pairs
+    from prh.data.shapes import load_dataset
+
+    plain, qa = caption_texts(shapes[0]), caption_texts(shapes[0], qa_pairs=3, seed=5)
+    assert len(plain) == len(qa) == 60 * 6
+    scenes = load_dataset(shapes[0]).scenes
+    for k in (0, 7, 100):
+        assert qa[k].startswith(plain[k] + " Q: ")
+        asked = qa[k][len(plain[k]) + 1:].split(" Q: ")
+        assert len(asked) == 3
+        allowed = {f"{q} A: {a}." for q, a in qa_pairs(scenes[k // 6])}
+        assert {x.removeprefix("Q: ") for x in asked} <= allowed
+    assert caption_texts(shapes[0], qa_pairs=3, seed=5) == qa != caption_texts(shapes[0], qa_pairs=3, seed=6)
 
 
 def test_same_seed_same_weights_other_seed_other_weights(texts, tokenizer):
@@ -80,12 +98,12 @@ def test_causal_lm_learns_more_steps_lower_bpb_and_beats_unigram(texts, tokenize
     for steps in (0, 20, 120):  # 0: the seeded random initialisation
         model = train_language_model(texts=train, tokenizer=tokenizer, steps=steps, seed=0, **TINY)[0]
         bpb[steps] = bits_per_byte(model, tokenizer, held_out, progress=False).mean()
-    unigram = unigram_bits_per_byte(train_texts=train, texts=held_out).mean()
-    # measured: untrained 2.8 (about log2(vocab) bits per ~3-byte token), 20 steps 1.9, 120 steps 0.73; unigram 4.4
-    assert bpb[0] > 2.0
-    assert bpb[120] < bpb[20] - 0.5 < bpb[0] - 0.5
-    assert bpb[120] < bpb[0] - 1.5
-    assert bpb[120] < unigram - 3.0, (bpb, unigram)
+    nbytes = np.array([len(t.encode()) for t in held_out])
+    unigram = (unigram_bits(tokenizer=tokenizer, train_texts=train, texts=held_out) / nbytes).mean()
+    # measured: untrained 1.79 (about log2(vocab) bits per ~4-byte word), 20 steps 1.27, 120 steps 0.52; unigram 1.36
+    assert bpb[0] > 1.5
+    assert bpb[120] < bpb[20] - 0.4 < bpb[0] - 0.8
+    assert bpb[120] < unigram - 0.6, (bpb, unigram)
 
 
 def test_bits_per_byte_matches_summed_token_cross_entropy(texts, tokenizer):
@@ -100,14 +118,14 @@ def test_bits_per_byte_matches_summed_token_cross_entropy(texts, tokenizer):
     assert got == pytest.approx(bits / len(text.encode("utf-8")), rel=1e-4)
 
 
-def test_unigram_bits_per_byte_formula():
-    train = ["aab"]  # counts a=2, b=1 of C=3 bytes; add-one over 256 values
-    got = unigram_bits_per_byte(train_texts=train, texts=["ab", "c"])
-    pa, pb, pc = 3 / 259, 2 / 259, 1 / 259
-    assert got[0] == pytest.approx(-(math.log2(pa) + math.log2(pb)) / 2)
+def test_unigram_bits_formula():
+    tok = train_tokenizer(texts=["a a b", "c"])  # vocabulary: 5 specials + a, b, c = 8 tokens
+    got = unigram_bits(tokenizer=tok, train_texts=["a a b"], texts=["a b", "c"])
+    pa, pb, pc = 3 / 11, 2 / 11, 1 / 11  # counts a=2, b=1 of C=3; add-one over V=8
+    assert got[0] == pytest.approx(-(math.log2(pa) + math.log2(pb)))
     assert got[1] == pytest.approx(-math.log2(pc))
-    with pytest.raises(ValueError, match="texts"):
-        unigram_bits_per_byte(train_texts=train, texts=[""])
+    with pytest.raises(ValueError, match="train_texts"):
+        unigram_bits(tokenizer=tok, train_texts=[], texts=["a"])
 
 
 def test_masking_only_touches_caption_tokens(tokenizer, texts):
@@ -140,40 +158,61 @@ def test_learning_rate_schedule():
     assert lr_at(100, steps=100, lr=1.0, warmup=10) == pytest.approx(0.1)
 
 
+def test_checkpoints_of_one_run_equal_separate_runs_of_that_length_only_at_the_end(texts, tokenizer):
+    saved = {}
+    model, info = train_language_model(texts=texts[0], tokenizer=tokenizer, steps=6, seed=0, checkpoints=[0, 3, 6],
+                                       on_checkpoint=lambda m, i: saved.update({i["steps"]: (
+                                           {k: v.clone() for k, v in m.state_dict().items()}, i)}), **TINY)
+    assert sorted(saved) == [0, 3, 6] and info["steps"] == 6
+    init = train_language_model(texts=texts[0], tokenizer=tokenizer, steps=0, seed=0, **TINY)[0].state_dict()
+    assert all(torch.equal(saved[0][0][k], init[k]) for k in init)  # step 0 is the seeded initialisation
+    assert all(torch.equal(saved[6][0][k], v) for k, v in model.state_dict().items())
+    assert not all(torch.equal(saved[3][0][k], v) for k, v in model.state_dict().items())
+    assert saved[3][1]["schedule_steps"] == 6 and saved[3][1]["loss_curve"][-1]["step"] == 3
+    with pytest.raises(ValueError, match="checkpoints"):
+        train_language_model(texts=texts[0], tokenizer=tokenizer, steps=6, checkpoints=[7], **TINY)
+
+
 def test_cli_trains_saves_loadable_checkpoints_and_evaluates(shapes, tmp_path):
     from transformers import AutoModel, AutoModelForMaskedLM, AutoTokenizer
 
     from prh.models.loaders import load_language_model
 
     train, held_out = (str(p) for p in shapes)
-    tok_dir, gpt, bert = tmp_path / "_tokenizer", tmp_path / "gpt", tmp_path / "bert"
-    tokenizer_main(["--data", train, "--out", str(tok_dir), "--vocab-size", "300"])
+    tok_dir, bert = tmp_path / "_tokenizer", tmp_path / "bert"
+    tokenizer_main(["--data", train, "--out", str(tok_dir)])
     common = ["--data", train, "--tokenizer", str(tok_dir), "--n-layer", "1", "--n-embd", "32", "--n-head", "2",
-              "--steps", "4", "--context", "512", "--batch-size", "8", "--warmup", "2"]
-    train_main(common + ["--arch", "gpt2", "--out", str(gpt)])
+              "--steps", "4", "--context", "512", "--batch-size", "8", "--warmup", "2", "--qa-pairs", "2"]
+    train_main(common + ["--arch", "gpt2", "--out", str(tmp_path / "gpt_{steps}"), "--checkpoints", "0", "2", "4"])
     train_main(common + ["--arch", "bert", "--out", str(bert)])
-
-    for d in (gpt, bert):
+    gpt = tmp_path / "gpt_4"
+    for d in (tmp_path / "gpt_0", tmp_path / "gpt_2", gpt, bert):
         assert {"config.json", "model.safetensors", "tokenizer.json", "training.json"} <= {p.name for p in d.iterdir()}
         assert not list(tmp_path.glob(".*"))  # no temporary directories left behind
         tok = AutoTokenizer.from_pretrained(d)
-        assert len(tok) == 300 and tok.pad_token == "<pad>"
+        assert tok.pad_token == "<pad>" and tok.unk_token_id not in tok(["Q: where is the red circle? A: centre."])["input_ids"][0]
         hidden = AutoModel.from_pretrained(d)(**tok(["a red circle"], return_tensors="pt"), output_hidden_states=True)
         assert len(hidden.hidden_states) == 2 and hidden.hidden_states[-1].shape[-1] == 32
     info = read_json(gpt / "training.json")
-    assert info["steps"] == 4 and info["arch"] == "gpt2" and info["n_texts"] == 60 * 6
+    assert info["steps"] == 4 and info["arch"] == "gpt2" and info["n_texts"] == 60 * 6 and info["qa_pairs"] == 2
+    assert read_json(tmp_path / "gpt_2" / "training.json")["steps"] == 2
     assert type(load_language_model(gpt)[0]).__name__ == "GPT2LMHeadModel"
     assert type(AutoModelForMaskedLM.from_pretrained(bert)).__name__ == "BertForMaskedLM"
+    with pytest.raises(ValueError, match="steps"):
+        train_main(common + ["--arch", "gpt2", "--out", str(tmp_path / "x"), "--checkpoints", "2"])
 
     out = tmp_path / "language.json"
-    lm_eval_main(["--data", held_out, "--train-data", train, "--names", "g", "--models", str(gpt),
-                  "--out", str(out), "--max-items", "4"])
+    lm_eval_main(["--data", held_out, "--train-data", train, "--names", "g0", "g4", "--models",
+                  str(tmp_path / "gpt_0"), str(gpt), "--out", str(out), "--max-items", "4"])
     result = read_json(out)
-    assert result["n_texts"] == 4 * 6 and result["n_levels"] == 6
-    g = result["models"]["g"]
-    assert len(g["bpb_per_level"]) == 6 and g["steps"] == 4 and math.isfinite(g["bpb"])
-    assert g["below_unigram"] == pytest.approx(result["unigram"]["bpb"] - g["bpb"])
-    assert 3.0 < result["unigram"]["bpb"] < 6.0  # English-like text: ~4.2 bits per character
+    assert result["n_texts"] == 4
+    uni, floor = result["unigram"]["bpb"], result["floor"]["bpb"]
+    assert 0 < floor < uni  # the generator knows more than any unigram
+    for name, steps in (("g0", 0), ("g4", 4)):
+        g = result["models"][name]
+        assert g["steps"] == steps and math.isfinite(g["bpb"]) and g["bpb"] > floor
+        assert g["reducible_fraction"] == pytest.approx((uni - g["bpb"]) / (uni - floor))
+    assert result["models"]["g0"]["reducible_fraction"] < 0  # an untrained model is worse than a unigram
     with pytest.raises(ValueError, match="not a causal LM"):
         lm_eval_main(["--data", held_out, "--train-data", train, "--names", "b", "--models", str(bert),
                       "--out", str(out), "--max-items", "2"])

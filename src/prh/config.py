@@ -124,10 +124,18 @@ def all_models(cfg: dict) -> dict[str, dict]:
     models: dict[str, dict] = {}
     for family in ("vision", "language"):
         for name, spec in (cfg.get("zoo", {}).get(family) or {}).items():
-            models[name] = {"source": "zoo", "modality": family, **spec}
+            models.update(run_models(name, {"source": "zoo", "modality": family, **spec}))
     for name, spec in (cfg.get("paper", {}).get("models") or {}).items():
         models[name] = {"source": "hub", **spec}
     return models
+
+
+def run_models(run: str, spec: dict) -> dict[str, dict]:
+    """The models one zoo entry yields: itself, or with ``checkpoints: [k, ...]`` one model per
+    checkpoint, named ``<run>_<k>``, each with ``steps: k`` and ``run: <run>`` (the job that trains it)."""
+    if not spec.get("checkpoints"):
+        return {run: {**spec, "run": run}}
+    return {f"{run}_{k}": {**spec, "steps": k, "run": run} for k in spec["checkpoints"]}
 
 
 def all_datasets(cfg: dict) -> dict[str, dict]:

@@ -60,6 +60,11 @@ def suite_models(modality):
     return model_set(SUITE_CFG[f"{modality}_models"])
 
 
+# The language models of the secondary studies (density, metric agreement, seeds 000/001): a panel
+# of the suite's language models, so the 29-model offline zoo enters only the analyses that need it.
+LANGUAGE_PANEL = SUITE_CFG.get("language_panel", SUITE_CFG["language_models"])
+
+
 def log_path(rule_name, *parts):
     return os.path.join("results/logs", rule_name, *parts) + ".log"
 
@@ -152,10 +157,13 @@ def train_vision_flags(wildcards):
 
 # ---- Offline language zoo (zoo_language.smk) ----
 
-ZOO_LANGUAGE = (config.get("zoo") or {}).get("language") or {}
+# Training runs (zoo.language entries); a run with `checkpoints` yields one model per checkpoint,
+# <run>_<steps> (prh.config.run_models). ZOO_LANGUAGE: every language zoo model by name.
+ZOO_RUNS = (config.get("zoo") or {}).get("language") or {}
+ZOO_LANGUAGE = {m: s for m, s in MODELS.items() if s["source"] == "zoo" and s["modality"] == "language"}
 # Spec keys passed to `prh train-language` as --<key> flags (see workflow/schemas/zoo_language.schema.yaml).
 TRAIN_LANGUAGE_KEYS = ("arch", "n_layer", "n_embd", "n_head", "steps", "context", "batch_size", "lr", "warmup",
-                       "weight_decay")
+                       "weight_decay", "qa_pairs")
 
 
 def model_dir(model):
@@ -170,20 +178,23 @@ def checkpoint_files(model):
             "tokenizer": f"{d}/tokenizer.json", "info": f"{d}/training.json"}
 
 
+def run_outputs(run):
+    """Every file a language training run writes: each of its checkpoints' directories."""
+    models = [m for m, s in ZOO_LANGUAGE.items() if s["run"] == run]
+    return {f"{key}_{m}": path for m in models for key, path in checkpoint_files(m).items()}
+
+
 def tokenizer_file(spec):
-    """One tokenizer per (training data, vocabulary size), shared by every model that asks for it."""
-    return f"{R}/models/_tokenizer/{spec['data']}-v{spec['vocab_size']}/tokenizer.json"
+    """One word-level tokenizer per training dataset, shared by every model trained on it."""
+    return f"{R}/models/_tokenizer/{spec['data']}/tokenizer.json"
 
 
-def train_language_inputs(wildcards):
-    spec = ZOO_LANGUAGE[wildcards.model]
-    return {**shapes_files(spec["data"]), "tokenizer": tokenizer_file(spec)}
-
-
-def train_language_flags(wildcards):
-    """Architecture, budget, seed and hyperparameters of one zoo model, as CLI flags."""
-    spec = ZOO_LANGUAGE[wildcards.model]
+def train_language_flags(run):
+    """Architecture, budget, checkpoints, seed and hyperparameters of one zoo run, as CLI flags."""
+    spec = ZOO_RUNS[run]
     flags = [f"--{k.replace('_', '-')} {spec[k]}" for k in TRAIN_LANGUAGE_KEYS if spec.get(k) is not None]
+    if spec.get("checkpoints"):
+        flags.append("--checkpoints " + " ".join(str(k) for k in spec["checkpoints"]))
     return " ".join(flags + [f"--seed {config['seed'] + spec['seed']}"])
 
 
@@ -297,7 +308,7 @@ PHASE = f"{R}/experiments/phase"
 PHASE_CFG = config["phase"]
 PHASE_VISION = model_set(PHASE_CFG["vision_models"][SUITE]) if PHASE_CFG["vision_models"][SUITE] else suite_models("vision")
 PHASE_LANGUAGE = (model_set(PHASE_CFG["language_models"][SUITE]) if PHASE_CFG["language_models"][SUITE]
-                  else suite_models("language"))
+                  else model_set(LANGUAGE_PANEL))
 PHASE_MODELS = PHASE_VISION + PHASE_LANGUAGE
 PHASE_DATA = PHASE_CFG["paired_dataset"][SUITE] or SUITE_CFG["paired_dataset"]
 PHASE_FIGURES = ("seed000_fig1a_phase_landscape", "seed000_fig1b_families", "seed000_fig2_histograms")
@@ -399,7 +410,7 @@ def bridge_outlier_models():
     for m in model_set("zoo_vision"):
         models[m] = model_dir(m)
         families[m] = "vision_random" if ZOO_VISION[m].get("objective") == "random" else "vision_trained"
-    for m in model_set("zoo_language"):
+    for m in model_set(LANGUAGE_PANEL):
         if ZOO_LANGUAGE.get(m, {}).get("arch") == "gpt2":
             models[m] = model_dir(m)
             families[m] = "language_init" if ZOO_LANGUAGE[m].get("steps") == 0 else "language_trained"

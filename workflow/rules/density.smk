@@ -19,7 +19,7 @@ if SUITE == "offline":
 else:
     DENS_LEVELS = list(range(len(DENS["num_words"]) + 1))
     DENS_CAPTIONS = f"{R}/data/{DENS_DATASET}/density/captions.jsonl"
-DENS_LSET, DENS_VSET = SUITE_CFG["language_models"], SUITE_CFG["vision_models"]
+DENS_LSET, DENS_VSET = LANGUAGE_PANEL, SUITE_CFG["vision_models"]
 
 
 rule summarise_captions:

@@ -45,10 +45,14 @@ rule zoo_metrics:
     input:
         vision=f"{R}/experiments/zoo/vision.json",
         language=f"{R}/experiments/zoo/language.json",
+        language_probes=f"{R}/experiments/zoo/language_probes.json",
+        mc=f"{R}/experiments/downstream/shapes_mc.json",
     output:
         f"{R}/experiments/zoo/metrics.json",
     params:
         untrained=untrained_zoo_models(),
+        gate=json_param(config["convergence"]["preregistered"]["gate"]),
+        gate_min_steps=config["convergence"]["preregistered"]["min_steps_for_gate"],
     log:
         log_path("zoo_metrics", "metrics"),
     benchmark:
@@ -60,7 +64,8 @@ rule zoo_metrics:
         CONDA_ENV
     shell:
         "prh summarise-zoo --vision {input.vision} --language {input.language}"
-        " --untrained {params.untrained} --out {output} > {log} 2>&1"
+        " --language-probes {input.language_probes} --mc {input.mc} --gate {params.gate}"
+        " --gate-min-steps {params.gate_min_steps} --untrained {params.untrained} --out {output} > {log} 2>&1"
 
 
 if SUITE == "offline":

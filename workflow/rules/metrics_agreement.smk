@@ -8,7 +8,7 @@ import shlex
 
 AGREE = config["metrics_agreement"]
 AGREE_OUT = f"{R}/experiments/metrics_agreement"
-AGREE_VSET, AGREE_LSET = SUITE_CFG["vision_models"], SUITE_CFG["language_models"]
+AGREE_VSET, AGREE_LSET = SUITE_CFG["vision_models"], LANGUAGE_PANEL
 AGREE_FAMILIES = families_param(AGREE_VSET)
 
 

@@ -1,19 +1,21 @@
-# The offline language zoo (issue 4): a byte-level BPE tokenizer trained on the training
-# captions, one training job per GPT-2 / BERT model of `zoo.language` in params.yaml, the
-# packaged all-MiniLM-L6-v2 copied in after a SHA-256 check, each a save_pretrained dir
-# results/models/<model>/ (DESIGN.md, language checkpoint contract); then held-out
-# bits-per-byte of every causal LM of the `zoo_language` set against a byte-unigram baseline.
+# The offline language zoo (issues 4, 16): a word-level tokenizer over the training text's closed
+# vocabulary, one training job per GPT-2 / BERT run of `zoo.language` in params.yaml (a run with
+# `checkpoints` saves one model per checkpoint, <run>_<steps>), the packaged all-MiniLM-L6-v2 copied
+# in after a SHA-256 check, each a save_pretrained dir results/models/<model>/ (DESIGN.md, language
+# checkpoint contract); then the competence of every causal LM of the `zoo_language` set: held-out
+# bits per byte on the alignment density against a word-unigram baseline and the generator's
+# exact entropy floor.
 import os
 
 ZOO_LANGUAGE_SET = (config.get("model_sets") or {}).get("zoo_language", [])
-ZOO_TRAINED = [n for n, s in ZOO_LANGUAGE.items() if s["arch"] in ("gpt2", "bert")]
+ZOO_TRAINED_RUNS = [r for r, s in ZOO_RUNS.items() if s["arch"] in ("gpt2", "bert")]
 ZOO_PACKAGED = [n for n, s in ZOO_LANGUAGE.items() if s["arch"] == "minilm"]
 ZOO_CAUSAL = [n for n in ZOO_LANGUAGE_SET if ZOO_LANGUAGE.get(n, {}).get("arch") == "gpt2"]
 LM_EVAL_DATASET = config["suites"]["offline"]["paired_dataset"]
-# 256 items x every density: enough captions that the standard error of a mean bits-per-byte
-# is far below the gaps between models, at a sixth of the cost of all 1024 items.
+# 256 items: enough captions that the standard error of a mean bits-per-byte is far below the
+# gaps between models, at a quarter of the cost of all 1024 items.
 LM_EVAL_ITEMS = 256
-# The unigram baseline is fit on the captions the causal LMs trained on (those of the first one).
+# The unigram baseline is fit on the text the causal LMs trained on (that of the first one).
 LM_TRAIN_DATASET = ZOO_LANGUAGE[ZOO_CAUSAL[0]]["data"] if ZOO_CAUSAL else "shapes_train"
 
 
@@ -21,17 +23,16 @@ rule train_tokenizer:
     input:
         unpack(lambda w: shapes_files(w.data)),
     output:
-        tokenizer=f"{R}/models/_tokenizer/{{data}}-v{{vocab}}/tokenizer.json",
+        tokenizer=f"{R}/models/_tokenizer/{{data}}/tokenizer.json",
     wildcard_constraints:
         data=one_of(SHAPES_DATASETS),
-        vocab=r"\d+",
     params:
         data=lambda w, input: os.path.dirname(input.captions),
         out=lambda w, output: os.path.dirname(output.tokenizer),
     log:
-        log_path("train_tokenizer", "{data}-v{vocab}"),
+        log_path("train_tokenizer", "{data}"),
     benchmark:
-        bench_path("train_tokenizer", "{data}-v{vocab}")
+        bench_path("train_tokenizer", "{data}")
     threads: 1
     resources:
         mem_mb=2000,
@@ -39,34 +40,38 @@ rule train_tokenizer:
     conda:
         CONDA_ENV
     shell:
-        "prh train-tokenizer --data {params.data} --vocab-size {wildcards.vocab} --out {params.out} > {log} 2>&1"
+        "prh train-tokenizer --data {params.data} --out {params.out} > {log} 2>&1"
 
 
-rule train_language:
-    input:
-        unpack(train_language_inputs),
-    output:
-        **checkpoint_files("{model}"),
-    wildcard_constraints:
-        model=one_of(ZOO_TRAINED),
-    params:
-        data=lambda w, input: os.path.dirname(input.captions),
-        tokenizer=lambda w, input: os.path.dirname(input.tokenizer),
-        out=lambda w, output: os.path.dirname(output.config),
-        flags=train_language_flags,
-    log:
-        log_path("train_language", "{model}"),
-    benchmark:
-        bench_path("train_language", "{model}")
-    threads: 1
-    resources:
-        mem_mb=2000,
-        runtime=15,
-    conda:
-        CONDA_ENV
-    shell:
-        "prh train-language --data {params.data} --tokenizer {params.tokenizer} --out {params.out}"
-        " {params.flags} --threads {threads} > {log} 2>&1"
+# One rule per run: a run's outputs (its checkpoints) differ in number from run to run.
+for _run in ZOO_TRAINED_RUNS:
+
+    rule:
+        name:
+            f"train_language_{_run}"
+        input:
+            **shapes_files(ZOO_RUNS[_run]["data"]),
+            tokenizer=tokenizer_file(ZOO_RUNS[_run]),
+        output:
+            **run_outputs(_run),
+        params:
+            data=os.path.dirname(shapes_files(ZOO_RUNS[_run]["data"])["captions"]),
+            tokenizer=os.path.dirname(tokenizer_file(ZOO_RUNS[_run])),
+            out=model_dir(_run + ("_{{steps}}" if ZOO_RUNS[_run].get("checkpoints") else "")),
+            flags=train_language_flags(_run),
+        log:
+            log_path("train_language", _run),
+        benchmark:
+            bench_path("train_language", _run)
+        threads: 1
+        resources:
+            mem_mb=2000,
+            runtime=30,
+        conda:
+            CONDA_ENV
+        shell:
+            "prh train-language --data {params.data} --tokenizer {params.tokenizer} --out '{params.out}'"
+            " {params.flags} --threads {threads} > {log} 2>&1"
 
 
 rule minilm:
@@ -102,6 +107,7 @@ rule lm_eval:
         names=" ".join(ZOO_CAUSAL),
         models=" ".join(os.path.dirname(checkpoint_files(m)["config"]) for m in ZOO_CAUSAL),
         max_items=LM_EVAL_ITEMS,
+        world=json_param(config["world"]),
     log:
         log_path("lm_eval", "language"),
     benchmark:
@@ -109,13 +115,42 @@ rule lm_eval:
     threads: 1
     resources:
         mem_mb=2000,
-        runtime=15,
+        runtime=30,
     conda:
         CONDA_ENV
     shell:
         "prh eval-lm --data {params.data} --train-data {params.train} --names {params.names}"
-        " --models {params.models} --max-items {params.max_items} --out {output} --threads {threads} > {log} 2>&1"
+        " --models {params.models} --world {params.world} --max-items {params.max_items} --out {output}"
+        " --threads {threads} > {log} 2>&1"
+
+
+# The validity gate's probes (issue 16): background, count and largest colour read from each causal
+# LM's features of the paired set (what alignment reads), the layer chosen on validation items,
+# accuracy on held-out test scenes. Thresholds: convergence.preregistered.gate (zoo_metrics).
+rule probe_language:
+    input:
+        scenes=shapes_files(LM_EVAL_DATASET)["scenes"],
+        feats=[f"{R}/features/{LM_EVAL_DATASET}/{m}.safetensors" for m in ZOO_CAUSAL],
+    output:
+        f"{R}/experiments/zoo/language_probes.json",
+    params:
+        data=lambda w, input: os.path.dirname(input.scenes),
+        names=" ".join(ZOO_CAUSAL),
+        tasks=" ".join(config["convergence"]["preregistered"]["gate"]),
+        seed=config["seed"],
+    log:
+        log_path("probe_language", "language"),
+    benchmark:
+        bench_path("probe_language", "language")
+    resources:
+        mem_mb=2000,
+        runtime=30,
+    conda:
+        CONDA_ENV
+    shell:
+        "prh probe --data {params.data} --names {params.names} --features {input.feats} --tasks {params.tasks}"
+        " --layer best --seed {params.seed} --out {output} > {log} 2>&1"
 
 
 if SUITE == "offline" and ZOO_CAUSAL:
-    TARGETS.append(f"{R}/experiments/zoo/language.json")
+    TARGETS += [f"{R}/experiments/zoo/language.json", f"{R}/experiments/zoo/language_probes.json"]

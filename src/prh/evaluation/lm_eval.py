@@ -1,22 +1,27 @@
-"""Did the language zoo learn? Held-out bits-per-byte of each causal LM against a unigram baseline.
+"""Did the language zoo learn? Held-out bits per byte of each causal LM, between a unigram and the floor.
 
-Issue 4 ("the models learn") and PRH Figure 3's competence axis. For each held-out
-caption t (every density level of the evaluation set):
+Issues 4 and 16 ("show the models are competent before reading their alignment") and
+PRH Figure 3's competence axis. The text scored is what alignment reads: the densest
+caption of each held-out item. For a caption t,
 
     bpb(t) = sum_j -log2 p(x_j | x_<j) / len(t.encode("utf-8"))
 
-computed by ``prh.evaluation.likelihood.bits_per_byte`` (one BOS of context, every caption token
-scored, end-of-text not scored). The baseline is a **byte-unigram** model fit on the
-training captions (all densities) with add-one smoothing over the 256 byte values,
+computed by ``prh.evaluation.likelihood.bits_per_byte`` (one BOS of context, every caption
+token scored, end-of-text not scored). Two references bracket it, in the same unit over
+the same bytes:
 
-    p(b) = (c_b + 1) / (C + 256),    bpb_uni(t) = sum_{b in t} -log2 p(b) / len(t),
+- **unigram**: a word-unigram model fit on the training captions of the same density
+  (the zoo tokenizer's tokens, add-one smoothing over its vocabulary), no context;
+- **floor**: the generator's own -log2 p(t), computed exactly from the world
+  (``prh.data.world_prob.entropy_floor_bpb``): no model can do better on average.
 
-i.e. a character model with no context, in the same unit and over the same bytes as the
-LM (a byte model does not depend on the zoo's tokenizer, so it is one fixed number for
-every model). Reported numbers are means over captions, overall and per density level.
+    reducible_fraction = (bpb_unigram - bpb_model) / (bpb_unigram - bpb_floor)
+
+is the share of the learnable bits a model captured: 0 for a unigram, 1 at the floor.
+Reported numbers are totals over captions (sum of bits / sum of bytes).
 
     prh eval-lm --data results/data/shapes_eval --train-data results/data/shapes_train \\
-        --names gpt2_s_100 gpt2_s_400 --models results/models/gpt2_s_100 results/models/gpt2_s_400 \\
+        --names gpt2_s_r0_100 --models results/models/gpt2_s_r0_100 --world '{}' \\
         --out results/experiments/zoo/language.json
 """
 
@@ -29,98 +34,88 @@ from pathlib import Path
 
 import numpy as np
 
-from prh.io import read_json, write_json
+from prh.io import json_object, read_json, write_json
 
 
-def unigram_bits_per_byte(*, train_texts: list[str], texts: list[str]) -> np.ndarray:
-    """Bits-per-byte of each of ``texts`` under a byte-unigram model fit on ``train_texts``.
+def unigram_bits(*, tokenizer, train_texts: list[str], texts: list[str]) -> np.ndarray:
+    """Bits of each of ``texts`` under a token-unigram model fit on ``train_texts``.
 
-    Parameters
-    ----------
-    train_texts : captions the byte frequencies are counted on.
-    texts : non-empty captions to score.
-
-    Returns
-    -------
-    float64 array, one value per text: ``sum_b -log2((c_b + 1) / (C + 256)) / n_bytes``.
+    ``p(w) = (c_w + 1) / (C + V)`` over the tokenizer's V tokens (add-one smoothing);
+    the tokens scored are those of the text without special tokens, as for the LMs.
     """
     if not train_texts:
         raise ValueError("train_texts is empty: pass the training captions")
-    counts = np.zeros(256, dtype=np.float64)
-    for t in train_texts:
-        counts += np.bincount(np.frombuffer(t.encode("utf-8"), dtype=np.uint8), minlength=256)
-    bits = -np.log2((counts + 1.0) / (counts.sum() + 256.0))
-    out = np.empty(len(texts))
-    for i, t in enumerate(texts):
-        b = np.frombuffer(t.encode("utf-8"), dtype=np.uint8)
-        if b.size == 0:
-            raise ValueError(f"texts[{i}] is empty: bits-per-byte needs at least one byte")
-        out[i] = bits[b].sum() / b.size
-    return out
+    vocab = len(tokenizer)
+    counts = np.zeros(vocab, dtype=np.float64)
+    for ids in tokenizer(train_texts, add_special_tokens=False)["input_ids"]:
+        counts += np.bincount(ids, minlength=vocab)
+    bits = -np.log2((counts + 1.0) / (counts.sum() + vocab))
+    return np.array([bits[ids].sum() for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]])
 
 
-def _level_texts(data: str | os.PathLike, max_items: int | None) -> tuple[list[str], np.ndarray]:
-    """Every caption of the first ``max_items`` items, flattened, with its density level."""
+def _densest(data: str | os.PathLike, max_items: int | None) -> tuple[list[str], list[dict]]:
+    """The densest caption and the scene of each of the first ``max_items`` items."""
     from prh.data.shapes import load_dataset
 
-    items = load_dataset(data).texts[:max_items]
-    texts = [t for item in items for t in item]
-    levels = np.array([level for item in items for level in range(len(item))])
-    return texts, levels
+    ds = load_dataset(data)
+    return [t[-1] for t in ds.texts[:max_items]], ds.scenes[:max_items]
 
 
-def _summary(bpb: np.ndarray, levels: np.ndarray) -> dict:
-    return {"bpb": float(bpb.mean()),
-            "bpb_per_level": [float(bpb[levels == k].mean()) for k in range(int(levels.max()) + 1)]}
-
-
-def evaluate_language_zoo(*, data: str, train_data: str, names: list[str], models: list[str],
+def evaluate_language_zoo(*, data: str, train_data: str, names: list[str], models: list[str], world: dict | None = None,
                           max_items: int | None = None, batch_size: int = 32, threads: int = 1) -> dict:
-    """Held-out bits-per-byte of each causal LM in ``models`` and of the byte-unigram baseline.
+    """Held-out bits per byte of each causal LM in ``models``, the unigram and the floor.
 
     Parameters
     ----------
-    data : shapes dataset directory whose captions (all densities) are scored.
-    train_data : shapes dataset directory the zoo was trained on (fits the unigram baseline).
+    data : shapes dataset directory whose densest captions are scored.
+    train_data : shapes dataset directory the zoo was trained on (fits the unigram).
     names, models : model names and their checkpoint directories, in the same order.
+    world : the params.yaml world block the datasets were made with (the floor's generator).
     max_items : score only the first ``max_items`` items (None: all).
     batch_size, threads : captions per forward pass, torch CPU threads.
 
     Returns
     -------
-    dict with ``unigram`` and per-model ``bpb`` (mean over captions), ``bpb_per_level``
-    (sparsest caption first), ``below_unigram`` (baseline minus model), and the model's
-    training steps and parameter count.
+    dict with ``unigram`` and ``floor`` (bpb) and per model ``bpb``, ``reducible_fraction``,
+    ``below_unigram``, training ``steps``, ``seed``, ``run`` and parameter count.
     """
     import torch
 
+    from prh.data.world_prob import entropy_floor_bpb
     from prh.evaluation.likelihood import bits_per_byte
-    from prh.models.language_zoo import TRAINING_INFO, caption_texts
+    from prh.models.language_zoo import TRAINING_INFO
     from prh.models.loaders import count_params, is_causal_lm, load_language_model
 
-    if len(names) != len(models):
-        raise ValueError(f"names ({len(names)}) and models ({len(models)}) must pair up one to one")
+    if len(names) != len(models) or not names:
+        raise ValueError(f"names ({len(names)}) and models ({len(models)}) must pair up one to one, at least one")
     torch.set_num_threads(threads)
-    texts, levels = _level_texts(data, max_items)
-    unigram = _summary(unigram_bits_per_byte(train_texts=caption_texts(train_data), texts=texts), levels)
+    texts, _ = _densest(data, max_items)
+    nbytes = sum(len(t.encode("utf-8")) for t in texts)
+    floor = float(entropy_floor_bpb(texts, world=world))
+    _, tokenizer = load_language_model(models[0])
+    train_texts, _ = _densest(train_data, None)
+    unigram = float(unigram_bits(tokenizer=tokenizer, train_texts=train_texts, texts=texts).sum() / nbytes)
     result = {
-        "unit": "bits per UTF-8 byte, mean over held-out captions",
-        "data": str(data), "n_texts": len(texts), "n_levels": int(levels.max()) + 1,
-        "unigram": {"model": "byte unigram, add-one smoothing, fit on the training captions", **unigram},
+        "unit": "bits per UTF-8 byte of the densest held-out captions (sum of bits / sum of bytes)",
+        "data": str(data), "n_texts": len(texts), "n_bytes": nbytes,
+        "unigram": {"model": "word unigram, add-one smoothing, fit on the training captions", "bpb": unigram},
+        "floor": {"model": "the generator's exact -log2 p(caption) (prh.data.world_prob)", "bpb": floor},
         "models": {},
     }
     for name, model_dir in zip(names, models):
-        model, tokenizer = load_language_model(model_dir)
+        model, tok = load_language_model(model_dir)
         if not is_causal_lm(model.config):
-            raise ValueError(f"models: {model_dir} ({name}) is not a causal LM; bits-per-byte needs one")
-        summary = _summary(bits_per_byte(model, tokenizer, texts, batch_size=batch_size), levels)
+            raise ValueError(f"models: {model_dir} ({name}) is not a causal LM; bits per byte needs one")
+        per_text = bits_per_byte(model, tok, texts, batch_size=batch_size, progress=False)
+        bpb = float(sum(b * len(t.encode("utf-8")) for b, t in zip(per_text, texts)) / nbytes)
         info_path = Path(model_dir) / TRAINING_INFO
         info = read_json(info_path) if info_path.exists() else {}
         result["models"][name] = {
-            **summary, "below_unigram": unigram["bpb"] - summary["bpb"],
-            "steps": info.get("steps"), "n_params": count_params(model),
+            "bpb": bpb, "reducible_fraction": (unigram - bpb) / (unigram - floor), "below_unigram": unigram - bpb,
+            "steps": info.get("steps"), "seed": info.get("seed"), "n_params": count_params(model),
         }
-        print(f"{name}: {summary['bpb']:.4f} bits/byte (unigram {unigram['bpb']:.4f})")
+        print(f"{name}: {bpb:.4f} bits/byte (unigram {unigram:.4f}, floor {floor:.4f}), "
+              f"reducible fraction {result['models'][name]['reducible_fraction']:.3f}", flush=True)
     return result
 
 
@@ -137,6 +132,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="prh eval-lm", description=__doc__.splitlines()[0])
     parser.add_argument("--data", required=True, help="held-out shapes dataset directory")
     parser.add_argument("--train-data", required=True, help="training shapes dataset (unigram baseline)")
+    parser.add_argument("--world", type=json_object, default="{}", help="JSON of the params.yaml world block (the floor)")
     parser.add_argument("--names", nargs="+", required=True, help="model names")
     parser.add_argument("--models", nargs="+", required=True, help="checkpoint directories, same order")
     parser.add_argument("--out", required=True, help="output JSON")
@@ -144,5 +140,5 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     args = parser.parse_args(argv)
-    run_lm_eval(out=args.out, data=args.data, train_data=args.train_data, names=args.names, models=args.models,
+    run_lm_eval(out=args.out, data=args.data, train_data=args.train_data, world=args.world, names=args.names, models=args.models,
                 max_items=args.max_items, batch_size=args.batch_size, threads=args.threads)

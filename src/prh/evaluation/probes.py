@@ -148,8 +148,10 @@ def model_summary(tasks: dict) -> dict:
 
 
 def run_probes(*, data: str, names: list[str], features: list[str], out: str, cs=C_GRID, layer: str = "last",
-               seed: int = 0, val_fraction: float = 0.2, test_fraction: float = 0.2) -> dict:
-    """Probe each model's features (``features[i]`` belongs to ``names[i]``) on the shapes-world tasks.
+               seed: int = 0, val_fraction: float = 0.2, test_fraction: float = 0.2,
+               tasks: list[str] | None = None) -> dict:
+    """Probe each model's features (``features[i]`` belongs to ``names[i]``) on the shapes-world tasks
+    (``tasks``: a subset of ``prh.data.tasks.TASKS`` by name; None: all).
 
     ``data`` is the shapes dataset the features were extracted from (labels come from its
     scenes). Writes and returns ``{"settings", "tasks": {task: chance levels}, "models":
@@ -161,7 +163,7 @@ def run_probes(*, data: str, names: list[str], features: list[str], out: str, cs
     if len(names) != len(features) or not names:
         raise ValueError(f"names ({len(names)}) and features ({len(features)}) must be non-empty and pair up")
     ds = load_dataset(data)
-    labels = task_labels(ds.scenes)
+    labels = task_labels(ds.scenes, tasks)
     num_classes = {t: TASKS[t].num_classes for t in labels}
     splits = split_indices(len(ds.scenes), seed=seed, val_fraction=val_fraction, test_fraction=test_fraction)
     models = {}
@@ -174,6 +176,7 @@ def run_probes(*, data: str, names: list[str], features: list[str], out: str, cs
     first = next(iter(models.values()))["tasks"]
     result = {
         "settings": {"dataset": str(data), "n": len(ds.scenes), "seed": seed, "cs": list(cs), "layer": layer,
+                     "tasks": sorted(labels),
                      "val_fraction": val_fraction, "test_fraction": test_fraction},
         "tasks": {t: {"num_classes": num_classes[t], "chance": r["chance"], "uniform_chance": r["uniform_chance"]}
                   for t, r in first.items()},
@@ -191,6 +194,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--out", required=True, help="JSON to write")
     p.add_argument("--cs", type=float, nargs="+", default=list(C_GRID), help="C grid of the logistic regression")
     p.add_argument("--layer", choices=("last", "best"), default="last")
+    p.add_argument("--tasks", nargs="+", default=None, help="task names to probe (default: every task)")
     p.add_argument("--seed", type=int, default=0, help="seed of the train/val/test split")
     p.add_argument("--val-fraction", type=float, default=0.2)
     p.add_argument("--test-fraction", type=float, default=0.2)

@@ -41,46 +41,41 @@ SPECIALS = ["<pad>", "<s>", "</s>", "<unk>", "<mask>"]
 TRAINING_INFO = "training.json"
 
 
-def caption_texts(data_dir: str | os.PathLike) -> list[str]:
-    """Every caption of a shapes dataset, all densities, item by item (sparsest first)."""
+def caption_texts(data_dir: str | os.PathLike, *, qa_pairs: int = 0, seed: int = 0) -> list[str]:
+    """Every caption of a shapes dataset, all densities, item by item (sparsest first).
+
+    ``qa_pairs`` > 0 appends that many question-answer pairs about the scene to each
+    caption (``prh.data.qa``, drawn from ``default_rng([seed, item, level])``): the
+    language zoo's training text, in which later tokens depend on earlier content.
+    """
+    from prh.data.qa import qa_text
     from prh.data.shapes import load_dataset
 
-    return [text for item in load_dataset(data_dir).texts for text in item]
+    data = load_dataset(data_dir)
+    if qa_pairs <= 0:
+        return [text for item in data.texts for text in item]
+    return [f"{text} {qa_text(scene, rng=np.random.default_rng([seed, i, level]), n_pairs=qa_pairs)}"
+            for i, (item, scene) in enumerate(zip(data.texts, data.scenes)) for level, text in enumerate(item)]
 
 
-def train_tokenizer(*, texts: list[str], vocab_size: int = 512):
-    """Train a byte-level BPE tokenizer on ``texts``; return it as a ``PreTrainedTokenizerFast``.
+def train_tokenizer(*, texts: list[str]):
+    """A word-level tokenizer over the closed vocabulary of ``texts``, as a ``PreTrainedTokenizerFast``.
 
-    Parameters
-    ----------
-    texts : training captions.
-    vocab_size : size of the vocabulary, specials and the 256 byte symbols included.
+    Words are runs of letters/digits, and runs of punctuation (``tokenizers``' Whitespace
+    pre-tokenizer): "centred at (34, 56)." -> centred, at, (, 34, ",", 56, ")." Every word
+    of the training text is one token (a percent such as 34 is one token, not two digits),
+    so a model spends no capacity spelling; the world's grammar is closed, so held-out
+    captions have no unknown words (``<unk>`` exists for anything else). Spaces are not
+    tokens: the grammar fixes them, so bits per byte still counts every byte of the text.
     """
-    from tokenizers import (
-        Tokenizer,
-        decoders,
-        models,
-        pre_tokenizers,
-        processors,
-        trainers,
-    )
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors, trainers
     from transformers import PreTrainedTokenizerFast
 
-    base = 256 + len(SPECIALS)
-    if vocab_size <= base:
-        raise ValueError(f"vocab_size={vocab_size} leaves no room for merges: use more than {base}")
     if not texts:
         raise ValueError("texts is empty: pass the training captions")
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        special_tokens=SPECIALS,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tok.train_from_iterator(texts, trainer)
+    tok = Tokenizer(models.WordLevel(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.train_from_iterator(texts, trainers.WordLevelTrainer(special_tokens=SPECIALS, show_progress=False))
     bos, eos = tok.token_to_id("<s>"), tok.token_to_id("</s>")
     tok.post_processor = processors.TemplateProcessing(
         single="<s> $A </s>", special_tokens=[("<s>", bos), ("</s>", eos)]
@@ -171,20 +166,25 @@ def lr_at(step: int, *, steps: int, lr: float, warmup: int) -> float:
 
 def train_language_model(*, texts: list[str], tokenizer, arch: str, n_layer: int, n_embd: int, n_head: int,
                          steps: int, context: int = 512, batch_size: int = 16, lr: float = 3e-3, warmup: int = 20,
-                         weight_decay: float = 0.01, seed: int = 0, log_every: int = 10):
+                         weight_decay: float = 0.01, seed: int = 0, log_every: int = 10,
+                         checkpoints: list[int] | None = None, on_checkpoint=None):
     """Train one zoo language model on ``texts``; return ``(model, info)``.
 
     Parameters
     ----------
-    texts : training captions (every density).
+    texts : training text (captions of every density, with question-answer pairs).
     tokenizer : the zoo tokenizer (``train_tokenizer``).
     arch : ``gpt2`` (causal LM) or ``bert`` (masked LM).
     n_layer, n_embd, n_head : transformer depth, width and heads.
-    steps : optimiser steps (the training budget); 0 keeps the seeded random initialisation.
-    context : most tokens per caption (position embeddings); longer captions are truncated.
-    batch_size : captions per step.
+    steps : optimiser steps (the training budget; the learning-rate schedule spans it);
+        0 keeps the seeded random initialisation.
+    context : most tokens per text (position embeddings); longer texts are truncated.
+    batch_size : texts per step.
     lr, warmup, weight_decay : AdamW peak rate, warm-up steps, decoupled weight decay.
     seed : seeds initialisation, batch order and masking.
+    checkpoints : steps (each in 0..steps) after which ``on_checkpoint(model, info)`` is
+        called with the model in eval mode and the info so far (``info["steps"]`` = that
+        step): the checkpoints of one run, as Pythia's, mid-schedule except the last.
 
     Returns
     -------
@@ -195,6 +195,9 @@ def train_language_model(*, texts: list[str], tokenizer, arch: str, n_layer: int
 
     if steps < 0 or batch_size < 1:
         raise ValueError(f"steps={steps} must be >= 0 (0: untrained) and batch_size={batch_size} >= 1")
+    checkpoints = sorted(set(checkpoints or []))
+    if checkpoints and not 0 <= checkpoints[0] <= checkpoints[-1] <= steps:
+        raise ValueError(f"checkpoints={checkpoints} must lie in 0..steps={steps}")
     full = tokenizer(texts)["input_ids"]
     n_truncated = sum(len(x) > context for x in full)
     ids = [x[:context] for x in full]
@@ -215,6 +218,23 @@ def train_language_model(*, texts: list[str], tokenizer, arch: str, n_layer: int
     batches: list[np.ndarray] = []
     curve, running = [], []
     start, start_cpu = time.perf_counter(), time.process_time()
+
+    def info_at(step: int) -> dict:
+        return {
+            "arch": arch, "n_layer": n_layer, "n_embd": n_embd, "n_head": n_head, "context": context,
+            "vocab_size": len(tokenizer), "steps": step, "schedule_steps": steps, "batch_size": batch_size,
+            "lr": lr, "warmup": warmup, "weight_decay": weight_decay, "seed": seed,
+            "n_params": sum(p.numel() for p in model.parameters()), "n_texts": len(texts),
+            "truncated_texts": int(n_truncated), "epochs": step * batch_size / len(texts),
+            "final_loss": curve[-1]["loss"] if curve else None, "loss_curve": list(curve),
+            # CPU seconds tell the cost apart from waiting on a shared machine
+            "train_seconds": time.perf_counter() - start, "train_cpu_seconds": time.process_time() - start_cpu,
+            "torch_threads": torch.get_num_threads(),
+        }
+
+    model.eval()
+    if 0 in checkpoints and on_checkpoint is not None:
+        on_checkpoint(model, info_at(0))
     model.train()
     for step in tqdm(range(steps), desc=f"train {arch}", mininterval=5):
         if not batches:
@@ -234,21 +254,15 @@ def train_language_model(*, texts: list[str], tokenizer, arch: str, n_layer: int
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         running.append(loss.item())
-        if (step + 1) % log_every == 0 or step + 1 == steps:
+        if (step + 1) % log_every == 0 or step + 1 == steps or step + 1 in checkpoints:
             curve.append({"step": step + 1, "loss": float(np.mean(running))})
             running = []
+        if step + 1 in checkpoints and on_checkpoint is not None:
+            model.eval()
+            on_checkpoint(model, info_at(step + 1))
+            model.train()
     model.eval()
-    info = {
-        "arch": arch, "n_layer": n_layer, "n_embd": n_embd, "n_head": n_head, "context": context,
-        "vocab_size": len(tokenizer), "steps": steps, "batch_size": batch_size, "lr": lr, "warmup": warmup,
-        "weight_decay": weight_decay, "seed": seed, "n_params": sum(p.numel() for p in model.parameters()),
-        "n_texts": len(texts), "truncated_texts": int(n_truncated), "epochs": steps * batch_size / len(texts),
-        "final_loss": curve[-1]["loss"] if curve else None, "loss_curve": curve,
-        # CPU seconds tell the cost apart from waiting on a shared machine
-        "train_seconds": time.perf_counter() - start, "train_cpu_seconds": time.process_time() - start_cpu,
-        "torch_threads": torch.get_num_threads(),
-    }
-    return model, info
+    return model, info_at(steps)
 
 
 def save_checkpoint(out: str | os.PathLike, *, model=None, tokenizer=None, info: dict | None = None) -> Path:
@@ -263,50 +277,93 @@ def save_checkpoint(out: str | os.PathLike, *, model=None, tokenizer=None, info:
     return Path(out)
 
 
-def run_train_tokenizer(*, data: str, out: str, vocab_size: int = 512) -> Path:
-    """Train the zoo tokenizer on every caption of ``data`` and save it to ``out``."""
-    texts = caption_texts(data)
-    tokenizer = train_tokenizer(texts=texts, vocab_size=vocab_size)
-    info = {"data": str(data), "n_texts": len(texts), "vocab_size": len(tokenizer)}
+def grammar_text() -> str:
+    """Every word the world's grammar can write, as one text: templates, names, regions, 0..100.
+
+    Added to the tokenizer's training text so its vocabulary is the closed one of the
+    grammar, not whatever a finite sample of captions happened to use.
+    """
+    from prh.data.captions import CONSTRUCTIONS, COUNT_WORDS, REGIONS, SIZE_WORDS
+    from prh.data.vocabulary import BACKGROUNDS, COLORS, SHAPES
+
+    words = [t.replace("{", " ").replace("}", " ") for ts in CONSTRUCTIONS.values() for t in ts]
+    words += [t[0].upper() + t[1:] for ts in CONSTRUCTIONS.values() for t in ts]  # sentence-initial capitals
+    words += [*COLORS, *SHAPES, *BACKGROUNDS, *SIZE_WORDS.values(), *sum(REGIONS, ()), *COUNT_WORDS]
+    words += [str(k) for k in range(101)] + ["An", "A", "objects", "shapes", "are", "is", "left", "right", "above",
+                                             "below", "Q:", "A:", "?", "object"]
+    return " ".join(words)
+
+
+def run_train_tokenizer(*, data: str, out: str) -> Path:
+    """Train the zoo's word-level tokenizer on ``data`` (every caption and question-answer pair) and the grammar."""
+    from prh.data.qa import qa_pairs
+    from prh.data.shapes import load_dataset
+
+    texts = caption_texts(data) + [f"Q: {q} A: {a}." for scene in load_dataset(data).scenes
+                                   for q, a in qa_pairs(scene)] + [grammar_text()]
+    tokenizer = train_tokenizer(texts=texts)
+    info = {"data": str(data), "n_texts": len(texts), "vocab_size": len(tokenizer), "kind": "word-level"}
     return save_checkpoint(out, tokenizer=tokenizer, info=info)
 
 
-def run_train_language(*, data: str, tokenizer: str, out: str, threads: int = 1, **hparams) -> Path:
-    """Train one zoo model (``hparams``: see ``train_language_model``) and save it to ``out``."""
+def run_train_language(*, data: str, tokenizer: str, out: str, threads: int = 1, qa_pairs: int = 0,
+                       checkpoints: list[int] | None = None, **hparams) -> list[Path]:
+    """Train one zoo run (``hparams``: see ``train_language_model``) and save its checkpoints.
+
+    Without ``checkpoints`` the final model is saved to ``out``; with them, ``out`` must
+    contain ``{steps}`` and each checkpoint goes to ``out.format(steps=k)`` as soon as
+    step k is reached (each directory written atomically).
+    """
     from transformers import AutoTokenizer
 
+    if checkpoints and "{steps}" not in out:
+        raise ValueError(f"out={out!r} must contain '{{steps}}' when checkpoints are given, e.g. "
+                         "results/models/gpt2_s_r0_{steps}")
     torch.set_num_threads(threads)
     tok = AutoTokenizer.from_pretrained(tokenizer)
-    model, info = train_language_model(texts=caption_texts(data), tokenizer=tok, **hparams)
-    tok.model_max_length = info["context"]
-    info.update(data=str(data), tokenizer=str(tokenizer))
-    loss = "untrained" if info["final_loss"] is None else f"final loss {info['final_loss']:.3f}"
-    print(f"{out}: {info['n_params']} parameters, {info['steps']} steps, {loss}, "
-          f"{info['train_seconds']:.1f} s on {threads} thread(s)")
-    return save_checkpoint(out, model=model, tokenizer=tok, info=info)
+    tok.model_max_length = hparams.get("context", 512)
+    seed = hparams.get("seed", 0)
+    texts = caption_texts(data, qa_pairs=qa_pairs, seed=seed)
+    written = []
+
+    def save(model, info):
+        info.update(data=str(data), tokenizer=str(tokenizer), qa_pairs=qa_pairs)
+        path = out.format(steps=info["steps"]) if checkpoints else out
+        loss = "untrained" if info["final_loss"] is None else f"loss {info['final_loss']:.3f}"
+        print(f"{path}: {info['n_params']} parameters, {info['steps']} steps, {loss}, "
+              f"{info['train_seconds']:.1f} s on {threads} thread(s)", flush=True)
+        written.append(save_checkpoint(path, model=model, tokenizer=tok, info=info))
+
+    model, info = train_language_model(texts=texts, tokenizer=tok, checkpoints=checkpoints, on_checkpoint=save,
+                                       **hparams)
+    if not checkpoints:
+        save(model, info)
+    return written
 
 
 def tokenizer_main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="prh train-tokenizer", description=run_train_tokenizer.__doc__)
     parser.add_argument("--data", required=True, help="shapes dataset directory (training split)")
     parser.add_argument("--out", required=True, help="output directory (a save_pretrained tokenizer)")
-    parser.add_argument("--vocab-size", type=int, default=512, help="tokens, specials and 256 bytes included")
     args = parser.parse_args(argv)
-    run_train_tokenizer(data=args.data, out=args.out, vocab_size=args.vocab_size)
+    run_train_tokenizer(data=args.data, out=args.out)
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="prh train-language", description=run_train_language.__doc__)
     parser.add_argument("--data", required=True, help="shapes dataset directory (training split)")
     parser.add_argument("--tokenizer", required=True, help="directory written by `prh train-tokenizer`")
-    parser.add_argument("--out", required=True, help="output checkpoint directory")
+    parser.add_argument("--out", required=True, help="output checkpoint directory; with --checkpoints a pattern "
+                        "containing {steps}")
     parser.add_argument("--arch", required=True, choices=ARCHS)
     parser.add_argument("--n-layer", type=int, required=True)
     parser.add_argument("--n-embd", type=int, required=True)
     parser.add_argument("--n-head", type=int, required=True)
     parser.add_argument("--steps", type=int, required=True, help="optimiser steps (the training budget; 0: untrained)")
-    parser.add_argument("--context", type=int, default=512, help="most tokens per caption (position embeddings)")
-    parser.add_argument("--batch-size", type=int, default=16, help="captions per step")
+    parser.add_argument("--checkpoints", type=int, nargs="*", default=None, help="also save after these steps")
+    parser.add_argument("--qa-pairs", type=int, default=0, help="question-answer pairs appended to each caption")
+    parser.add_argument("--context", type=int, default=512, help="most tokens per text (position embeddings)")
+    parser.add_argument("--batch-size", type=int, default=16, help="texts per step")
     parser.add_argument("--lr", type=float, default=3e-3, help="peak AdamW learning rate")
     parser.add_argument("--warmup", type=int, default=20, help="linear warm-up steps")
     parser.add_argument("--weight-decay", type=float, default=0.01)

@@ -1,0 +1,49 @@
+"""Question-answer pairs about a shapes-world scene, appended to the language zoo's training text.
+
+Issue 16: a caption alone lets a language model score well by knowing the grammar;
+questions whose answers were stated earlier in the same text make later tokens depend
+on earlier content, so a model is rewarded for reading its context. Each pair is one
+of five kinds, asked only where the answer is unique in the scene:
+
+    count       "Q: how many objects are there? A: three."
+    background  "Q: what colour is the background? A: grey."
+    colour      "Q: what colour is the star? A: red."            (the scene's only star)
+    shape       "Q: what shape is the red object? A: star."      (the scene's only red object)
+    region      "Q: where is the red star? A: upper left."
+
+    >>> qa_text(scene, rng=np.random.default_rng(0), n_pairs=3)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from prh.data.captions import COUNT_WORDS, object_name, region
+
+__all__ = ["qa_pairs", "qa_text"]
+
+
+def qa_pairs(scene: dict) -> list[tuple[str, str]]:
+    """Every (question, answer) the scene supports, in a fixed order (kinds as in the module docstring)."""
+    objs = scene["objects"]
+    pairs = [("how many objects are there?", COUNT_WORDS[len(objs) - 1]),
+             ("what colour is the background?", scene["background"])]
+    shapes = [o["shape"] for o in objs]
+    colors = [o["color"] for o in objs]
+    for o in objs:
+        if shapes.count(o["shape"]) == 1:
+            pairs.append((f"what colour is the {o['shape']}?", o["color"]))
+        if colors.count(o["color"]) == 1:
+            pairs.append((f"what shape is the {o['color']} object?", o["shape"]))
+        pairs.append((f"where is the {object_name(o)}?", region(o)))
+    return pairs
+
+
+def qa_text(scene: dict, *, rng: np.random.Generator | int, n_pairs: int = 3) -> str:
+    """``n_pairs`` distinct question-answer pairs drawn from ``qa_pairs(scene)`` (fewer if it has fewer)."""
+    if n_pairs < 0:
+        raise ValueError(f"n_pairs={n_pairs} must be >= 0")
+    rng = np.random.default_rng(rng)
+    pairs = qa_pairs(scene)
+    chosen = rng.choice(len(pairs), size=min(n_pairs, len(pairs)), replace=False)
+    return " ".join(f"Q: {pairs[i][0]} A: {pairs[i][1]}." for i in chosen)
