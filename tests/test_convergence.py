@@ -101,8 +101,11 @@ def test_run_convergence_and_figures(tmp_path):
                               config={"bins": [0, 1, 3]})
     assert metrics["competence_bins"]["1-2"]["mean"] == pytest.approx(s[0, 1])
     assert metrics["competence_bins"]["0-0"]["mean"] == pytest.approx(s[2, 3])
-    assert all(math.isfinite(v) for v in metrics["language_vision"].values())
-    assert json.loads((out / "metrics.json").read_text())["language_vision"]["n"] == 12
+    pooled = metrics["language_vision_descriptive"]
+    assert all(math.isfinite(pooled[k]) for k in ("pearson_r", "pearson_p", "spearman_r", "spearman_p"))
+    assert pooled["note"] == "pairs are not independent: descriptive only"
+    written = json.loads((out / "metrics.json").read_text())
+    assert written["language_vision_descriptive"]["n"] == 12 and "language_vision_preregistered" not in written
     paths = draw_from(out, ["fig02_competence_alignment", "fig02_model_map", "fig03_language_vision"], tmp_path / "fig")
     assert len(paths) == 6 and all(p.stat().st_size > 0 for p in paths)
     with pytest.raises(ValueError, match="unknown keys"):
@@ -152,3 +155,49 @@ def test_null_summary_hand_example():
     assert s["score_mean"] == pytest.approx(0.4) and s["null_max_mean"] == pytest.approx(0.1)
     assert s["fraction_p_below_0.05"] == 1.0
     assert null_summary({"x_names": ["a"], "y_names": ["v"], "scores": [[0.1]]}) is None
+
+
+def test_run_convergence_with_the_preregistered_test(tmp_path):
+    from prh.cli import main as prh_main
+
+    names = ["a", "b", "c", "d"]
+    s = np.full((4, 4), 0.3)
+    np.fill_diagonal(s, 1.0)
+    settings = {"metric": "mutual_knn", "topk": 10, "skip_x_layers": 1}
+    vis = _write(tmp_path / "vv.json", {"settings": settings, "x_names": names, "y_names": names, "scores": s.tolist()})
+    lms = [f"l{i}" for i in range(8)]
+    comp = np.linspace(0.2, 0.9, 8)
+    outcome = np.vstack([comp ** 3] * 4).T  # rises with competence in every vision model
+    null = np.full((9, 4), 0.05)
+    scores = np.vstack([outcome + null[:8], [[0.5] * 4]])  # + a bag-of-words reference, not a unit
+    cross = {"settings": settings, "x_names": [*lms, "bow"], "y_names": names, "scores": scores.tolist(),
+             "calibration": {"permutations": 9, "seed": 0, "p_value": np.full((9, 4), 0.1).tolist(),
+                             "null_max_mean": null.tolist()}}
+    lang = _write(tmp_path / "lang.json", {"models": {lm: {"bpb": 2.0 - c} for lm, c in zip(lms, comp)}})
+    competence = {"gate_passed": True, "language_models": lms,
+                  "models": {lm: {"reducible_fraction": c, "mc_accuracy": 0.25 + c / 2} for lm, c in zip(lms, comp)}}
+    args = ["run-convergence", "--probes", _write(tmp_path / "probes.json", PROBES), "--vision-alignment", vis,
+            "--cross-alignment", _write(tmp_path / "lv.json", cross), "--language", lang, "--out-dir", str(tmp_path / "exp"),
+            "--config", json.dumps({"bins": [0, 1, 3], "preregistered": {"permutations": 999}}),
+            "--preregistered-competence", _write(tmp_path / "comp.json", competence),
+            "--preregistered-vision-models", "a", "b"]
+    prh_main(args)
+    pre = json.loads((tmp_path / "exp" / "metrics.json").read_text())["language_vision_preregistered"]
+    assert pre["unit"] == "language_model" and pre["n"] == 8 and pre["language_models"] == lms
+    assert pre["vision_models"] == ["a", "b"] and pre["vision_set"] == "zoo_vision_trained"
+    assert pre["spearman_r"] == pytest.approx(1.0) and pre["p_permutation"] == pytest.approx(1 / 1000)
+    assert pre["permutations"] == 999 and pre["alternative"] == "greater" and pre["gate_passed"] is True
+    assert pre["verdict"] == "reproduced" and set(pre["predictors"]) == {"reducible_fraction", "mc_accuracy"}
+    assert pre["gate_rule"] == {"min_steps": 1000, "background": 0.9, "count": 0.8, "largest_color": 0.6}
+    # a failed gate: the same numbers, no verdict
+    _write(tmp_path / "comp.json", {**competence, "gate_passed": False})
+    prh_main(args)
+    assert json.loads((tmp_path / "exp" / "metrics.json").read_text())["language_vision_preregistered"]["verdict"] == "inconclusive"
+    with pytest.raises(ValueError, match="both"):
+        prh_main(args[:-3])
+    with pytest.raises(ValueError, match=r"config.preregistered has unknown keys \['permutation'\]"):
+        prh_main([*args[:args.index("--config") + 1], json.dumps({"preregistered": {"permutation": 9}}),
+                  *args[args.index("--config") + 2:]])
+    _write(tmp_path / "comp.json", competence["models"])
+    with pytest.raises(ValueError, match="gate_passed"):
+        prh_main(args)

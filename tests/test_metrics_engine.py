@@ -140,7 +140,7 @@ def test_cli_writes_the_alignment_table_of_two_model_sets(tmp_path):
         "--y-names", "m_wide", "--y-features", str(paths["m_wide"]), "--out", str(out), "--layer-scores",
     ])
     table = json.loads(out.read_text())
-    assert table["settings"] == {"metric": "mutual_knn", "topk": 4, "quantile": 0.9, "n": 30, "cca_dim": 10, "normalize": True, "dtype": "float32"}
+    assert table["settings"] == {"metric": "mutual_knn", "topk": 4, "quantile": 0.9, "n": 30, "cca_dim": 10, "normalize": True, "dtype": "float32"}  # no skip_x_layers: 0
     assert table["x_names"] == ["m_small", "m_deep"] and table["y_names"] == ["m_wide"]
     assert table["x_layers"] == [2, 4] and table["y_layers"] == [3]
     assert np.array(table["scores"]).shape == (2, 1)
@@ -202,3 +202,44 @@ def test_n_items_equals_the_table_of_truncated_feature_files(tmp_path, metric):
     assert not np.allclose(full["scores"], want["scores"])  # 30 items give other numbers: the cut is real
     with pytest.raises(ValueError, match="n_items=31"):
         alignment_table(metric, x_names=list(paths), x_features=list(map(str, paths.values())), topk=4, n_items=31)
+
+
+@pytest.mark.parametrize("metric", ["mutual_knn", "cknna"])
+def test_skip_x_layers_drops_the_embedding_layer_from_scores_and_null(tmp_path, metric):
+    from prh.metrics.engine import alignment_table
+
+    g = torch.Generator().manual_seed(0)
+    vision = torch.randn(40, 2, 8, generator=g)
+    # an "LM" whose layer 0 (its embedding layer) is a copy of the vision model's layer 1
+    lm = torch.cat([vision[:, 1:2], torch.randn(40, 2, 8, generator=g)], dim=1)
+    files = {}
+    for name, feats in [("lm", lm), ("vision", vision), ("lm_cut", lm[:, 1:]), ("vision_cut", vision[:, 1:])]:
+        files[name] = str(tmp_path / f"{name}.safetensors")
+        save_features(files[name], feats, {"model": name})
+    kw = dict(topk=5, quantile=1.0, null_permutations=9, seed=4, y_names=["vision"], y_features=[files["vision"]])
+    full = alignment_table(metric, x_names=["lm", "vision"], x_features=[files["lm"], files["vision"]], layer_scores=True, **kw)
+    assert full["scores"][0][0] == pytest.approx(1.0) and full["best_pairs"][0][0] == [0, 1]
+    out = tmp_path / "skip.json"
+    prh_main(["align", "--metric", metric, "--topk", "5", "--quantile", "1", "--x-names", "lm", "vision",
+              "--x-features", files["lm"], files["vision"], "--y-names", "vision", "--y-features", files["vision"],
+              "--null-permutations", "9", "--seed", "4", "--skip-x-layers", "1", "--layer-scores", "--out", str(out)])
+    skip = json.loads(out.read_text())
+    assert skip["settings"]["skip_x_layers"] == 1 and "skip_x_layers" not in full["settings"]
+    assert skip["scores"][0][0] < 0.9  # the copy is gone: only the random layers are left
+    assert skip["x_layers"] == [3, 2] and skip["y_layers"] == [2]  # all layers counted, y untouched
+    # the same table as one of files without layer 0, scores and null alike; pairs in the file's numbering
+    cut = alignment_table(metric, x_names=["lm", "vision"], x_features=[files["lm_cut"], files["vision_cut"]], **kw)
+    np.testing.assert_allclose(skip["scores"], cut["scores"], atol=1e-12)
+    for key in ("null_max_mean", "p_value", "corrected"):
+        np.testing.assert_allclose(skip["calibration"][key], cut["calibration"][key], atol=1e-12)
+    assert skip["best_pairs"] == [[[a + 1, b] for a, b in row] for row in cut["best_pairs"]]
+    # the same permutations, fewer layer pairs: every null maximum can only fall; the copy's cell is no longer significant
+    assert np.all(np.array(skip["calibration"]["null_max_mean"]) <= np.array(full["calibration"]["null_max_mean"]) + 1e-12)
+    assert full["calibration"]["p_value"][0][0] == pytest.approx(0.1)
+    rows = skip["layer_scores"]["lm__vision"]  # skipped rows NaN (null), kept rows as in the full table
+    assert rows[0] == [None, None]
+    np.testing.assert_allclose(rows[1:], full["layer_scores"]["lm__vision"][1:], atol=1e-12)
+    with pytest.raises(ValueError, match="leaves no layer of x model 'vision'"):
+        alignment_table(metric, x_names=["lm", "vision"], x_features=[files["lm"], files["vision"]], skip_x_layers=2, **kw)
+    with pytest.raises(ValueError, match="skip_x_layers"):
+        alignment_table(metric, x_names=["lm"], x_features=[files["lm"]], skip_x_layers=-1, **kw)

@@ -114,6 +114,11 @@ def _n_layers(state) -> int:
     return int((state["idx"] if isinstance(state, dict) else state).shape[0])
 
 
+def _drop_layers(state, n: int):
+    """The per-layer state without its first ``n`` layers (every state is layer-stacked on dim 0)."""
+    return {key: value[n:] for key, value in state.items()} if isinstance(state, dict) else state[n:]
+
+
 def alignment_table(
     metric: str,
     *,
@@ -133,6 +138,7 @@ def alignment_table(
     layer_scores: bool = False,
     threads: int | None = None,
     n_items: int | None = None,
+    skip_x_layers: int = 0,
 ) -> dict:
     """Best-layer-pair alignment of every x model with every y model, written as one JSON.
 
@@ -158,6 +164,14 @@ def alignment_table(
         batch, as PRH Fig 12's bsz); clamping and states see only those items, so the
         table equals one computed on truncated files; files may then differ in length
         (their first n_items rows must be the same items). None: all items, equal counts.
+    skip_x_layers : leave out the first N layers of every x (row) model, e.g. N = 1 drops a
+        language model's token-embedding layer (layer 0 of its feature file), so a bag of
+        words cannot be the best pair. The best score, and every permutation null maximum,
+        are then max over a >= N of score(x_a, y_b). Features are clamped with all layers
+        (as for N = 0), so the kept layer pairs score exactly as in the N = 0 table;
+        ``best_pairs`` keep the file's layer numbering (a >= N), ``x_layers`` count all
+        layers, and ``layer_scores`` rows a < N are NaN. Recorded as
+        ``settings.skip_x_layers`` when N > 0 (absent: 0, as tables written before it).
 
     Returns
     -------
@@ -170,6 +184,9 @@ def alignment_table(
     check_metric(metric)
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {list(DTYPES)}, got {dtype!r}")
+    if int(skip_x_layers) != skip_x_layers or skip_x_layers < 0:
+        raise ValueError(f"skip_x_layers must be an integer >= 0 (1 drops the embedding layer), got {skip_x_layers}")
+    skip = int(skip_x_layers)
     if y_names is None and y_features is None:
         y_names, y_features = x_names, x_features
     for side, names, files in (("x", x_names, x_features), ("y", y_names, y_features)):
@@ -205,12 +222,16 @@ def alignment_table(
         if sx is None:
             sx = state_of(xname, xpath)
         x_layers.append(_n_layers(sx))
+        if skip >= x_layers[-1]:
+            raise ValueError(f"skip_x_layers={skip} leaves no layer of x model {xname!r} ({x_layers[-1]} layers)")
+        sx = _drop_layers(sx, skip)
         for j, (yname, ypath) in enumerate(zip(y_names, y_features)):
             sy = y_states[os.path.realpath(ypath)]
             s = pair_scores(metric, sx, sy).cpu().numpy()
-            scores[i, j], pairs[i][j] = best_pair(s)
+            scores[i, j], pair = best_pair(s)
+            pairs[i][j] = None if pair is None else (pair[0] + skip, pair[1])  # the file's layer numbering
             if layer_scores:
-                per_pair[f"{xname}__{yname}"] = s
+                per_pair[f"{xname}__{yname}"] = np.concatenate([np.full((skip, s.shape[1]), np.nan), s])
             if null_permutations > 0:
                 null = permutation_null(metric, sx, sy, permutations=null_permutations, seed=cell_seed(seed, i, j), observed=s)
                 for key in calib:
@@ -219,6 +240,7 @@ def alignment_table(
         "settings": {
             "metric": metric, "topk": topk, "quantile": quantile, "n": n_items or next(iter(item_counts.values())),
             "cca_dim": cca_dim, "normalize": True, "dtype": dtype,
+            **({"skip_x_layers": skip} if skip else {}),
         },
         "x_names": list(x_names),
         "y_names": list(y_names),
@@ -255,11 +277,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--layer-scores", action="store_true", help="also store every La x Lb matrix")
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: leave as is)")
     p.add_argument("--n-items", type=int, default=None, help="use only the first N items of every file (default: all)")
+    p.add_argument("--skip-x-layers", type=int, default=0,
+                   help="leave out the first N layers of every row model, in scores and null (1: an LM's embedding layer)")
     args = p.parse_args(argv)
     alignment_table(
         args.metric, x_names=args.x_names, x_features=args.x_features, y_names=args.y_names,
         y_features=args.y_features, out=args.out, topk=args.topk, quantile=args.quantile,
         cca_dim=args.cca_dim, device=args.device, dtype=args.dtype, block_rows=args.block_rows,
         null_permutations=args.null_permutations, seed=args.seed, layer_scores=args.layer_scores,
-        threads=args.threads, n_items=args.n_items,
+        threads=args.threads, n_items=args.n_items, skip_x_layers=args.skip_x_layers,
     )

@@ -8,7 +8,10 @@
   competence; with fewer than ``min_umap_models`` models, classical (metric) MDS instead.
 * Language-vision (Fig 3): cross-modal alignment of every (language, vision) pair
   against the language model's 1 - bits-per-byte (causal LMs only), one linear fit per
-  vision family, pooled Pearson and Spearman r with p-values.
+  vision family, pooled Pearson and Spearman r with p-values. The pairs of one LM are not
+  independent, so the pooled numbers are descriptive only (``language_vision_descriptive``);
+  the test is the pre-registered one point per LM (``prh.studies.prh.preregistered``,
+  ``language_vision_preregistered``) when a competence JSON is given.
 * Platonic reference (offline suite, beyond the paper): each model's mutual-kNN
   alignment with the world's ground-truth kernel K over the latent scenes, against its
   competence (vision: mean probe accuracy) or 1 - bpb (language), Spearman r and p.
@@ -17,7 +20,9 @@
         --vision-alignment results/alignment/shapes_vision/mutual_knn/zoo_vision__zoo_vision.json \\
         --cross-alignment results/alignment/shapes_eval/mutual_knn/zoo_language__zoo_vision.json \\
         --language results/experiments/zoo/language.json --families '{"resnet_xs_sup": "supervised"}' \\
-        --out-dir results/experiments/convergence --config '{"solve_fraction": 0.8}'
+        --out-dir results/experiments/convergence --config '{"solve_fraction": 0.8}' \\
+        --preregistered-competence results/experiments/zoo/competence.json \\
+        --preregistered-vision-models resnet_xs_sup vit_xs_sup ...
     prh run-platonic --vision-features results/features/shapes_vision/*.safetensors \\
         --vision-scenes results/data/shapes_vision/scenes.jsonl --language-features ... \\
         --paired-scenes results/data/shapes_eval/scenes.jsonl --probes ... --language ... --out-dir ...
@@ -33,9 +38,11 @@ from scipy import stats
 
 from prh.config import schema_defaults
 from prh.io import json_object, read_json, read_jsonl, write_json
+from prh.studies.prh.preregistered import preregistered_language_vision
 
 __all__ = ["DEFAULTS", "correlations", "solved_counts", "competence_bins", "model_map", "language_vision",
-           "platonic_scores", "null_summary", "run_convergence", "run_platonic", "main", "platonic_main"]
+           "platonic_scores", "null_summary", "read_lm_competence", "run_convergence", "run_platonic", "main",
+           "platonic_main"]
 
 # The `convergence:` block's defaults: workflow/schemas/convergence.schema.yaml documents each key.
 DEFAULTS = schema_defaults("convergence")
@@ -163,14 +170,50 @@ def language_vision(*, cross: dict, bpb: dict[str, float], families: dict[str, s
     return {"points": points, "fits": fits, "pooled": pooled, "skipped_no_bpb": skipped}
 
 
+def _config(config: dict | None) -> dict:
+    """The convergence block: ``config`` over the schema defaults, the ``preregistered`` sub-block merged key by key."""
+    config = config or {}
+    cfg = {**DEFAULTS, **config}
+    cfg["preregistered"] = {**DEFAULTS["preregistered"], **config.get("preregistered", {})}
+    for where, got, allowed in (("config", cfg, DEFAULTS), ("config.preregistered", cfg["preregistered"],
+                                                          DEFAULTS["preregistered"])):
+        unknown = set(got) - set(allowed)
+        if unknown:
+            raise ValueError(f"{where} has unknown keys {sorted(unknown)}; allowed: {sorted(allowed)}")
+    return cfg
+
+
+def read_lm_competence(path: str) -> dict:
+    """The competence JSON of the pre-registered test, checked::
+
+        {"gate_passed": true | false | null,            # the validity gate (null: not computed)
+         "language_models": ["gpt2_s_1000_s0", ...],     # optional: the units; default every key of models
+         "models": {"gpt2_s_1000_s0": {"reducible_fraction": 0.81, "mc_accuracy": 0.74, ...}, ...}}
+    """
+    data = read_json(path)
+    if not isinstance(data, dict) or not isinstance(data.get("models"), dict) or "gate_passed" not in data:
+        raise ValueError(f"{path}: expected {{\"gate_passed\": true|false|null, \"models\": {{lm: {{predictor: value}}}}, "
+                         "optional \"language_models\": [lm, ...]}")
+    return {"gate_passed": data["gate_passed"], "models": data["models"],
+            "language_models": list(data.get("language_models") or data["models"])}
+
+
 def run_convergence(*, probes: str, vision_alignment: str, cross_alignment: str, language: str,
-                    families: dict, out_dir: str, config: dict | None = None) -> dict:
+                    families: dict, out_dir: str, config: dict | None = None,
+                    preregistered_competence: str | None = None,
+                    preregistered_vision_models: list[str] | None = None) -> dict:
     """Fig 2 (left, right) and Fig 3 numbers: writes competence.json, model_map.json,
-    language_vision.json and metrics.json under ``out_dir``; returns the metrics."""
-    cfg = {**DEFAULTS, **(config or {})}
-    unknown = set(cfg) - set(DEFAULTS)
-    if unknown:
-        raise ValueError(f"config has unknown keys {sorted(unknown)}; allowed: {sorted(DEFAULTS)}")
+    language_vision.json and metrics.json under ``out_dir``; returns the metrics.
+
+    With ``preregistered_competence`` (``read_lm_competence``'s JSON) and
+    ``preregistered_vision_models`` (the model set ``config.preregistered.vision_models``
+    names, resolved by the caller), metrics.json also holds ``language_vision_preregistered``
+    (``preregistered_language_vision`` on the cross alignment, which then needs a permutation
+    null). The pooled pair-level statistics are kept as ``language_vision_descriptive``.
+    """
+    cfg = _config(config)
+    if (preregistered_competence is None) != (preregistered_vision_models is None):
+        raise ValueError("pass both preregistered_competence and preregistered_vision_models, or neither")
     align = read_json(vision_alignment)
     scores, names = _check_square(align), align["x_names"]
     solved = solved_counts(read_json(probes), solve_fraction=cfg["solve_fraction"])
@@ -193,7 +236,19 @@ def run_convergence(*, probes: str, vision_alignment: str, cross_alignment: str,
                                                                  "n_models": len(b["models"])} for b in bins},
                "competence_alignment": correlations([solved[n] for n in names],
                                                      [np.mean(np.delete(scores[i], i)) for i in range(len(names))]),
-               "language_vision": lv["pooled"]}
+               "language_vision_descriptive": {**lv["pooled"], "unit": "(language, vision) pair",
+                                               "note": "pairs are not independent: descriptive only"}}
+    if preregistered_competence is not None:
+        pre, comp = cfg["preregistered"], read_lm_competence(preregistered_competence)
+        metrics["language_vision_preregistered"] = {
+            **preregistered_language_vision(
+                cross=cross, competence=comp["models"], language_models=comp["language_models"],
+                vision_models=list(preregistered_vision_models), predictors=pre["predictors"],
+                permutations=pre["permutations"], alternative=pre["alternative"], seed=pre["seed"],
+                gate_passed=comp["gate_passed"], alpha=pre["alpha"]),
+            "vision_set": pre["vision_models"],
+            "gate_rule": {"min_steps": pre["min_steps_for_gate"], **pre["gate"]},
+        }
     nulls = {"vision": null_summary(align), "cross": null_summary(cross)}
     if any(nulls.values()):
         metrics["calibration"] = {k: v for k, v in nulls.items() if v}
@@ -229,7 +284,7 @@ def platonic_scores(*, feature_paths: list[str], scenes: list[dict], topk: int =
 def run_platonic(*, vision_features: list[str], vision_scenes: str, language_features: list[str],
                  paired_scenes: str, probes: str, language: str, out_dir: str, config: dict | None = None) -> dict:
     """Platonic reference: writes platonic.json and platonic_metrics.json under ``out_dir``."""
-    cfg = {**DEFAULTS, **(config or {})}
+    cfg = _config(config)
     kw = {"topk": cfg["topk"], "quantile": cfg["quantile"]}
     vision = platonic_scores(feature_paths=vision_features, scenes=[r["scene"] for r in read_jsonl(vision_scenes)], **kw)
     lang = platonic_scores(feature_paths=language_features, scenes=[r["scene"] for r in read_jsonl(paired_scenes)], **kw)
@@ -258,10 +313,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--families", type=json_object, default="{}", help="JSON: vision model -> family")
     parser.add_argument("--out-dir", required=True, help="results/experiments/convergence")
     parser.add_argument("--config", type=json_object, default="{}", help="JSON of the params.yaml convergence block")
+    parser.add_argument("--preregistered-competence", default=None,
+                        help='JSON {"gate_passed": bool|null, "models": {lm: {predictor: value}}, '
+                             'optional "language_models": [lm, ...]}: adds the pre-registered one-point-per-LM test')
+    parser.add_argument("--preregistered-vision-models", nargs="+", default=None,
+                        help="the vision set of the pre-registered outcome (the model set convergence.preregistered."
+                             "vision_models names); columns of --cross-alignment")
     args = parser.parse_args(argv)
     metrics = run_convergence(probes=args.probes, vision_alignment=args.vision_alignment,
                               cross_alignment=args.cross_alignment, language=args.language,
-                              families=args.families, out_dir=args.out_dir, config=args.config)
+                              families=args.families, out_dir=args.out_dir, config=args.config,
+                              preregistered_competence=args.preregistered_competence,
+                              preregistered_vision_models=args.preregistered_vision_models)
     print(metrics)
 
 

@@ -1,0 +1,145 @@
+"""The pre-registered test of PRH Fig 3 (issue 16, point 5): one point per language model.
+
+Fig 3 pools every (language, vision) pair, but the pairs of one LM share its competence and
+its features, so they are not independent (7 LMs x 14 vision models gave p = 4e-21 from 98
+"points"; one point per LM gave p = 0.052). The analysis fixed in ``params.yaml``
+(``convergence.preregistered``) before the first look at the results:
+
+* unit: one language model (n = the trained causal LMs; references stay out);
+* outcome of LM l: its calibrated alignment averaged over a vision set V named in advance::
+
+      y_l = (1/|V|) Σ_{v ∈ V} (score[l, v] − null_max_mean[l, v])
+
+  where score is the best layer pair (the LM's embedding layer left out: ``prh align
+  --skip-x-layers 1``) and null_max_mean the mean of that cell's permutation-null maxima;
+* per co-primary predictor c (competence, higher = better): Spearman r(c_l, y_l), one-sided
+  (r > 0) permutation p (``prh.stats.spearman_permutation``), Holm across the predictors;
+* verdict: "reproduced" when the validity gate passed and the first (primary) predictor has
+  p_holm < alpha and r > 0; "not reproduced" when the gate passed and it has not;
+  "inconclusive" when the gate failed or was not computed (a null result means something
+  only when the models could have learnt the world).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from prh.stats import holm, spearman_permutation
+
+__all__ = ["preregistered_language_vision", "calibrated_outcomes"]
+
+OUTCOME = ("mean calibrated alignment (best layer pair, embedding layer excluded, minus the mean null "
+           "maximum) over the vision set")
+
+
+def _index(names: list[str], wanted: list[str], what: str, flag: str) -> list[int]:
+    missing = [m for m in wanted if m not in names]
+    if missing:
+        raise ValueError(f"{what} {missing} are not in the cross alignment's {flag} {names}: "
+                         "align the language set against the vision set that contains them")
+    return [names.index(m) for m in wanted]
+
+
+def calibrated_outcomes(*, cross: dict, language_models: list[str], vision_models: list[str]) -> dict[str, float]:
+    """Per LM, the mean over ``vision_models`` of score − null_max_mean (the outcome y_l above).
+
+    ``cross`` is a ``prh align`` table of the language set (rows) against a vision set
+    (columns) computed with ``--null-permutations P``.
+    """
+    calib = cross.get("calibration")
+    if not calib or "null_max_mean" not in calib:
+        raise ValueError("the cross alignment has no permutation null (calibration.null_max_mean): compute it with "
+                         "`prh align --null-permutations P` (alignment.null_permutations > 0)")
+    if not language_models or not vision_models:
+        raise ValueError("language_models and vision_models must be non-empty lists of model names")
+    rows = _index(cross["x_names"], language_models, "language models", "x_names")
+    cols = _index(cross["y_names"], vision_models, "vision models", "y_names")
+    calibrated = np.asarray(cross["scores"], dtype=float) - np.asarray(calib["null_max_mean"], dtype=float)
+    block = calibrated[np.ix_(rows, cols)]
+    bad = [language_models[i] for i in np.flatnonzero(~np.all(np.isfinite(block), axis=1))]
+    if bad:
+        raise ValueError(f"language models {bad} have an undefined (NaN) score or null against a vision model")
+    return {lm: float(v) for lm, v in zip(language_models, block.mean(axis=1))}
+
+
+def preregistered_language_vision(*, cross: dict, competence: dict[str, dict[str, float]], language_models: list[str],
+                                  vision_models: list[str], predictors: list[str], permutations: int,
+                                  alternative: str = "greater", seed: int = 0, gate_passed: bool | None = None,
+                                  alpha: float = 0.05) -> dict:
+    """The pre-registered one-point-per-LM test of language-vision alignment against competence.
+
+    Parameters
+    ----------
+    cross : ``prh align`` JSON, language set (rows) x vision set (columns), with a permutation null
+    competence : {lm: {predictor: value}}, higher = more competent (e.g. ``reducible_fraction``,
+        ``mc_accuracy``, ``neg_bits_per_byte``); every LM of ``language_models`` needs every predictor
+    language_models : the units (n = their number), rows of ``cross``
+    vision_models : the vision set V named in advance, columns of ``cross``
+    predictors : the co-primary predictors, the first one primary; Holm-corrected across all
+    permutations, alternative, seed : of ``prh.stats.spearman_permutation`` (one seed for all predictors)
+    gate_passed : the validity gate's result (None: not computed)
+    alpha : family-wise level of the verdict
+
+    Returns
+    -------
+    dict: ``unit``, ``n``, ``language_models``, ``vision_models``, ``outcome`` (its definition),
+    ``skip_x_layers`` and ``null_permutations`` (of the cross table), ``points`` ([{language,
+    outcome, <predictor>: value}]), ``predictors`` ({name: {spearman_r, p_permutation, p_holm}}),
+    the primary predictor's ``spearman_r``, ``p_permutation``, ``p_holm`` at the top level,
+    ``primary``, ``permutations``, ``alternative``, ``seed``, ``alpha``, ``gate_passed``, ``verdict``.
+    """
+    if not predictors or len(set(predictors)) != len(predictors):
+        raise ValueError(f"predictors must be a non-empty list of distinct names, got {predictors}")
+    if len(set(language_models)) != len(language_models):
+        raise ValueError(f"language_models lists a model twice: {language_models}")
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    if gate_passed not in (True, False, None):
+        raise ValueError(f"gate_passed must be true, false or null (not computed), got {gate_passed!r}")
+    missing = [lm for lm in language_models if lm not in competence]
+    if missing:
+        raise ValueError(f"language models {missing} have no competence values: add them to the competence JSON")
+    lacking = {lm: [c for c in predictors if competence[lm].get(c) is None] for lm in language_models}
+    lacking = {lm: cs for lm, cs in lacking.items() if cs}
+    if lacking:
+        raise ValueError(f"competence lacks predictors (LM: missing): {lacking}")
+    outcome = calibrated_outcomes(cross=cross, language_models=language_models, vision_models=vision_models)
+    y = [outcome[lm] for lm in language_models]
+    tests = {}
+    for name in predictors:
+        try:
+            res = spearman_permutation([competence[lm][name] for lm in language_models], y,
+                                       permutations=permutations, alternative=alternative, seed=seed)
+        except ValueError as err:
+            raise ValueError(f"predictor {name!r} against the outcome: {err}") from err
+        tests[name] = {"spearman_r": res["spearman_r"], "p_permutation": res["p_permutation"]}
+    for name, p in zip(predictors, holm([t["p_permutation"] for t in tests.values()])):
+        tests[name]["p_holm"] = p
+    primary = tests[predictors[0]]
+    if gate_passed is not True:
+        verdict = "inconclusive"
+    elif primary["p_holm"] < alpha and primary["spearman_r"] > 0:
+        verdict = "reproduced"
+    else:
+        verdict = "not reproduced"
+    skip = int(cross.get("settings", {}).get("skip_x_layers", 0))
+    return {
+        "unit": "language_model",
+        "n": len(language_models),
+        "language_models": list(language_models),
+        "vision_models": list(vision_models),
+        "outcome": OUTCOME if skip else OUTCOME.replace("embedding layer excluded", "all layers, embedding included"),
+        "skip_x_layers": skip,
+        "null_permutations": cross["calibration"].get("permutations"),
+        "points": [{"language": lm, "outcome": outcome[lm], **{c: float(competence[lm][c]) for c in predictors}}
+                   for lm in language_models],
+        "predictors": tests,
+        "primary": predictors[0],
+        **primary,
+        "permutations": int(permutations),
+        "alternative": alternative,
+        "seed": seed,
+        "alpha": alpha,
+        "gate_passed": gate_passed,
+        "verdict": verdict,
+    }

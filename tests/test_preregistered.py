@@ -1,0 +1,99 @@
+"""The pre-registered one-point-per-LM test of Fig 3 (issue 16, point 5) on synthetic alignment tables."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from prh.stats import holm, spearman_permutation
+from prh.studies.prh.preregistered import calibrated_outcomes, preregistered_language_vision
+
+LMS = [f"lm{i}" for i in range(10)]
+VISION = ["v_sup", "v_ssl", "v_random"]
+
+
+def table(outcome, *, null=0.05, skip=1):
+    """A language x vision table whose calibrated cells are outcome[l] + a per-vision offset."""
+    outcome = np.asarray(outcome, float)
+    offsets = np.array([0.02, -0.01, 0.5])  # v_random is not in the vision set: its offset must not count
+    null_max = np.full((len(outcome) + 1, 3), null)
+    scores = np.vstack([outcome[:, None] + offsets[None] + null, [[0.9, 0.9, 0.9]]])  # + a reference row
+    return {"settings": {"metric": "mutual_knn", "skip_x_layers": skip}, "x_names": [*LMS, "bow"],
+            "y_names": VISION, "scores": scores.tolist(),
+            "calibration": {"permutations": 20, "null_max_mean": null_max.tolist()}}
+
+
+def competence(values, second=None):
+    second = values if second is None else second
+    return {lm: {"reducible_fraction": float(a), "mc_accuracy": float(b)} for lm, a, b in zip(LMS, values, second)}
+
+
+KW = dict(language_models=LMS, vision_models=["v_sup", "v_ssl"], predictors=["reducible_fraction", "mc_accuracy"],
+          permutations=2000, seed=0)
+
+
+def test_calibrated_outcome_is_the_mean_over_the_vision_set_minus_the_null():
+    out = calibrated_outcomes(cross=table(np.linspace(0, 0.2, 10)), language_models=LMS[:3], vision_models=["v_sup", "v_ssl"])
+    assert out == pytest.approx({"lm0": 0.005, "lm1": 0.2 / 9 + 0.005, "lm2": 0.4 / 9 + 0.005})  # mean offset (0.02 - 0.01) / 2
+
+
+def test_monotone_competence_is_reproduced():
+    comp = np.linspace(0.1, 0.9, 10)
+    res = preregistered_language_vision(cross=table(comp ** 2), competence=competence(comp), gate_passed=True, **KW)
+    assert res["unit"] == "language_model" and res["n"] == 10 and res["language_models"] == LMS
+    assert res["spearman_r"] == pytest.approx(1.0) and res["p_permutation"] == pytest.approx(1 / 2001)
+    assert res["predictors"]["mc_accuracy"]["p_holm"] == pytest.approx(2 / 2001)  # two equal p: both x 2
+    assert res["p_holm"] == pytest.approx(2 / 2001) and res["primary"] == "reducible_fraction"
+    assert res["verdict"] == "reproduced" and res["gate_passed"] is True and res["permutations"] == 2000
+    assert res["points"][3] == pytest.approx({"language": "lm3", "outcome": comp[3] ** 2 + 0.005,
+                                              "reducible_fraction": comp[3], "mc_accuracy": comp[3]})
+    assert "embedding layer excluded" in res["outcome"] and res["skip_x_layers"] == 1 and res["null_permutations"] == 20
+    # the same table under a failed or uncomputed gate says nothing
+    for gate in (False, None):
+        assert preregistered_language_vision(cross=table(comp ** 2), competence=competence(comp), gate_passed=gate,
+                                             **KW)["verdict"] == "inconclusive"
+
+
+def test_shuffled_competence_is_not_reproduced_and_holm_combines_the_predictors():
+    rng = np.random.default_rng(5)
+    outcome = rng.uniform(0, 0.1, 10)
+    comp, other = rng.uniform(0, 1, 10), outcome + rng.normal(scale=0.01, size=10)  # second predictor: near-monotone
+    res = preregistered_language_vision(cross=table(outcome), competence=competence(comp, other), gate_passed=True, **KW)
+    y = [p["outcome"] for p in res["points"]]
+    first = spearman_permutation(comp, y, permutations=2000, seed=0)
+    second = spearman_permutation(other, y, permutations=2000, seed=0)
+    assert res["spearman_r"] == pytest.approx(first["spearman_r"]) and res["p_permutation"] == first["p_permutation"]
+    assert res["p_permutation"] > 0.2 and res["verdict"] == "not reproduced"
+    assert [t["p_holm"] for t in res["predictors"].values()] == holm([first["p_permutation"], second["p_permutation"]])
+    assert res["predictors"]["mc_accuracy"]["p_holm"] < 0.05  # the secondary predictor does not decide the verdict
+
+
+def test_calibration_is_subtracted_before_the_test():
+    comp = np.linspace(0.1, 0.9, 10)
+    cross = table(np.zeros(10))
+    null = np.asarray(cross["calibration"]["null_max_mean"])
+    null[:10] += (comp ** 2)[:, None]  # raw scores stay flat, the null maxima rise: calibrated alignment falls
+    cross["calibration"]["null_max_mean"] = null.tolist()
+    res = preregistered_language_vision(cross=cross, competence=competence(comp), gate_passed=True, **KW)
+    assert res["spearman_r"] == pytest.approx(-1.0) and res["p_permutation"] == 1.0 and res["verdict"] == "not reproduced"
+
+
+def test_errors_name_what_is_missing():
+    comp = np.linspace(0.1, 0.9, 10)
+    bare = {k: v for k, v in table(comp).items() if k != "calibration"}
+    with pytest.raises(ValueError, match="no permutation null"):
+        preregistered_language_vision(cross=bare, competence=competence(comp), **KW)
+    partial = competence(comp)
+    del partial["lm4"]
+    with pytest.raises(ValueError, match=r"\['lm4'\] have no competence"):
+        preregistered_language_vision(cross=table(comp), competence=partial, **KW)
+    partial = competence(comp)
+    del partial["lm2"]["mc_accuracy"]
+    with pytest.raises(ValueError, match=r"'lm2': \['mc_accuracy'\]"):
+        preregistered_language_vision(cross=table(comp), competence=partial, **KW)
+    with pytest.raises(ValueError, match=r"vision models \['v_other'\]"):
+        preregistered_language_vision(cross=table(comp), competence=competence(comp), **{**KW, "vision_models": ["v_other"]})
+    with pytest.raises(ValueError, match="predictor 'reducible_fraction'.*constant"):
+        preregistered_language_vision(cross=table(comp), competence=competence(np.ones(10), comp), **KW)
+    with pytest.raises(ValueError, match="gate_passed"):
+        preregistered_language_vision(cross=table(comp), competence=competence(comp), gate_passed="yes", **KW)
