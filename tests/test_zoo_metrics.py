@@ -66,7 +66,12 @@ def test_summary_cli_writes_gate_mc_and_competence(tmp_path):
     main(["--vision", str(tmp_path / "v.json"), "--language", str(tmp_path / "l.json"),
           "--language-probes", str(tmp_path / "p.json"), "--mc", str(tmp_path / "mc.json"),
           "--gate", '{"background": 0.9, "count": 0.8, "largest_color": 0.6}', "--gate-min-steps", "1000",
-          "--untrained", "lm_0", "--out", str(tmp_path / "m.json")])
+          "--untrained", "lm_0", "--out", str(tmp_path / "m.json"), "--competence-out", str(tmp_path / "c.json")])
+    competence = read_json(tmp_path / "c.json")
+    assert competence["gate_passed"] is True
+    assert competence["language_models"] == ["lm_100", "lm_1000", "lm2_1000"]  # lm_0 (untrained) is no unit
+    assert competence["models"]["lm_100"] == {"reducible_fraction": pytest.approx(0.8 / 1.5), "neg_bits_per_byte": -1.2,
+                                              "mc_accuracy": 0.5}
     out = read_json(tmp_path / "m.json")["language"]
     assert out["mc_accuracy"] == {"lm_0": 0.25, "lm_100": 0.5, "lm_1000": 0.8}
     assert out["gate"]["passed"] is True and out["floor_bpb"] == 0.5

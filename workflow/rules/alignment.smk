@@ -29,6 +29,9 @@ rule align:
         dtype=ALIGN["dtype"],
         seed=lambda w: config["seed"] if ALIGN["null_permutations"] and w.metric == ALIGN["metric"] else 0,  # only the null uses it
         device=config["device"],
+        # a language model's layer 0 is its token embeddings, a bag of words: left out of the layer search
+        skip=lambda w: int(ALIGN["skip_language_embedding"][SUITE]
+                           and all(MODELS[m]["modality"] == "language" for m in model_set(w.xset))),
     wildcard_constraints:
         dataset=DATASET,
         metric=METRIC,
@@ -48,5 +51,5 @@ rule align:
         "prh align --metric {wildcards.metric} --topk {params.topk} --quantile {params.quantile}"
         " --x-names {params.x_names} --x-features {input.x}"
         " --y-names {params.y_names} --y-features {input.y}"
-        " --cca-dim {params.cca_dim} --null-permutations {params.permutations} --seed {params.seed}"
+        " --cca-dim {params.cca_dim} --null-permutations {params.permutations} --seed {params.seed} --skip-x-layers {params.skip}"
         " --dtype {params.dtype} --device {params.device} --threads {threads} --out {output} > {log} 2>&1"

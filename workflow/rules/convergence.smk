@@ -73,6 +73,7 @@ rule convergence:
         vision=f"{R}/alignment/{SUITE_CFG['vision_dataset']}/mutual_knn/{CONV_VSET}__{CONV_VSET}.json",
         cross=f"{R}/alignment/{SUITE_CFG['paired_dataset']}/mutual_knn/{CONV_LSET}__{CONV_VSET}.json",
         language=CONV_LANGUAGE,
+        lm_competence=f"{R}/experiments/zoo/language_competence.json" if SUITE == "offline" else [],
     output:
         competence=f"{CONV}/competence.json",
         model_map=f"{CONV}/model_map.json",
@@ -82,6 +83,10 @@ rule convergence:
         out_dir=lambda w, output: os.path.dirname(output.metrics),
         families=families_param(CONV_VSET),
         config=json_param(CONV_CFG),
+        # offline: the pre-registered one-point-per-LM test (issue 16) over the vision set named in params
+        preregistered=lambda w, input: (
+            f"--preregistered-competence {input.lm_competence} --preregistered-vision-models "
+            + " ".join(model_set(CONV_CFG["preregistered"]["vision_models"])) if input.lm_competence else ""),
     log:
         log_path("convergence", "convergence"),
     benchmark:
@@ -95,7 +100,7 @@ rule convergence:
     shell:
         "OMP_NUM_THREADS={threads} prh run-convergence --probes {input.probes} --vision-alignment {input.vision}"
         " --cross-alignment {input.cross} --language {input.language} --families {params.families}"
-        " --out-dir {params.out_dir} --config {params.config} > {log} 2>&1"
+        " --out-dir {params.out_dir} --config {params.config} {params.preregistered} > {log} 2>&1"
 
 TARGETS += [f"{CONV}/metrics.json",
             *figure_targets("fig02_competence_alignment", "fig02_model_map", "fig03_language_vision")]

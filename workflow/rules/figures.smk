@@ -48,7 +48,8 @@ rule zoo_metrics:
         language_probes=f"{R}/experiments/zoo/language_probes.json",
         mc=f"{R}/experiments/downstream/shapes_mc.json",
     output:
-        f"{R}/experiments/zoo/metrics.json",
+        metrics=f"{R}/experiments/zoo/metrics.json",
+        competence=f"{R}/experiments/zoo/language_competence.json",
     params:
         untrained=untrained_zoo_models(),
         gate=json_param(config["convergence"]["preregistered"]["gate"]),
@@ -65,8 +66,9 @@ rule zoo_metrics:
     shell:
         "prh summarise-zoo --vision {input.vision} --language {input.language}"
         " --language-probes {input.language_probes} --mc {input.mc} --gate {params.gate}"
-        " --gate-min-steps {params.gate_min_steps} --untrained {params.untrained} --out {output} > {log} 2>&1"
+        " --gate-min-steps {params.gate_min_steps} --untrained {params.untrained} --out {output.metrics}"
+        " --competence-out {output.competence} > {log} 2>&1"
 
 
 if SUITE == "offline":
-    TARGETS.append(rules.zoo_metrics.output[0])
+    TARGETS.append(rules.zoo_metrics.output.metrics)

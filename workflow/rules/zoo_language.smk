@@ -55,9 +55,11 @@ for _run in ZOO_TRAINED_RUNS:
         output:
             **run_outputs(_run),
         params:
-            data=os.path.dirname(shapes_files(ZOO_RUNS[_run]["data"])["captions"]),
-            tokenizer=os.path.dirname(tokenizer_file(ZOO_RUNS[_run])),
-            out=model_dir(_run + ("_{{steps}}" if ZOO_RUNS[_run].get("checkpoints") else "")),
+            data=lambda w, input: os.path.dirname(input.captions),
+            tokenizer=lambda w, input: os.path.dirname(input.tokenizer),
+            # results/models/<run>_{steps} (the CLI fills in each checkpoint's steps), or <run>
+            out=lambda w, output, run=_run: os.path.join(os.path.dirname(os.path.dirname(output[0])), run + (
+                "_{steps}" if ZOO_RUNS[run].get("checkpoints") else "")),
             flags=train_language_flags(_run),
         log:
             log_path("train_language", _run),

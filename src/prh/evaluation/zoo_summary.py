@@ -116,6 +116,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--gate-min-steps", type=int, default=0, help="LMs trained this long must pass the gate")
     p.add_argument("--untrained", nargs="*", default=[], help="models left at random initialisation")
     p.add_argument("--out", required=True)
+    p.add_argument("--competence-out", help="also write the pre-registered test's competence file (prh run-convergence)")
     args = p.parse_args(argv)
     language = read_json(args.language)
     summary = zoo_metrics(read_json(args.vision), language, untrained=args.untrained)
@@ -127,3 +128,11 @@ def main(argv: list[str] | None = None) -> None:
                                                     min_steps=args.gate_min_steps)
     summary["language"]["competence"] = language_competence(language, mc)
     write_json(args.out, summary)
+    if args.competence_out:
+        table = summary["language"]["competence"]
+        write_json(args.competence_out, {
+            "gate_passed": summary["language"].get("gate", {}).get("passed"),
+            # the units of the test: trained causal LMs (untrained ones are references outside it)
+            "language_models": [m for m, r in table.items() if r["steps"]],
+            "models": {m: {k: v for k, v in r.items() if k != "steps"} for m, r in table.items()},
+        })
