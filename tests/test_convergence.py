@@ -140,6 +140,45 @@ def test_platonic_reference(tmp_path):
     assert [p.name for p in paths] == ["fig_platonic_reference.pdf", "fig_platonic_reference.png"]
 
 
+def test_platonic_sensitivity_reruns_the_reference_under_each_kernel_setting(tmp_path):
+    """Three models whose features are the world under three kernels: which one is nearest the world
+    depends on the kernel, so the per-setting Spearman r must change with the setting (hand-checked)."""
+    rng = np.random.default_rng(2)
+    scenes = [sample_scene(rng) for _ in range(60)]
+    (tmp_path / "scenes.jsonl").write_text("".join(json.dumps({"id": i, "scene": s}) + "\n" for i, s in enumerate(scenes)))
+    kernels = {"bg1": {"background_weight": 1.0}, "objects": {"background_weight": 0.0},
+               "broad": {"background_weight": 0.0, "position_scale": 2.0}}
+    paths = []
+    for name, kern in kernels.items():
+        save_features(tmp_path / f"{name}.safetensors", world_features(scenes, **kern)[:, None, :], {"model": name})
+        paths.append(str(tmp_path / f"{name}.safetensors"))
+    # competence and 1 - bpb both rank bg1 < objects < broad
+    probes = _write(tmp_path / "probes.json", {"models": {n: {"tasks": {"t": {"accuracy": a}}}
+                                                          for n, a in zip(kernels, (0.3, 0.6, 0.9))}})
+    lang = _write(tmp_path / "lang.json", {"models": {n: {"bpb": b} for n, b in zip(kernels, (0.9, 0.6, 0.3))}})
+    scenes_path = str(tmp_path / "scenes.jsonl")
+    config = {"topk": 5, "quantile": 1.0, "platonic_sensitivity": [{"background_weight": 1.0}, {"position_scale": 2.0}]}
+    out = run_platonic(vision_features=paths, vision_scenes=scenes_path, language_features=paths,
+                       paired_scenes=scenes_path, probes=probes, language=lang, out_dir=str(tmp_path / "exp"),
+                       config=config, kernel={"background_weight": 0.0})
+    data = json.loads((tmp_path / "exp" / "platonic_metrics.json").read_text())
+    assert data == json.loads(json.dumps(out))
+    platonic = json.loads((tmp_path / "exp" / "platonic.json").read_text())
+    assert platonic["settings"]["kernel"]["background_weight"] == 0.0  # the --kernel block, defaults filled in
+    assert platonic["vision"]["objects"]["score"] == pytest.approx(1.0)  # the base kernel is the objects model's
+    first, second = data["sensitivity"]
+    assert first["setting"] == {"background_weight": 1.0} and first["kernel"]["position_scale"] == 0.25
+    assert second["kernel"] == {**platonic["settings"]["kernel"], "position_scale": 2.0}
+    # under background_weight 1 the bg1 model is exact and the least competent: r < 0; under the broad
+    # kernel the broad model is exact and the most competent: r > 0
+    assert first["vision"]["spearman_r"] < 0 and second["vision"]["spearman_r"] == pytest.approx(1.0)  # -0.5, 1
+    assert first["language"] == first["vision"] and first["language"]["n"] == 3  # same features, same ranking
+    with pytest.raises(ValueError, match="kernel: unknown"):
+        run_platonic(vision_features=paths, vision_scenes=scenes_path, language_features=paths,
+                     paired_scenes=scenes_path, probes=probes, language=lang, out_dir=str(tmp_path / "exp"),
+                     config={"platonic_sensitivity": [{"sigma": 1.0}]})
+
+
 def test_null_summary_hand_example():
     from prh.studies.prh.convergence import null_summary
 

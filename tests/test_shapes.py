@@ -12,7 +12,7 @@ import yaml
 
 from prh.cli import main as prh
 from prh.data import shapes
-from prh.data.captions import LEVELS
+from prh.data.captions import LEVELS, REGIONS, region
 from prh.io import read_jsonl
 
 SMALL = {"image_size": 32}  # keeps dataset tests fast; the defaults are tested on single images
@@ -39,22 +39,68 @@ def test_vocabulary_is_rich_enough():
 def test_scenes_follow_the_world_rules(scenes):
     counts = [len(s["objects"]) for s in scenes]
     assert set(counts) == {1, 2, 3, 4}
+    jitter = shapes.WORLD_DEFAULTS["position_jitter"]
     for s in scenes:
         objs = s["objects"]
-        assert s["background"] in shapes.BACKGROUNDS
+        assert s["background"] in shapes.BACKGROUNDS and s["type"] in range(shapes.WORLD_DEFAULTS["scene_types"])
         assert len({(o["color"], o["shape"]) for o in objs}) == len(objs)  # names are unique
-        keys = [(-shapes.SIZES.index(o["size"]), o["x"]) for o in objs]
-        assert keys == sorted(keys)  # largest first, ties left to right
+        keys = [(-shapes.SIZES.index(o["size"]), o["x"], o["y"]) for o in objs]
+        assert keys == sorted(keys) and len(set(keys)) == len(keys)  # largest first, then x, then y: a total order
+        cells = []
         for o in objs:
             assert o["shape"] in shapes.SHAPES and o["color"] in shapes.COLORS and o["size"] in shapes.SIZES
-            r = shapes.WORLD_DEFAULTS["radius"][shapes.SIZES.index(o["size"])]
-            assert r <= o["x"] <= 1 - r and r <= o["y"] <= 1 - r
+            xy = [round(100 * o[k]) for k in "xy"]
+            assert [100 * o[k] for k in "xy"] == pytest.approx(xy, abs=1e-9)  # whole percents
+            col, row = ((p - 17 + jitter) // 33 for p in xy)
+            assert all(abs(p - 17 - 33 * c) <= jitter for p, c in zip(xy, (col, row)))  # cell centre +- jitter
+            assert region(o) == REGIONS[row][col]  # the captions' grid cell is the object's own
+            cells.append((row, col))
+        assert len(set(cells)) == len(cells)  # one cell per object
         for a, b in combinations(objs, 2):
-            assert np.hypot(a["x"] - b["x"], a["y"] - b["y"]) >= 0.1
+            assert np.hypot(a["x"] - b["x"], a["y"] - b["y"]) >= 0.19
     # every attribute value occurs
     objs = [o for s in scenes for o in s["objects"]]
     assert {o["shape"] for o in objs} == set(shapes.SHAPES) and {o["color"] for o in objs} == set(shapes.COLORS)
     assert {s["background"] for s in scenes} == set(shapes.BACKGROUNDS)
+
+
+def test_grid_keeps_cells_apart_and_regions_exact_at_every_jitter():
+    """Checked over every whole-percent centre the world can draw, not a sample."""
+    j = shapes.MAX_JITTER
+    for col in range(3):
+        for d in range(-j, j + 1):
+            p = 17 + 33 * col + d
+            assert region({"x": p / 100, "y": p / 100}) == REGIONS[col][col]
+            if col != 1:  # corner cells stay within mc_items' region band, so their mirror images have as many digits
+                assert 10 <= p <= 32 or 68 <= p <= 90
+    assert (17 + 33 - j) - (17 + j) >= 19  # adjacent cells' centres stay >= 19 percent apart
+    with pytest.raises(ValueError, match="position_jitter"):
+        shapes.world_config({"position_jitter": j + 1})
+    with pytest.raises(ValueError, match="type_concentration"):
+        shapes.world_config({"type_concentration": 0})
+
+
+def test_scene_types_make_attributes_co_occur():
+    """Types are drawn once from type_seed: the same tables for every dataset seed; they couple
+    background and colour (mutual information > 0), which a world of independent attributes lacks."""
+    a, b = shapes.type_tables(), shapes.type_tables(scene_types=6, type_concentration=0.5, type_seed=0)
+    assert a["p_bg"].shape == (6, 4) and a["p_color"].shape == (6, 9) and a["p_shape"].shape == (6, 7)
+    np.testing.assert_array_equal(a["p_color"], b["p_color"])
+    for table in a.values():
+        np.testing.assert_allclose(table.sum(1), 1.0)
+    assert not np.array_equal(shapes.type_tables(type_seed=1)["p_color"], a["p_color"])
+    rng = np.random.default_rng(3)
+    scenes = [shapes.sample_scene(rng) for _ in range(3000)]
+    joint = np.zeros((4, 9))
+    for s in scenes:
+        joint[list(shapes.BACKGROUNDS).index(s["background"]), list(shapes.COLORS).index(s["objects"][0]["color"])] += 1
+    joint /= joint.sum()
+    indep = joint.sum(1, keepdims=True) * joint.sum(0, keepdims=True)
+    mi = float(np.sum(joint[joint > 0] * np.log2(joint[joint > 0] / indep[joint > 0])))
+    assert mi > 0.05  # 0.097 bits here; independent attributes: the plug-in bias, ~(3 * 8) / (2 * 3000 * ln 2) = 0.006
+    flat = [shapes.sample_scene(rng, world={"scene_types": 1, "type_concentration": 1e4}) for _ in range(3000)]
+    counts = np.bincount([list(shapes.BACKGROUNDS).index(s["background"]) for s in flat], minlength=4)
+    assert np.abs(counts / 3000 - 0.25).max() < 0.03  # a huge concentration: nearly uniform again
 
 
 def test_render_draws_exact_colours_with_antialiased_edges():
@@ -179,7 +225,9 @@ def test_world_kernel_decreases_as_scenes_differ():
               one_object(background="white")]
     k = shapes.world_kernel([one_object(), *others])[0, 1:]
     assert k[0] > k[1]  # orange is perceptually nearer red than blue is
-    assert k[2] == pytest.approx(0.2 + 0.8 * 0.5)  # another shape: the shape floor
-    assert k[3] == pytest.approx(0.8)  # another background: the background weight is lost
+    w = shapes.WORLD_DEFAULTS["kernel"]["background_weight"]
+    assert w == 0.05
+    assert k[2] == pytest.approx(w + (1 - w) * 0.5)  # another shape: the shape floor
+    assert k[3] == pytest.approx(1 - w)  # another background: the background weight is lost
     with pytest.raises(ValueError, match="background_weight"):
         shapes.world_kernel([base], background_weight=2.0)

@@ -122,6 +122,7 @@ if SUITE == "offline":
         params:
             out_dir=lambda w, output: os.path.dirname(output.metrics),
             config=json_param(CONV_CFG),
+            kernel=json_param(config["world"]["kernel"]),
         log:
             log_path("convergence_platonic", "convergence_platonic"),
         benchmark:
@@ -136,6 +137,6 @@ if SUITE == "offline":
             "OMP_NUM_THREADS={threads} prh run-platonic --vision-features {input.vision}"
             " --vision-scenes {input.vision_scenes} --language-features {input.language}"
             " --paired-scenes {input.paired_scenes} --probes {input.probes} --language {input.bpb}"
-            " --out-dir {params.out_dir} --config {params.config} > {log} 2>&1"
+            " --out-dir {params.out_dir} --config {params.config} --kernel {params.kernel} > {log} 2>&1"
 
     TARGETS += [f"{CONV}/platonic_metrics.json", *figure_targets("fig_platonic_reference")]

@@ -8,7 +8,8 @@ facts contain every fact of the level below (strictly nested information):
     1 objects      + how many objects, and each one's colour and shape
     2 sizes        + the background colour and each object's size
     3 regions      + each object's cell in a 3 x 3 grid (upper left ... lower right)
-    4 relations    + for every pair: left/right of and above/below
+    4 relations    + for every pair: left/right of and above/below (``left_of``, ``above``:
+                     a tie on one axis, possible on the jittered grid, is broken by the other)
     5 coordinates  + each object's centre in percent of the image side
 
 A caption is a sequence of sentences, one per construction (the object list, the
@@ -73,6 +74,16 @@ def region(obj: dict) -> str:
     return REGIONS[row][col]
 
 
+def left_of(a: dict, b: dict) -> bool:
+    """Whether object a is left of b: x_a < x_b, equal x (same grid column) decided by y_a < y_b."""
+    return (a["x"], a["y"]) < (b["x"], b["y"])
+
+
+def above(a: dict, b: dict) -> bool:
+    """Whether object a is above b (y grows downwards): y_a < y_b, equal y decided by x_a < x_b."""
+    return (a["y"], a["x"]) < (b["y"], b["x"])
+
+
 def percent(v: float) -> int:
     return int(round(100 * v))
 
@@ -94,8 +105,8 @@ def scene_facts(scene: dict, *, level: int) -> frozenset:
         facts |= {("region", object_name(o), region(o)) for o in objs}
     if level >= 4:
         for a, b in combinations(objs, 2):
-            left, right = (a, b) if a["x"] < b["x"] else (b, a)
-            top, bottom = (a, b) if a["y"] < b["y"] else (b, a)
+            left, right = (a, b) if left_of(a, b) else (b, a)
+            top, bottom = (a, b) if above(a, b) else (b, a)
             facts |= {("left_of", object_name(left), object_name(right)), ("above", object_name(top), object_name(bottom))}
     if level >= 5:
         facts |= {("position", object_name(o), percent(o["x"]), percent(o["y"])) for o in objs}
@@ -111,36 +122,54 @@ def _article(name: str) -> str:
     return ("an " if name[0] in "aeiou" else "a ") + name
 
 
-def _pick(templates: tuple[str, ...], rng: np.random.Generator, **values) -> str:
-    return templates[int(rng.integers(len(templates)))].format(**values)
+def _render(templates: tuple[str, ...], **values) -> tuple[str, ...]:
+    """The sentence under every template of a construction, capitalised as in a caption."""
+    return tuple((s := t.format(**values))[0].upper() + s[1:] for t in templates)
 
 
-def caption(scene: dict, *, level: int, rng: np.random.Generator | int) -> str:
-    """A caption of ``scene`` at density ``level``, templates drawn from ``rng`` (a Generator or a seed)."""
+def caption_options(scene: dict, *, level: int) -> list[tuple[tuple[str, ...], ...]]:
+    """Every sentence a level-``level`` caption of ``scene`` can hold, slot by slot.
+
+    One slot per sentence, in caption order; a slot is a tuple of subject variants (two
+    for a pair sentence, (a, b) then (b, a), each drawn with probability 1/2; one
+    otherwise), each variant the tuple of its sentence under every template of the
+    construction (each drawn with probability 1 / len). ``caption`` picks one sentence
+    per slot, so P(sentence in slot) = Σ_v [#templates of v giving it] / (len(v) · #variants).
+    """
     _check_level(level)
-    rng = np.random.default_rng(rng)
     objs = scene["objects"]
     n = len(objs)
     if level == 0:
-        sentences = [_pick(T_ONE, rng, a_obj=_article(object_name(objs[0])))]
+        slots = [(_render(T_ONE, a_obj=_article(object_name(objs[0]))),)]
     else:
         names = [_article(object_name(o)) for o in objs]
         listed = names[0] if n == 1 else ", ".join(names[:-1]) + " and " + names[-1]
-        sentences = [_pick(T_LIST, rng, count=COUNT_WORDS[n - 1], list=listed, objects="object" + "s" * (n > 1),
-                           shapes="shape" + "s" * (n > 1), are="are" if n > 1 else "is")]
+        slots = [(_render(T_LIST, count=COUNT_WORDS[n - 1], list=listed, objects="object" + "s" * (n > 1),
+                          shapes="shape" + "s" * (n > 1), are="are" if n > 1 else "is"),)]
     if level >= 2:
-        sentences.append(_pick(T_BACKGROUND, rng, bg=scene["background"]))
+        slots.append((_render(T_BACKGROUND, bg=scene["background"]),))
         templates = T_SIZE if level == 2 else T_REGION if level < 5 else T_COORD
-        for o in objs:
-            sentences.append(_pick(templates, rng, obj=object_name(o), size=SIZE_WORDS[o["size"]], region=region(o),
-                                   x=percent(o["x"]), y=percent(o["y"])))
-    if level >= 4:
-        for a, b in combinations(objs, 2):
-            if rng.random() < 0.5:  # either object may be the subject: more paraphrases, same facts
-                a, b = b, a
-            sentences.append(_pick(T_PAIR, rng, obj=object_name(a), other=object_name(b),
-                                   h="left" if a["x"] < b["x"] else "right", v="above" if a["y"] < b["y"] else "below"))
-    return " ".join(s[0].upper() + s[1:] for s in sentences)
+        slots += [(_render(templates, obj=object_name(o), size=SIZE_WORDS[o["size"]], region=region(o),
+                           x=percent(o["x"]), y=percent(o["y"])),) for o in objs]
+    if level >= 4:  # either object may be the subject: more paraphrases, same facts
+        slots += [tuple(_render(T_PAIR, obj=object_name(a), other=object_name(b), h="left" if left_of(a, b) else "right",
+                                v="above" if above(a, b) else "below") for a, b in ((p, q), (q, p)))
+                  for p, q in combinations(objs, 2)]
+    return slots
+
+
+def caption(scene: dict, *, level: int, rng: np.random.Generator | int) -> str:
+    """A caption of ``scene`` at density ``level``, templates drawn from ``rng`` (a Generator or a seed).
+
+    Per slot of ``caption_options``: the subject variant (pair sentences: the swapped one
+    when ``rng.random() < 0.5``), then the template, ``rng.integers(len(templates))``.
+    """
+    rng = np.random.default_rng(rng)
+    sentences = []
+    for slot in caption_options(scene, level=level):
+        variant = slot[1] if len(slot) == 2 and rng.random() < 0.5 else slot[0]
+        sentences.append(variant[int(rng.integers(len(variant)))])
+    return " ".join(sentences)
 
 
 def captions(scene: dict, *, seed: int) -> list[str]:

@@ -1,15 +1,22 @@
 """The shapes world: latent scenes Z, rendered images X, captions Y (PRH section 4.1).
 
-The PRH's idealised world made literal. A scene Z is 1-4 objects (shape, colour,
-size, continuous centre) on a background colour. It is observed twice: as an RGB
-image X (``render_scene``) and as captions Y at several densities
-(``prh.data.captions``). Every item keeps Z, so a ground-truth kernel over items
-can be computed from it (``world_kernel``): the "platonic" reference.
+The PRH's idealised world made literal. A scene Z is 1-4 objects (shape, colour, size,
+centre) on a background colour, observed twice: as an RGB image X (``render_scene``)
+and as captions Y at several densities (``prh.data.captions``). Every item keeps Z, so
+a ground-truth kernel over items can be computed from it (``world_kernel``).
 
-Two choices make the observations (nearly) bijective, as section 4.1 assumes:
-no two objects of a scene share both colour and shape (so "the red circle" names
-one object), and objects are drawn largest first with centres ``min_separation``
-apart (so an object is at most partly hidden, save in rare extreme overlaps).
+Attributes co-occur through a latent *scene type* (``sample_scene``), so text has more
+to learn than grammar: ``type_tables`` draws, once from ``type_seed`` (the same for
+every dataset, whatever its seed), each type's background distribution, colour palette
+and shape preferences. Size is uniform and independent. Centres are discrete (a
+distinct cell of the 3 x 3 grid each, jittered by whole percents), so the probability
+of a scene, and of a caption, is exact (``prh.data.world_prob``).
+
+The observations are (nearly) bijective, as section 4.1 assumes: no two objects of a
+scene share both colour and shape (so "the red circle" names one object), and centres
+lie in distinct cells >= 33 - 2 ``position_jitter`` percent (19) apart, objects drawn
+largest first (so one is at most partly hidden). A large object in a border cell may
+be cut by the image edge (by up to a quarter of its width at the default jitter).
 
     prh make-shapes --out results/data/shapes_eval --n 1024 --seed 2 --world '{"image_size": 64}'
 
@@ -21,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,6 +51,14 @@ from prh.io import (
 WORLD_DEFAULTS = schema_defaults("world")
 
 
+# Grid cell centres in whole percents of the image side (17, 50, 83), per axis.
+CELL_PERCENTS = (17, 50, 83)
+# The largest jitter that keeps adjacent cells' centres >= 19 percent apart (so no
+# object hides another) and corner centres within 10..32 / 68..90 percent (mc_items'
+# region items); any jitter <= 16 keeps every centre inside its own cell.
+MAX_JITTER = 7
+
+
 def world_config(world: dict | None = None) -> dict:
     """The world block with defaults filled in; raise ValueError on an unknown key or bad value."""
     world = dict(world or {})
@@ -62,35 +78,74 @@ def world_config(world: dict | None = None) -> dict:
         raise ValueError(f"world.radius must be 3 increasing fractions below 0.5, got {r}")
     if cfg["image_size"] < 8 or cfg["supersample"] < 1 or cfg["noise_std"] < 0:
         raise ValueError("world: image_size >= 8, supersample >= 1 and noise_std >= 0 are required")
+    type_tables(scene_types=cfg["scene_types"], type_concentration=cfg["type_concentration"],
+                type_seed=cfg["type_seed"])  # validates them
+    if cfg["position_jitter"] not in range(MAX_JITTER + 1):
+        raise ValueError(f"world.position_jitter must be an integer in 0..{MAX_JITTER} (whole percents), "
+                         f"got {cfg['position_jitter']}")
     return cfg
 
 
-def sample_scene(rng: np.random.Generator, *, min_objects=1, max_objects=4, radius=(0.09, 0.14, 0.2),
-                 min_separation=0.1) -> dict:
-    """Draw one scene: ``{"background": name, "objects": [{shape, color, size, x, y}, ...]}``.
+@functools.lru_cache(maxsize=16)
+def type_tables(*, scene_types: int = 6, type_concentration: float = 0.5, type_seed: int = 0) -> dict[str, np.ndarray]:
+    """The latent scene types' attribute distributions, drawn once from ``type_seed`` (cached).
 
-    Count, background, (colour, shape) pairs (distinct within the scene) and sizes are
-    uniform; centres are uniform over the positions that keep the object inside the
-    image, redrawn (up to 100 times) while closer than ``min_separation`` to another.
-    Objects are listed largest first, ties left to right: the drawing order and the
-    order in which captions mention them.
+    For t = 0..T-1 in turn, from ``default_rng(type_seed)`` with α = ``type_concentration``:
+    p_bg[t] ~ Dir(α 1_4), p_color[t] ~ Dir(α 1_9), p_shape[t] ~ Dir(α 1_7) (α < 1: peaked).
+    Returns {"p_bg": T x 4, "p_color": T x 9, "p_shape": T x 7}, read-only float64 rows
+    summing to 1, columns in the order of ``BACKGROUNDS``, ``COLORS``, ``SHAPES``.
     """
-    n = int(rng.integers(min_objects, max_objects + 1))
-    background = list(BACKGROUNDS)[rng.integers(len(BACKGROUNDS))]
-    combos = rng.choice(len(COLORS) * len(SHAPES), size=n, replace=False)
-    objects, centres = [], []
-    for combo in combos:
-        size = int(rng.integers(len(SIZES)))
-        r = radius[size]
-        for _ in range(100):
-            xy = rng.uniform(r, 1 - r, size=2)
-            if all(np.hypot(*(xy - c)) >= min_separation for c in centres):
-                break
-        centres.append(xy)
+    if int(scene_types) != scene_types or scene_types < 1 or not type_concentration > 0:
+        raise ValueError(f"scene_types must be an integer >= 1 and type_concentration > 0, got {scene_types}, "
+                         f"{type_concentration}")
+    rng = np.random.default_rng(type_seed)
+    draws = [[rng.dirichlet(np.full(len(v), float(type_concentration))) for v in (BACKGROUNDS, COLORS, SHAPES)]
+             for _ in range(int(scene_types))]
+    tables = {key: np.array([d[i] for d in draws]) for i, key in enumerate(("p_bg", "p_color", "p_shape"))}
+    for table in tables.values():
+        table.flags.writeable = False
+    if ((tables["p_color"][:, :, None] * tables["p_shape"][:, None, :]) > 0).sum((1, 2)).min() < MAX_OBJECTS:
+        raise ValueError(f"type_concentration={type_concentration} leaves a type with fewer than {MAX_OBJECTS} "
+                         "(colour, shape) pairs of nonzero probability; use a larger concentration")
+    return tables
+
+
+def sample_scene(rng: np.random.Generator, *, world: dict | None = None) -> dict:
+    """Draw one scene: ``{"type": t, "background": name, "objects": [{shape, color, size, x, y}, ...]}``.
+
+    With the tables of ``type_tables`` (the world's ``scene_types``, ``type_concentration``,
+    ``type_seed``) and J = ``position_jitter``::
+
+        t ~ U{0..T-1},  background ~ p_bg[t],  n ~ U{min_objects..max_objects}
+        pair_k ~ q_t restricted to the unused pairs, q_t(c, s) = p_color[t, c] p_shape[t, s]
+        size_k ~ U(SIZES),  cell_k ~ U(unused cells of the 3 x 3 grid)
+        x_k = (17 + 33 col_k + dx_k) / 100,  y_k = (17 + 33 row_k + dy_k) / 100,  dx, dy ~ U{-J..J}
+
+    Objects are listed largest first, then by x, then by y (a total order: cells are
+    distinct): the drawing order and the order in which captions mention them.
+    ``prh.data.world_prob.scene_log2prob`` is this distribution's exact log2 probability.
+    """
+    w = world_config(world)
+    tables = type_tables(scene_types=w["scene_types"], type_concentration=w["type_concentration"],
+                         type_seed=w["type_seed"])
+    t = int(rng.integers(w["scene_types"]))
+    background = list(BACKGROUNDS)[rng.choice(len(BACKGROUNDS), p=tables["p_bg"][t])]
+    n = int(rng.integers(w["min_objects"], w["max_objects"] + 1))
+    joint = np.outer(tables["p_color"][t], tables["p_shape"][t]).ravel()  # pair index c * |SHAPES| + s
+    cells = rng.choice(len(CELL_PERCENTS) ** 2, size=n, replace=False)
+    jit = w["position_jitter"]
+    objects = []
+    for cell in cells:
+        combo = int(rng.choice(len(joint), p=joint / joint.sum()))
+        joint[combo] = 0.0
+        size = SIZES[int(rng.integers(len(SIZES)))]
+        row, col = divmod(int(cell), len(CELL_PERCENTS))
+        dx, dy = (int(d) for d in rng.integers(-jit, jit + 1, size=2))
         color, shape = list(COLORS)[combo // len(SHAPES)], SHAPES[combo % len(SHAPES)]
-        objects.append({"shape": shape, "color": color, "size": SIZES[size], "x": float(xy[0]), "y": float(xy[1])})
-    objects.sort(key=lambda o: (-SIZES.index(o["size"]), o["x"]))
-    return {"background": background, "objects": objects}
+        objects.append({"shape": shape, "color": color, "size": size, "x": (CELL_PERCENTS[col] + dx) / 100,
+                        "y": (CELL_PERCENTS[row] + dy) / 100})
+    objects.sort(key=lambda o: (-SIZES.index(o["size"]), o["x"], o["y"]))
+    return {"type": t, "background": background, "objects": objects}
 
 
 def _ring(k: int, start_deg: float, radii=(1.0,)) -> np.ndarray:
@@ -150,17 +205,9 @@ def render_scene(scene: dict, *, image_size=64, supersample=4, radius=(0.09, 0.1
     Objects are painted in list order (largest first) into a label map at
     ``supersample`` times the resolution, which is coloured and box-filtered down
     (anti-aliasing); then Gaussian noise of std ``noise_std`` (0-255 units, drawn
-    from ``rng``) is added and the result rounded and clipped to 0..255.
-
-    Parameters
-    ----------
-    scene: a scene dict (``sample_scene``'s format).
-    image_size, supersample, radius, noise_std: as in the world block (``WORLD_DEFAULTS``).
-    rng: the noise's generator; required when ``noise_std > 0``.
-
-    Returns
-    -------
-    image: uint8 array, image_size x image_size x 3.
+    from ``rng``, required when ``noise_std > 0``) is added and the result rounded and
+    clipped to 0..255. ``scene``: ``sample_scene``'s format; the other arguments as in the
+    world block (``WORLD_DEFAULTS``). Returns a uint8 array, image_size x image_size x 3.
     """
     if noise_std > 0 and rng is None:
         raise ValueError("rng is required when noise_std > 0: pass np.random.default_rng(seed)")
@@ -193,8 +240,7 @@ def make_item(index: int, *, seed: int, world: dict | None = None) -> tuple[np.n
     by (seed, index), so a dataset of n items is the first n items of any larger one.
     """
     w = world_config(world)
-    scene = sample_scene(np.random.default_rng([seed, index, 0]), min_objects=w["min_objects"],
-                         max_objects=w["max_objects"], radius=w["radius"], min_separation=w["min_separation"])
+    scene = sample_scene(np.random.default_rng([seed, index, 0]), world=w)
     image = render_scene(scene, image_size=w["image_size"], supersample=w["supersample"], radius=w["radius"],
                          noise_std=w["noise_std"], rng=np.random.default_rng([seed, index, 1]))
     texts = [caption(scene, level=lv, rng=np.random.default_rng([seed, index, 2 + lv])) for lv in range(len(LEVELS))]
@@ -274,7 +320,7 @@ def _lab_palette() -> np.ndarray:
 
 
 def world_kernel(scenes: list[dict], *, position_scale=0.25, color_scale=60.0, size_scale=1.0, shape_floor=0.5,
-                 background_weight=0.2) -> np.ndarray:
+                 background_weight=0.05) -> np.ndarray:
     """Ground-truth similarity of scenes: a normalised set (mean-map) kernel over objects.
 
     Object kernel (a product of positive semi-definite kernels, so PSD)::

@@ -14,7 +14,8 @@
   ``language_vision_preregistered``) when a competence JSON is given.
 * Platonic reference (offline suite, beyond the paper): each model's mutual-kNN
   alignment with the world's ground-truth kernel K over the latent scenes, against its
-  competence (vision: mean probe accuracy) or 1 - bpb (language), Spearman r and p.
+  competence (vision: mean probe accuracy) or 1 - bpb (language), Spearman r and p; and
+  the same under each pre-registered kernel setting of ``platonic_sensitivity``.
 
     prh run-convergence --probes results/experiments/zoo/vision.json \\
         --vision-alignment results/alignment/shapes_vision/mutual_knn/zoo_vision__zoo_vision.json \\
@@ -25,7 +26,8 @@
         --preregistered-vision-models resnet_xs_sup vit_xs_sup ...
     prh run-platonic --vision-features results/features/shapes_vision/*.safetensors \\
         --vision-scenes results/data/shapes_vision/scenes.jsonl --language-features ... \\
-        --paired-scenes results/data/shapes_eval/scenes.jsonl --probes ... --language ... --out-dir ...
+        --paired-scenes results/data/shapes_eval/scenes.jsonl --probes ... --language ... --out-dir ... \\
+        --kernel '{"background_weight": 0.05}'   # the params.yaml world.kernel block
 """
 
 from __future__ import annotations
@@ -256,52 +258,92 @@ def run_convergence(*, probes: str, vision_alignment: str, cross_alignment: str,
     return metrics
 
 
-def platonic_scores(*, feature_paths: list[str], scenes: list[dict], topk: int = 10, quantile: float = 0.95) -> dict:
-    """Mutual-kNN alignment of each model with the world kernel K (best layer of the model).
-
-    The world is a one-layer "model" F with F Fᵀ = K (``world_features``); K has ones on
-    the diagonal, so F's rows are unit vectors and the k-NN of F under the inner product
-    are the k-NN of K itself. F is not clamped: it is exact, not a network's activation.
-    Model features are clamped and normalised as the alignment engine does.
-    """
+def _platonic_table(*, feature_paths: list[str], scenes: list[dict], kernels: list[dict], topk: int,
+                    quantile: float) -> list[dict]:
+    """``platonic_scores`` under each kernel setting of ``kernels``, each model's features loaded once."""
     from prh.data.shapes import world_features
     from prh.io import load_features
     from prh.metrics import layer_pair_scores, prepare_features
 
-    world = world_features(scenes)[:, None, :]
-    out = {}
+    worlds = [world_features(scenes, **kernel)[:, None, :] for kernel in kernels]
+    out = [{} for _ in kernels]
     for path in feature_paths:
         feats, meta = load_features(path, with_meta=True)
-        if feats.shape[0] != world.shape[0]:
-            raise ValueError(f"{path} has {feats.shape[0]} items but the scenes have {world.shape[0]}: "
+        if feats.shape[0] != len(scenes):
+            raise ValueError(f"{path} has {feats.shape[0]} items but the scenes have {len(scenes)}: "
                              "pass the scenes of the dataset the features were extracted from")
         clamped = prepare_features(feats, q=quantile, layer_dims=meta.get("layer_dims"))
-        res = layer_pair_scores("mutual_knn", clamped, world, topk=topk)
-        out[meta.get("model", Path(path).stem)] = {"score": res.best_score, "layer": res.best_pair[0]}
+        for table, world in zip(out, worlds):
+            res = layer_pair_scores("mutual_knn", clamped, world, topk=topk)
+            table[meta.get("model", Path(path).stem)] = {"score": res.best_score, "layer": res.best_pair[0]}
     return out
 
 
+def platonic_scores(*, feature_paths: list[str], scenes: list[dict], topk: int = 10, quantile: float = 0.95,
+                    kernel: dict | None = None) -> dict:
+    """Mutual-kNN alignment of each model with the world kernel K (best layer of the model).
+
+    The world is a one-layer "model" F with F Fᵀ = K (``world_features``, settings
+    ``kernel``: the params.yaml ``world.kernel`` block, missing keys its defaults); K has
+    ones on the diagonal, so F's rows are unit vectors and the k-NN of F under the inner
+    product are the k-NN of K itself. F is not clamped: it is exact, not a network's
+    activation. Model features are clamped and normalised as the alignment engine does.
+    """
+    from prh.data.shapes import world_config
+
+    kernel = world_config({"kernel": kernel or {}})["kernel"]
+    return _platonic_table(feature_paths=feature_paths, scenes=scenes, kernels=[kernel], topk=topk,
+                           quantile=quantile)[0]
+
+
+def _platonic_correlations(vision: dict, lang: dict, competence: dict[str, float], lm_score: dict) -> dict:
+    """Spearman / Pearson of each model's world alignment against competence (vision) and 1 - bpb (language)."""
+    scored = [m for m in lang if lm_score.get(m) is not None]
+    return {"vision": correlations([competence[m] for m in vision], [vision[m]["score"] for m in vision]),
+            "language": correlations([lm_score[m] for m in scored], [lang[m]["score"] for m in scored])}
+
+
 def run_platonic(*, vision_features: list[str], vision_scenes: str, language_features: list[str],
-                 paired_scenes: str, probes: str, language: str, out_dir: str, config: dict | None = None) -> dict:
-    """Platonic reference: writes platonic.json and platonic_metrics.json under ``out_dir``."""
+                 paired_scenes: str, probes: str, language: str, out_dir: str, config: dict | None = None,
+                 kernel: dict | None = None) -> dict:
+    """Platonic reference: writes platonic.json and platonic_metrics.json under ``out_dir``.
+
+    ``kernel``: the params.yaml ``world.kernel`` block (missing keys: its defaults). The
+    sensitivity analysis reruns the reference with each entry of the convergence block's
+    pre-registered ``platonic_sensitivity`` laid over ``kernel``; platonic_metrics.json's
+    ``sensitivity`` lists, per entry, its settings and the Spearman r and p of vision and
+    language. Returns the metrics (``platonic``, ``sensitivity``).
+    """
+    from prh.data.shapes import world_config
+
     cfg = _config(config)
     kw = {"topk": cfg["topk"], "quantile": cfg["quantile"]}
-    vision = platonic_scores(feature_paths=vision_features, scenes=[r["scene"] for r in read_jsonl(vision_scenes)], **kw)
-    lang = platonic_scores(feature_paths=language_features, scenes=[r["scene"] for r in read_jsonl(paired_scenes)], **kw)
+    base = world_config({"kernel": kernel or {}})["kernel"]
+    kernels = [base] + [world_config({"kernel": {**base, **setting}})["kernel"] for setting in cfg["platonic_sensitivity"]]
+    vision_all = _platonic_table(feature_paths=vision_features, scenes=[r["scene"] for r in read_jsonl(vision_scenes)],
+                                 kernels=kernels, **kw)
+    lang_all = _platonic_table(feature_paths=language_features, scenes=[r["scene"] for r in read_jsonl(paired_scenes)],
+                               kernels=kernels, **kw)
     probe_models = read_json(probes)["models"]
-    for name, row in vision.items():
-        accs = [t["accuracy"] for t in probe_models[name]["tasks"].values()]
-        row["competence"] = float(np.mean(accs))
+    competence = {name: float(np.mean([t["accuracy"] for t in probe_models[name]["tasks"].values()]))
+                  for name in vision_all[0]}
     bpb = {m: v.get("bpb") for m, v in read_json(language)["models"].items()}
+    lm_score = {name: None if bpb.get(name) is None else 1.0 - bpb[name] for name in lang_all[0]}
+    vision, lang = vision_all[0], lang_all[0]
+    for name, row in vision.items():
+        row["competence"] = competence[name]
     for name, row in lang.items():
-        row["lm_score"] = None if bpb.get(name) is None else 1.0 - bpb[name]
-    scored = [r for r in lang.values() if r["lm_score"] is not None]
-    metrics = {"vision": correlations([r["competence"] for r in vision.values()], [r["score"] for r in vision.values()]),
-               "language": correlations([r["lm_score"] for r in scored], [r["score"] for r in scored])}
-    write_json(Path(out_dir) / "platonic.json", {"settings": {"metric": "mutual_knn", **kw}, "vision": vision,
-                                                 "language": lang, "correlations": metrics})
-    write_json(Path(out_dir) / "platonic_metrics.json", {"platonic": metrics})
-    return metrics
+        row["lm_score"] = lm_score[name]
+    metrics = _platonic_correlations(vision, lang, competence, lm_score)
+    sensitivity = []
+    for setting, kern, v, lg in zip(cfg["platonic_sensitivity"], kernels[1:], vision_all[1:], lang_all[1:]):
+        corr = _platonic_correlations(v, lg, competence, lm_score)
+        sensitivity.append({"setting": setting, "kernel": kern, **{
+            side: {"spearman_r": c["spearman_r"], "p": c["spearman_p"], "n": c["n"]} for side, c in corr.items()}})
+    write_json(Path(out_dir) / "platonic.json", {"settings": {"metric": "mutual_knn", **kw, "kernel": base},
+                                                 "vision": vision, "language": lang, "correlations": metrics})
+    write_json(Path(out_dir) / "platonic_metrics.json", {"platonic": metrics, "sensitivity": sensitivity})
+    return {"platonic": metrics, "sensitivity": sensitivity}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -338,7 +380,10 @@ def platonic_main(argv: list[str] | None = None) -> None:
     parser.add_argument("--language", required=True, help="JSON with models.<m>.bpb")
     parser.add_argument("--out-dir", required=True)
     parser.add_argument("--config", type=json_object, default="{}", help="JSON of the params.yaml convergence block")
+    parser.add_argument("--kernel", type=json_object, default="{}",
+                        help="JSON of the params.yaml world.kernel block (defaults fill the rest)")
     args = parser.parse_args(argv)
     print(run_platonic(vision_features=args.vision_features, vision_scenes=args.vision_scenes,
                        language_features=args.language_features, paired_scenes=args.paired_scenes,
-                       probes=args.probes, language=args.language, out_dir=args.out_dir, config=args.config))
+                       probes=args.probes, language=args.language, out_dir=args.out_dir, config=args.config,
+                       kernel=args.kernel))
