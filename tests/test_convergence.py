@@ -228,6 +228,10 @@ def test_run_convergence_with_the_preregistered_test(tmp_path):
     assert pre["permutations"] == 999 and pre["alternative"] == "greater" and pre["gate_passed"] is True
     assert pre["verdict"] == "reproduced" and set(pre["predictors"]) == {"reducible_fraction", "mc_accuracy"}
     assert pre["gate_rule"] == {"min_steps": 1000, "background": 0.9, "count": 0.8, "largest_color": 0.6}
+    from prh.figures import draw_from
+
+    paths = draw_from(tmp_path / "exp", ["fig03_preregistered"], tmp_path / "fig")
+    assert all(p.stat().st_size > 1000 for p in paths) and {p.suffix for p in paths} == {".pdf", ".png"}
     # a failed gate: the same numbers, no verdict
     _write(tmp_path / "comp.json", {**competence, "gate_passed": False})
     prh_main(args)

@@ -74,6 +74,8 @@ FIGURES: dict[str, Figure] = _figures(
     Figure("fig03_language_vision", "prh.plots.convergence:plot_language_vision",
            {"language_vision": f"{E}/convergence/language_vision.json"}, "convergence_language_vision",
            "Convergence", "prh"),
+    Figure("fig03_preregistered", "prh.plots.convergence:plot_preregistered",
+           {"metrics": f"{E}/convergence/metrics.json"}, "convergence_preregistered", "Convergence", "prh"),
     Figure("fig_platonic_reference", "prh.plots.convergence:plot_platonic",
            {"platonic": f"{E}/convergence/platonic.json"}, "convergence_platonic", "Convergence", "prh"),
     Figure("fig04_downstream", "prh.plots.downstream:plot_downstream",

@@ -139,4 +139,4 @@ if SUITE == "offline":
             " --paired-scenes {input.paired_scenes} --probes {input.probes} --language {input.bpb}"
             " --out-dir {params.out_dir} --config {params.config} --kernel {params.kernel} > {log} 2>&1"
 
-    TARGETS += [f"{CONV}/platonic_metrics.json", *figure_targets("fig_platonic_reference")]
+    TARGETS += [f"{CONV}/platonic_metrics.json", *figure_targets("fig_platonic_reference", "fig03_preregistered")]

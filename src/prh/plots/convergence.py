@@ -13,7 +13,7 @@ import numpy as np
 
 from prh.plots import nan_if_none, save_figure
 
-__all__ = ["plot_competence", "plot_model_map", "plot_language_vision", "plot_platonic"]
+__all__ = ["plot_competence", "plot_model_map", "plot_language_vision", "plot_preregistered", "plot_platonic"]
 
 
 def plot_competence(data: dict, out: Path) -> list[Path]:
@@ -67,6 +67,30 @@ def plot_language_vision(data: dict, out: Path) -> list[Path]:
     ax.set_xlabel("language model score: 1 - bits per byte")
     ax.set_ylabel(f"alignment to vision ({data['settings'].get('metric')})")
     ax.legend(title="vision family", fontsize=7)
+    return save_figure(fig, out)
+
+
+def plot_preregistered(data: dict, out: Path) -> list[Path]:
+    """Fig 3, pre-registered (issue 16): one point per trained causal LM, its mean calibrated alignment
+    with the named vision set against each co-primary competence predictor."""
+    import matplotlib.pyplot as plt
+
+    test = data["language_vision_preregistered"]
+    preds = list(test["predictors"])
+    fig, axes = plt.subplots(1, len(preds), figsize=(4.5 * len(preds), 3.8), squeeze=False)
+    for ax, name in zip(axes[0], preds):
+        x = [p[name] for p in test["points"]]
+        y = [p["outcome"] for p in test["points"]]
+        ax.scatter(x, y, s=30, edgecolor="k")
+        for p in test["points"]:
+            ax.annotate(p["language"], (p[name], p["outcome"]), fontsize=5, xytext=(2, 2), textcoords="offset points")
+        r = test["predictors"][name]
+        ax.set_title(f"{name}: Spearman r={nan_if_none(r['spearman_r']):.2f}, p_perm={nan_if_none(r['p_permutation']):.2g},"
+                     f" p_Holm={nan_if_none(r['p_holm']):.2g} (n={test['n']})", fontsize=7)
+        ax.set_xlabel(name)
+        ax.set_ylabel("mean calibrated alignment with vision")
+    fig.suptitle(f"pre-registered, one point per LM; gate passed: {test['gate_passed']}; verdict: {test['verdict']}",
+                 fontsize=8)
     return save_figure(fig, out)
 
 
