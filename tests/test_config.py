@@ -166,3 +166,18 @@ def test_data_limits_fail_before_any_job(cfg, edit, expected):
     with pytest.raises(config.ConfigError, match=expected):
         config.check_data_limits(bad)
     config.check_data_limits(config.validate_schema(copy.deepcopy(cfg)))  # the shipped params pass
+
+
+def test_a_run_with_checkpoints_yields_one_model_per_checkpoint(cfg):
+    from prh.config import all_models, run_models
+
+    spec = {"arch": "gpt2", "steps": 1000, "checkpoints": [0, 30, 1000], "seed": 1}
+    models = run_models("gpt2_s_r1", spec)
+    assert list(models) == ["gpt2_s_r1_0", "gpt2_s_r1_30", "gpt2_s_r1_1000"]
+    assert models["gpt2_s_r1_30"] == {**spec, "steps": 30, "run": "gpt2_s_r1"}
+    assert run_models("bert", {"arch": "bert", "steps": 5}) == {"bert": {"arch": "bert", "steps": 5, "run": "bert"}}
+    everything = all_models(cfg)
+    trained = [m for m in cfg["model_sets"]["zoo_language"]
+               if everything[m].get("arch") == "gpt2" and everything[m]["steps"] > 0]
+    assert len(trained) >= 18  # issue 16: at least 18 trained causal LMs
+    assert {everything[m]["run"] for m in trained} == {r for r, s in cfg["zoo"]["language"].items() if s.get("checkpoints")}
