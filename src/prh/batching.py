@@ -149,8 +149,8 @@ def group_starts(samples_per_item, n_texts: int) -> np.ndarray:
     """
     counts = np.asarray(samples_per_item)
     if counts.ndim != 1 or not len(counts) or not np.issubdtype(counts.dtype, np.integer) or counts.min() < 1:
-        bad = np.flatnonzero(counts < 1)[:5].tolist() if counts.ndim == 1 and len(counts) else []
-        raise ValueError(f"samples_per_item must be a non-empty list of integers >= 1 (items {bad} are not); "
+        bad = np.flatnonzero(counts < 1)[:5].tolist() if counts.ndim == 1 and len(counts) else "-"
+        raise ValueError(f"samples_per_item must be a non-empty list of integers >= 1 (bad items: {bad}); "
                          "an item needs at least one text to average")
     if int(counts.sum()) != n_texts:
         raise ValueError(f"samples_per_item sums to {int(counts.sum())} but there are {n_texts} texts; "

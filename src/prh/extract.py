@@ -11,6 +11,8 @@ job resumes where it stopped; the directory is removed after the final write.
         --out results/features/shapes_eval/vit_s.safetensors --name vit_s
     prh extract-language --model bigscience/bloomz-560m --revision <sha> --data results/data/wit_1024 \\
         --out results/features/wit_1024/bloomz-560m.safetensors
+    prh extract-language --model results/models/gpt2_s --data results/data/shapes_eval \
+        --text-field samples --average-samples --out results/features/shapes_eval/gpt2_s.safetensors
 """
 
 from __future__ import annotations
