@@ -25,7 +25,7 @@ from tqdm.auto import tqdm
 from prh.device import place_model, resolve_device, resolve_dtype
 
 __all__ = ["BatchCheckpoint", "fingerprint", "model_id", "length_batches", "pad_batch", "forward_inputs",
-           "encode_texts", "check_texts", "run_batches", "remove_checkpoint"]
+           "encode_texts", "check_texts", "group_starts", "run_batches", "remove_checkpoint"]
 
 class BatchCheckpoint:
     """One safetensors file per finished batch in ``directory`` (``<tag>_<batch>.safetensors``).
@@ -140,6 +140,22 @@ def check_texts(texts) -> list[str]:
     if bad:
         raise ValueError(f"texts must be non-empty strings; items {bad[:5]} are not")
     return texts
+
+
+def group_starts(samples_per_item, n_texts: int) -> np.ndarray:
+    """Offsets of consecutive groups of texts: item i owns texts ``starts[i] : starts[i] + K_i``.
+
+    ``samples_per_item``: K_1..K_N, integers >= 1 summing to ``n_texts`` (the texts of item 1 first).
+    """
+    counts = np.asarray(samples_per_item)
+    if counts.ndim != 1 or not len(counts) or not np.issubdtype(counts.dtype, np.integer) or counts.min() < 1:
+        bad = np.flatnonzero(counts < 1)[:5].tolist() if counts.ndim == 1 and len(counts) else "-"
+        raise ValueError(f"samples_per_item must be a non-empty list of integers >= 1 (bad items: {bad}); "
+                         "an item needs at least one text to average")
+    if int(counts.sum()) != n_texts:
+        raise ValueError(f"samples_per_item sums to {int(counts.sum())} but there are {n_texts} texts; "
+                         "pass one count per item, the items' texts concatenated in order")
+    return np.concatenate([[0], np.cumsum(counts)[:-1]])
 
 
 def run_batches(model, tokenizer, encodings, *, batch_size, device, dtype, group_by_length, checkpoint_dir,

@@ -11,6 +11,8 @@ job resumes where it stopped; the directory is removed after the final write.
         --out results/features/shapes_eval/vit_s.safetensors --name vit_s
     prh extract-language --model bigscience/bloomz-560m --revision <sha> --data results/data/wit_1024 \\
         --out results/features/wit_1024/bloomz-560m.safetensors
+    prh extract-language --model results/models/gpt2_s --data results/data/shapes_eval \
+        --text-field samples --average-samples --out results/features/shapes_eval/gpt2_s.safetensors
 """
 
 from __future__ import annotations
@@ -45,21 +47,36 @@ def _read_images(data) -> np.ndarray:
     return np.load(path, mmap_mode="r", allow_pickle=False)
 
 
-def _read_texts(data, text_field: str, text_index: int | None) -> list[str]:
+def _read_texts(data, text_field: str, text_index: int | None,
+                average_samples: bool = False) -> tuple[list[str], list[int] | None]:
+    """The texts to extract, flat, and with ``average_samples`` each item's number of texts."""
     path = Path(data) / "captions.jsonl"
     if not path.exists():
         raise ValueError(f"data={str(data)!r} has no captions.jsonl; build the dataset first (snakemake {path})")
-    texts = []
+    if average_samples and text_index is not None:
+        raise ValueError("average_samples averages over every entry of the list; drop text_index (--text-index)")
+    texts, counts = [], []
     for rec in read_jsonl(path):
         if text_field not in rec:
             raise ValueError(f"text_field={text_field!r} is not a key of {path}; keys: {sorted(rec)}")
         value = rec[text_field]
+        if average_samples:
+            if not isinstance(value, list):
+                raise ValueError(f"average_samples needs a list field, but {path} field {text_field!r} is a "
+                                 f"{type(value).__name__}; use e.g. text_field='samples' (--text-field samples)")
+            if not value:
+                raise ValueError(f"{path}: item {rec.get('id')!r} has no {text_field!r}: every item needs at "
+                                 "least one caption to average; rebuild the dataset")
+            texts += value
+            counts.append(len(value))
+            continue
         if isinstance(value, list):
             if text_index is None:
-                raise ValueError(f"{path}: field {text_field!r} is a list; pass text_index (e.g. --text-index -1)")
+                raise ValueError(f"{path}: field {text_field!r} is a list; pass text_index (e.g. --text-index -1) "
+                                 "for one entry, or average_samples (--average-samples) for their mean")
             value = value[text_index]
         texts.append(value)
-    return texts
+    return texts, (counts if average_samples else None)
 
 
 def _layer_dims(net, image, pre, dtype) -> list[int]:
@@ -95,24 +112,34 @@ def extract_vision_dataset(*, model, data, out, name=None, revision=None, batch_
 
 
 def extract_language_dataset(*, model, data, out, name=None, revision=None, pooling="mean", prompt_template=None,
-                             text_field="text", text_index=None, batch_size=32, device="auto", dtype="auto",
-                             device_map=None, load_in_4bit=False, bpb=True, max_batch_tokens=None,
-                             progress=True) -> None:
-    """Features (and bits-per-byte for causal LMs) of ``model`` on ``data/captions.jsonl``, saved to ``out``."""
+                             text_field="text", text_index=None, average_samples=False, batch_size=32,
+                             device="auto", dtype="auto", device_map=None, load_in_4bit=False, bpb=True,
+                             max_batch_tokens=None, progress=True) -> None:
+    """Features (and bits-per-byte for causal LMs) of ``model`` on ``data/captions.jsonl``, saved to ``out``.
+
+    The text of item i is ``captions.jsonl``'s ``text_field`` (entry ``text_index`` when it is a
+    list). With ``average_samples`` the field is a list of K_i captions of item i (e.g. the shapes
+    world's ``samples``) and item i gets their mean: features ``F_l(i) = (1 / K_i) sum_k f_l(t_ik)``
+    (each caption pooled alone), bits per byte ``sum_k bits(t_ik) / sum_k bytes(t_ik)``; all
+    sum_i K_i captions run in one length-grouped, resumable pass (``samples_per_item`` of
+    ``extract_language_features`` and ``bits_per_byte``).
+    """
     if prompt_template == "prh":
         prompt_template = PRH_PROMPT
     dev = resolve_device(device)
     dt = resolve_dtype(dtype, dev)
-    texts = _read_texts(data, text_field, text_index)
+    texts, counts = _read_texts(data, text_field, text_index, average_samples)
     net, tok = loaders.load_language_model(model, revision=revision, dtype=dt, device_map=device_map,
                                        load_in_4bit=load_in_4bit)
     common = dict(batch_size=batch_size, device=dev, dtype=dt, max_batch_tokens=max_batch_tokens,
-                  checkpoint_dir=_partial_dir(out), progress=progress)
+                  checkpoint_dir=_partial_dir(out), progress=progress, samples_per_item=counts)
     feats = extract_language_features(net, tok, texts, pooling=pooling, prompt_template=prompt_template, **common)
     meta = {
         "model": name or Path(str(model)).name, "source": str(model), "revision": revision,
         "dataset": Path(data).name, "modality": "language", "pooling": pooling,
         "prompt_template": prompt_template, "text_field": text_field, "text_index": text_index,
+        "average_samples": bool(average_samples),
+        "samples_per_item": {"min": min(counts), "max": max(counts), "total": len(texts)} if counts else None,
         "dtype": str(dt).removeprefix("torch."), "n_params": loaders.count_params(net), "n_layers": int(feats.shape[1]),
         "causal_lm": loaders.is_causal_lm(net.config), "load_in_4bit": load_in_4bit,
     }
@@ -154,6 +181,9 @@ def language_main(argv: list[str] | None = None) -> None:
                         help="'prh' (appendix C.2 prompt) or a format string containing {caption}")
     parser.add_argument("--text-field", default="text", help="captions.jsonl key holding the text")
     parser.add_argument("--text-index", type=int, default=None, help="index into the field when it is a list")
+    parser.add_argument("--average-samples", action="store_true",
+                        help="the field is a list of captions per item (e.g. samples): features and bits per "
+                             "byte are their mean over each item's captions")
     parser.add_argument("--device-map", default=None, help="'auto' to spread a large model over devices")
     parser.add_argument("--load-in-4bit", action="store_true", help="4-bit weights (bitsandbytes)")
     parser.add_argument("--no-bpb", action="store_true", help="skip bits-per-byte for causal LMs")
@@ -162,6 +192,6 @@ def language_main(argv: list[str] | None = None) -> None:
     a = parser.parse_args(argv)
     extract_language_dataset(model=a.model, data=a.data, out=a.out, name=a.name, revision=a.revision,
                              pooling=a.pooling, prompt_template=a.prompt_template, text_field=a.text_field,
-                             text_index=a.text_index, batch_size=a.batch_size, device=a.device, dtype=a.dtype,
+                             text_index=a.text_index, average_samples=a.average_samples, batch_size=a.batch_size, device=a.device, dtype=a.dtype,
                              device_map=a.device_map, load_in_4bit=a.load_in_4bit, bpb=not a.no_bpb,
                              max_batch_tokens=a.max_batch_tokens, progress=not a.no_progress)

@@ -24,6 +24,7 @@ from prh.batching import (
     encode_texts,
     fingerprint,
     forward_inputs,
+    group_starts,
     model_id,
     run_batches,
 )
@@ -135,12 +136,18 @@ def extract_vision_features(
 def extract_language_features(
     model, tokenizer, texts, *, batch_size=32, device="cpu", dtype=torch.float32, pooling="mean",
     prompt_template=None, group_by_length=True, max_batch_tokens=None, checkpoint_dir=None, progress=True,
+    samples_per_item=None,
 ) -> torch.Tensor:
     """Every hidden state (embeddings included), pooled over each text's valid tokens.
 
     ``mean``: ``f_l(t) = sum_j m_j h_l,j / sum_j m_j`` (m = attention mask);
     ``last``: ``h_l`` at the last valid token. Tokens as the tokenizer makes them
     (its own BOS/CLS/SEP, as the PRH reference does).
+
+    With ``samples_per_item`` = K_1..K_N the texts are N items' independently drawn captions,
+    concatenated (item 1's first): every text is pooled as above, all in one length-grouped
+    pass, and item i gets the mean of its captions' pooled features,
+    ``F_l(i) = (1 / K_i) sum_k f_l(t_ik)`` (K_i = 1 gives the single caption's features exactly).
 
     Parameters
     ----------
@@ -154,11 +161,12 @@ def extract_language_features(
 
     Returns
     -------
-    float32 CPU tensor N x (num_layers + 1) x D.
+    float32 CPU tensor N x (num_layers + 1) x D (N texts, or N items with ``samples_per_item``).
     """
     if pooling not in ("mean", "last"):
         raise ValueError(f"pooling={pooling!r}; choose 'mean' or 'last'")
     texts = check_texts(texts)
+    starts = None if samples_per_item is None else group_starts(samples_per_item, len(texts))
     if prompt_template is not None:
         if "{caption}" not in prompt_template:
             raise ValueError(f"prompt_template={prompt_template!r} must contain '{{caption}}'")
@@ -182,6 +190,9 @@ def extract_language_features(
                          dtype=dtype, group_by_length=group_by_length, checkpoint_dir=checkpoint_dir,
                          max_tokens=max_batch_tokens,
                          tag="language", key=[pooling, prompt_template], progress=progress, step=step)
-    return torch.stack(rows)
+    if starts is None:
+        return torch.stack(rows)
+    bounds = [*starts.tolist(), len(rows)]
+    return torch.stack([torch.stack(rows[a:b]).mean(0) for a, b in zip(bounds[:-1], bounds[1:])])
 
 

@@ -274,6 +274,15 @@ def language_args(wildcards):
     return " ".join(args)
 
 
+def caption_args(wildcards):
+    """Shapes datasets (offline) store several independently drawn densest captions per scene
+    (captions.jsonl `samples`, world.caption_samples): a scene's features are the mean over them.
+    Hub datasets have one caption per item (`text`). Density features (density.smk) replace
+    these options: one caption per level."""
+    kind = config["datasets"].get(wildcards.dataset, {}).get("kind")
+    return "--text-field samples --average-samples" if kind == "shapes" else ""
+
+
 def n_threads(wildcards):
     return 1 if _is_zoo(wildcards) else 4
 

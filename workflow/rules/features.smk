@@ -2,6 +2,7 @@
 # Zoo models read their checkpoint dir under results/models/<model>/ (made by the zoo
 # rules); hub models are fetched by name at a pinned revision and run on a GPU.
 # A killed job resumes from its last finished batch (<out>.partial/, see prh.features).
+# Shapes datasets' language features are the mean over each scene's caption samples (caption_args).
 import os
 
 rule extract_vision:
@@ -54,7 +55,7 @@ rule extract_language:
         data=lambda w, input: os.path.dirname(input.captions),
         batch_size=FEAT["language_batch_size"],
         pooling=FEAT["language_pooling"],
-        options=language_args,
+        options=lambda w: f"{language_args(w)} {caption_args(w)}".strip(),
         device=config["device"],
     log:
         log_path("extract_language", "{dataset}", "{model}"),

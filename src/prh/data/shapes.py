@@ -37,15 +37,7 @@ import numpy as np
 from prh.config import schema_defaults
 from prh.data.captions import LEVELS, caption
 from prh.data.vocabulary import BACKGROUNDS, COLORS, MAX_OBJECTS, SHAPES, SIZES
-from prh.io import (
-    json_object,
-    read_json,
-    read_jsonl,
-    sha256_file,
-    write_json,
-    write_jsonl,
-    write_npy,
-)
+from prh.io import json_object, read_json, read_jsonl, sha256_file, write_json, write_jsonl, write_npy
 
 # The `world:` block's defaults: workflow/schemas/world.schema.yaml documents each key.
 WORLD_DEFAULTS = schema_defaults("world")
@@ -247,6 +239,15 @@ def make_item(index: int, *, seed: int, world: dict | None = None) -> tuple[np.n
     return image, texts, scene
 
 
+def caption_samples(scene: dict, *, index: int, seed: int, k: int) -> list[str]:
+    """``k`` independent densest (level-5) captions of item ``index``: sample 0 is ``make_item``'s level-5
+    caption (stream (seed, index, 2 + 5)), sample j >= 1 is drawn from ``default_rng([seed, index, 100 + j])``."""
+    if isinstance(k, bool) or int(k) != k or k < 1:
+        raise ValueError(f"k (world.caption_samples) must be an integer >= 1, got {k!r}")
+    streams = [1 + len(LEVELS)] + [100 + j for j in range(1, int(k))]
+    return [caption(scene, level=len(LEVELS) - 1, rng=np.random.default_rng([seed, index, s])) for s in streams]
+
+
 @dataclass
 class ShapesDataset:
     """A shapes dataset dir in memory: ``images`` N x H x W x 3 uint8, ``texts`` per item per level, ``scenes``."""
@@ -261,17 +262,13 @@ class ShapesDataset:
 
 
 def build_dataset(out: str | Path, *, n: int, seed: int, world: dict | None = None) -> Path:
-    """Generate ``n`` items and write ``images.npy``, ``captions.jsonl``, ``scenes.jsonl``, ``meta.json`` to ``out``.
+    """Generate ``n`` items (item i is ``make_item(i, seed=seed)``) and write ``images.npy``,
+    ``captions.jsonl``, ``scenes.jsonl``, ``meta.json`` to ``out`` (created if absent); return it as a Path.
 
-    Parameters
-    ----------
-    out: the dataset dir (created if absent).
-    n, seed: number of items and the seed (item i is ``make_item(i, seed=seed)``).
-    world: the params.yaml world block; missing keys take ``WORLD_DEFAULTS``.
-
-    Returns
-    -------
-    out, as a Path. ``meta.json`` is written last and holds the sha256 of ``images.npy``.
+    ``world``: the params.yaml world block (missing keys take ``WORLD_DEFAULTS``). A caption record is
+    ``{"id", "text": densest caption, "texts": one per level (sparsest first), "samples":
+    caption_samples(..., k=world.caption_samples)}`` (``samples[0] == text``). ``meta.json`` is written
+    last and holds the sha256 of ``images.npy``.
     """
     from tqdm import tqdm
 
@@ -284,7 +281,8 @@ def build_dataset(out: str | Path, *, n: int, seed: int, world: dict | None = No
     captions, scenes = [], []
     for i in tqdm(range(n), desc=f"shapes {out.name}", mininterval=2.0):
         images[i], texts, scene = make_item(i, seed=seed, world=w)
-        captions.append({"id": i, "text": texts[-1], "texts": texts})
+        samples = caption_samples(scene, index=i, seed=seed, k=w["caption_samples"])
+        captions.append({"id": i, "text": texts[-1], "texts": texts, "samples": samples})
         scenes.append({"id": i, "scene": scene})
     write_npy(out / "images.npy", images)
     write_jsonl(out / "captions.jsonl", captions)

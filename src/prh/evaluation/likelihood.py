@@ -15,11 +15,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from prh.batching import check_texts, encode_texts, forward_inputs, run_batches
+from prh.batching import check_texts, encode_texts, forward_inputs, group_starts, run_batches
 
 __all__ = ["start_token", "token_nats", "bits_per_byte", "choice_logprobs", "mc_scores"]
 
-@torch.inference_mode()
+
 def start_token(tokenizer) -> int | None:
     """The context-only token put before a scored text: the tokenizer's BOS, else its EOS."""
     return tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
@@ -36,9 +36,10 @@ def token_nats(logits: torch.Tensor, ids: torch.Tensor, scored: torch.Tensor) ->
     return torch.stack(nats).double()
 
 
+@torch.inference_mode()
 def bits_per_byte(
     model, tokenizer, texts, *, batch_size=32, device="cpu", dtype=torch.float32, group_by_length=True,
-    max_batch_tokens=None, checkpoint_dir=None, progress=True,
+    max_batch_tokens=None, checkpoint_dir=None, progress=True, samples_per_item=None,
 ) -> np.ndarray:
     """Bits-per-byte of each text under a causal LM (PRH Figure 3).
 
@@ -48,11 +49,16 @@ def bits_per_byte(
     x_0 is context only, so every token of the text is scored and the byte count is
     the text's own. A tokenizer with neither leaves the first text token unscored.
 
+    ``samples_per_item`` (K_1..K_N, see ``prh.batching.group_starts``): the texts are N items'
+    samples, concatenated; item i's value is its total bits over its total bytes,
+    ``bpb_i = sum_k bits(t_ik) / sum_k bytes(t_ik)`` (all texts run in one length-grouped pass).
+
     Returns
     -------
-    float64 array, one value per text.
+    float64 array, one value per text (per item with ``samples_per_item``).
     """
     texts = check_texts(texts)
+    starts = None if samples_per_item is None else group_starts(samples_per_item, len(texts))
     start = start_token(tokenizer)
     encodings = encode_texts(tokenizer, texts, add_special_tokens=False)
     if start is not None:
@@ -70,7 +76,10 @@ def bits_per_byte(
                          group_by_length=group_by_length, checkpoint_dir=checkpoint_dir, tag="bpb", key=[start],
                          progress=progress, step=step, max_tokens=max_batch_tokens)
     nbytes = np.array([len(t.encode("utf-8")) for t in texts], dtype=np.float64)
-    return np.array([float(x) for x in nats]) / math.log(2) / nbytes
+    bits = np.array([float(x) for x in nats]) / math.log(2)
+    if starts is None:
+        return bits / nbytes
+    return np.add.reduceat(bits, starts) / np.add.reduceat(nbytes, starts)
 
 
 def _encode_choices(tokenizer, contexts: list[str], endings: list[list[str]], *, max_length: int | None) -> list[dict]:
