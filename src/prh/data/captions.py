@@ -139,13 +139,15 @@ def _render(templates: tuple[str, ...], **values) -> tuple[str, ...]:
 
 
 def caption_options(scene: dict, *, level: int) -> list[tuple[tuple[str, ...], ...]]:
-    """Every sentence a level-``level`` caption of ``scene`` can hold, slot by slot.
+    """Every sentence a level-``level`` caption of ``scene`` can hold, slot by slot, in canonical names.
 
     One slot per sentence, in caption order; a slot is a tuple of subject variants (two
     for a pair sentence, (a, b) then (b, a), each drawn with probability 1/2; one
     otherwise), each variant the tuple of its sentence under every template of the
     construction (each drawn with probability 1 / len). ``caption`` picks one sentence
-    per slot, so P(sentence in slot) = Σ_v [#templates of v giving it] / (len(v) · #variants).
+    per slot, so P(sentence in slot) = Σ_v [#templates of v giving it] / (len(v) · #variants),
+    then writes each colour or shape word in a form drawn uniformly from its synonyms
+    (``canonical_text`` of the written sentence gives the picked one back).
     """
     _check_level(level)
     objs = scene["objects"]

@@ -20,7 +20,8 @@ scene, and::
 with the canonical sentences' probabilities from ``caption_options`` (template and
 subject-swap choices) and one factor per colour or shape word, whose form is drawn
 uniformly from its synonyms (``prh.data.vocabulary.SYNONYMS``). Forms are unique
-words, so ``captions.canonical_text`` reads every choice back from the text. Summed over captions and divided by their UTF-8 bytes this is the entropy
+words, so ``captions.canonical_text`` reads every choice back from the text. Summed
+over captions and divided by their UTF-8 bytes this is the entropy
 floor in bits per byte that no language model of the captions can beat on average.
 
     >>> caption_bits(text, world=params["world"])      # bits of one level-5 caption

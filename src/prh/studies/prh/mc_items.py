@@ -6,7 +6,9 @@ that differ in one slot: which objects a relation names (``entity``), left/right
 above/below (``relation``), or the centre that follows a stated grid region (``region``).
 The true ending is the caption's own continuation; the others contradict the context
 (``contradictions`` checks it), and the set of endings is the same whichever one is true,
-so an LM that ignores the context scores exactly 1/C.
+so an LM that ignores the context scores exactly 1/C. Captions write colours and shapes
+in drawn synonyms (``prh.data.vocabulary.SYNONYMS``); endings keep the caption's forms, and
+an entity item's replacement takes the replaced word's synonym index.
 """
 
 from __future__ import annotations
