@@ -1,14 +1,18 @@
-"""Captions: six nested densities, paraphrase templates, and a parser that reads the facts back."""
+"""Captions: six nested densities, paraphrase templates, synonyms, and a parser that reads the facts back."""
 
 from __future__ import annotations
 
+import math
+import re
 from collections import Counter
 
 import numpy as np
 import pytest
 
 from prh.data import captions as C
+from prh.data.qa import qa_pairs
 from prh.data.shapes import sample_scene
+from prh.data.vocabulary import BACKGROUNDS, CANONICAL, COLORS, SHAPES, SYNONYMS
 
 
 @pytest.fixture(scope="module")
@@ -109,5 +113,67 @@ def test_regions_and_relations_follow_the_coordinates():
     facts = C.scene_facts(scene, level=4)
     assert ("left_of", "red circle", "blue star") in facts and ("above", "blue star", "red circle") in facts
     assert ("position", "red circle", 10, 90) in C.scene_facts(scene, level=5)
-    assert C.caption(scene, level=0, rng=0) in {"A red circle.", "There is a red circle.",
-                                                "A picture of a red circle.", "An image with a red circle in it."}
+    assert C.canonical_text(C.caption(scene, level=0, rng=0))[0] in {
+        "A red circle.", "There is a red circle.", "A picture of a red circle.", "An image with a red circle in it."}
+
+
+# ---------------------------------------------------------------- synonyms
+
+
+def test_synonym_table_is_one_word_unique_forms_that_no_other_slot_writes(scenes):
+    assert list(SYNONYMS) == [*COLORS, *SHAPES]
+    forms = [f for fs in SYNONYMS.values() for f in fs]
+    assert len(forms) == len(set(forms)) == len(CANONICAL)  # unique across the whole table
+    for name, fs in SYNONYMS.items():
+        assert fs[0] == name and 2 <= len(fs) <= 3 and len(set(fs)) == len(fs)
+        assert all(re.fullmatch(r"[a-z]+", f) for f in fs), fs  # one word: the tokenizer splits on non-word characters
+    # every other word the grammar writes: templates, slot vocabularies, question-answer pairs
+    other = " ".join([t for ts in C.CONSTRUCTIONS.values() for t in ts] + list(BACKGROUNDS) + list(C.SIZE_WORDS.values())
+                     + list(sum(C.REGIONS, ())) + list(C.COUNT_WORDS) + ["an a objects shapes are is left right above below"]
+                     + [f"Q: {q} A: {a}." for s in scenes[:50] for q, a in qa_pairs(s)])
+    other_words = {w.lower() for w in re.findall(r"\w+", re.sub(r"\{\w+\}", " ", other))} - set(SYNONYMS)
+    assert "x" in other_words and "left" in other_words and "colour" in other_words  # the check sees them
+    assert not set(forms) & other_words, set(forms) & other_words
+
+
+def test_parse_roundtrip_with_synonyms_over_many_scenes_and_seeds():
+    rng = np.random.default_rng(5)
+    for i in range(300):
+        scene = sample_scene(rng)
+        for level in range(len(C.LEVELS)):
+            text = C.caption(scene, level=level, rng=np.random.default_rng([i, level, 9]))
+            assert C.parse_caption(text) == C.scene_facts(scene, level=level), text
+            canonical, forms = C.canonical_text(text)
+            assert C.apply_forms(canonical, forms) == text
+            assert set(re.findall(r"\w+", canonical)) >= set(C.object_name(scene["objects"][0]).split())
+            assert not set(re.findall(r"\w+", canonical)) & (set(CANONICAL) - set(SYNONYMS))  # no form left
+
+
+def test_articles_follow_the_drawn_form():
+    assert C.canonical_text("An amber disc. A red circle is here and an orange box.") == (
+        "An orange circle. A red circle is here and an orange square.", ("amber", "disc", "red", "circle", "orange", "box"))
+    assert C.apply_forms("A red circle and an orange star.", ["crimson", "dot", "amber", "starburst"]) == \
+        "A crimson dot and an amber starburst."
+    scene = {"background": "grey", "objects": [{"shape": "circle", "color": "orange", "size": "large", "x": 0.5, "y": 0.5}]}
+    for seed in range(40):
+        for article, word in re.findall(r"\b(an?|An?) (\w+)", C.caption(scene, level=1, rng=seed)):
+            if word in CANONICAL:
+                assert (article.lower() == "an") == (word[0] in "aeiou"), (article, word)
+    with pytest.raises(ValueError, match="forms"):
+        C.apply_forms("A red circle.", ["amber", "disc"])  # amber is no form of red
+    with pytest.raises(ValueError, match="forms"):
+        C.apply_forms("A red circle.", ["red"])
+
+
+def test_every_form_is_drawn_about_uniformly(texts):
+    """Over the fixture's captions (~20,000 mentions), each name's forms are equally frequent (chi-square per name)."""
+    counts = Counter(f for per_level in texts for text in per_level for f in C.canonical_text(text)[1])
+    assert set(counts) == set(CANONICAL)  # every form occurs
+    for name, fs in SYNONYMS.items():
+        observed = np.array([counts[f] for f in fs])
+        expected = observed.sum() / len(fs)
+        chi2 = float(((observed - expected) ** 2 / expected).sum())
+        assert observed.sum() > 200 and chi2 < 16.0, (name, observed)  # df <= 2: P(chi2 > 16) < 0.0004
+    total = sum(counts.values())
+    assert total > 10_000 and math.isclose(sum(counts[f] for f in CANONICAL if CANONICAL[f] == f) / total, 1 / 3,
+                                           abs_tol=0.02)

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from prh.data.shapes import build_dataset
+from prh.data.vocabulary import CANONICAL
 from prh.evaluation.likelihood import bits_per_byte
 from prh.evaluation.lm_eval import main as lm_eval_main
 from prh.evaluation.lm_eval import unigram_bits
@@ -61,6 +62,9 @@ def test_word_level_tokenizer_one_token_per_word_and_frames_with_bos_eos(tokeniz
     assert tokenizer.cls_token_id == tokenizer.bos_token_id and tokenizer.sep_token_id == tokenizer.eos_token_id
     assert tokenizer.mask_token_id is not None and tokenizer.pad_token_id is not None
     assert len(tokenizer) < 400  # the world's closed vocabulary
+    # every synonym is one token of the vocabulary, even those the training captions never drew
+    assert set(CANONICAL) <= set(tokenizer.get_vocab())
+    assert set(CANONICAL) <= set(train_tokenizer(texts=[grammar_text()]).get_vocab())
 
 
 def test_tokenizer_is_deterministic(texts, tokenizer):

@@ -1,14 +1,16 @@
 """Exact generator probabilities: scenes sum to 1, captions' template choices, Monte Carlo against the sampler."""
 
 import math
+import re
 from collections import Counter
 from itertools import combinations, permutations, product
 
 import numpy as np
 import pytest
 
-from prh.data.captions import T_BACKGROUND, T_COORD, T_LIST, T_PAIR, caption, caption_options
+from prh.data.captions import T_BACKGROUND, T_COORD, T_LIST, T_PAIR, canonical_text, caption, caption_options
 from prh.data.shapes import sample_scene
+from prh.data.vocabulary import CANONICAL, SYNONYMS
 from prh.data.world_prob import WorldModel, caption_bits, entropy_floor_bpb, scene_log2prob, world_model
 
 CELLS = ((17, 17), (50, 17), (17, 50))
@@ -78,7 +80,21 @@ SCENE = {"background": "navy", "objects": [  # in the generator's order: largest
     {"shape": "star", "color": "red", "size": "large", "x": 0.83, "y": 0.5}]}  # a tie in y: "above" decided by x
 
 
+def _mention_bits(text):
+    """Σ log2 |forms| over the colour and shape words of a text: the synonym draws' bits."""
+    return sum(math.log2(len(SYNONYMS[CANONICAL[w]])) for w in re.findall(r"\w+", text) if w in CANONICAL)
+
+
+def _chi2_against(drawn, probs):
+    observed = Counter(drawn)
+    assert set(observed) <= set(probs)
+    expected = np.array([len(drawn) * p for p in probs.values()])
+    counts = np.array([observed.get(t, 0) for t in probs])
+    return float(((counts - expected) ** 2 / expected).sum())
+
+
 def test_every_template_choice_gives_its_own_text_and_exact_bits():
+    """Template and subject choices of a two-object scene, in canonical words (synonym draws: the tests below)."""
     world = world_model()
     options = caption_options(SCENE, level=5)
     scene_bits = -scene_log2prob(SCENE, world)
@@ -90,20 +106,66 @@ def test_every_template_choice_gives_its_own_text_and_exact_bits():
         assert text not in texts
         texts[text] = p
         total += p
-        assert caption_bits(text, world=world) == pytest.approx(scene_bits - math.log2(p), abs=1e-9)
+        # the canonical words are one draw of the synonyms: 12 mentions of 3 forms each here
+        assert _mention_bits(text) == pytest.approx(12 * math.log2(3))
+        assert caption_bits(text, world=world) == pytest.approx(scene_bits - math.log2(p) + _mention_bits(text), abs=1e-9)
     # the choices are the grammar's: list, background, 2 objects, 1 pair with its subject coin
     assert len(texts) == len(T_LIST) * len(T_BACKGROUND) * len(T_COORD) ** 2 * 2 * len(T_PAIR)
     assert total == pytest.approx(1.0, abs=1e-12)
-    # and caption() draws exactly these texts, at these probabilities (a seeded chi-square check)
-    drawn = [caption(SCENE, level=5, rng=seed) for seed in range(20000)]
-    assert set(drawn) <= set(texts)
-    freq = {}
-    for t in drawn:
-        freq[t] = freq.get(t, 0) + 1
-    expected = np.array([20000 * p for p in texts.values()])
-    observed = np.array([freq.get(t, 0) for t in texts])
-    chi2 = float(((observed - expected) ** 2 / expected).sum())
-    assert chi2 < len(texts) + 6 * math.sqrt(2 * len(texts))  # df = 647: mean 647, sd 36
+    # and caption() draws exactly these canonical texts, at these probabilities (a seeded chi-square check)
+    drawn = [canonical_text(caption(SCENE, level=5, rng=seed))[0] for seed in range(20000)]
+    assert _chi2_against(drawn, texts) < len(texts) + 6 * math.sqrt(2 * len(texts))  # df = 647: mean 647, sd 36
+
+
+def _a(word):
+    return ("an " if word[0] in "aeiou" else "a ") + word
+
+
+ONE = {"background": "white", "objects": [{"shape": "diamond", "color": "orange", "size": "small", "x": 0.17, "y": 0.83}]}
+
+
+def test_every_choice_with_synonyms_gives_its_own_text_and_exact_bits():
+    """All choices of a one-object level-5 caption, synonyms included, written from the templates here."""
+    world = world_model()
+    scene_bits = -scene_log2prob(ONE, world)
+    colors, shapes = SYNONYMS["orange"], SYNONYMS["diamond"]
+    texts = {}
+    for t_list, t_bg, t_coord, c1, s1, c2, s2 in product(T_LIST, T_BACKGROUND, T_COORD, colors, shapes, colors, shapes):
+        sentences = [t_list.format(count="one", objects="object", shapes="shape", are="is", list=_a(f"{c1} {s1}")),
+                     t_bg.format(bg="white"),
+                     t_coord.format(obj=f"{c2} {s2}", size="small", region="lower left", x=17, y=83)]
+        text = " ".join(x[0].upper() + x[1:] for x in sentences)
+        assert text not in texts
+        texts[text] = 1 / (len(T_LIST) * len(T_BACKGROUND) * len(T_COORD) * (len(colors) * len(shapes)) ** 2)
+        assert caption_bits(text, world=world) == pytest.approx(scene_bits - math.log2(texts[text]), abs=1e-9)
+    assert len(texts) == 4 * 3 * 3 * 9 ** 2 and sum(texts.values()) == pytest.approx(1.0, abs=1e-12)
+    assert any(": an amber rhombus." in t for t in texts) and any(": a tangerine lozenge." in t for t in texts)
+    drawn = [caption(ONE, level=5, rng=seed) for seed in range(20000)]
+    assert _chi2_against(drawn, texts) < len(texts) + 6 * math.sqrt(2 * len(texts))  # df = 2915: mean 2915, sd 76
+
+
+def test_pair_sentence_synonyms_and_subject_coin_are_exact():
+    """The two-object scene's pair slot, every subject, template and form (the other slots fixed)."""
+    world = world_model()
+    head = caption(SCENE, level=5, rng=0).split(". ")[:-1]  # list, background, both objects
+    head_bits = caption_bits(caption(SCENE, level=5, rng=0), world=world)
+    last = canonical_text(caption(SCENE, level=5, rng=0).split(". ")[-1])[0]
+    last_p = sum(v.count(last) / len(v) for v in caption_options(SCENE, level=5)[-1]) / 2 / 3 ** 4
+    head_bits += math.log2(last_p)  # the bits of the first four sentences
+    a, b = ("red circle", "red star")
+    pair_p, total = {}, 0.0
+    for (subj, other), template, c1, s1, c2, s2 in product(((a, b), (b, a)), T_PAIR, *[SYNONYMS[w] for w in
+                                                            (*a.split(), *b.split())]):
+        forms = {a: f"{c1} {s1}", b: f"{c2} {s2}"}
+        h, v = ("left", "above") if subj == a else ("right", "below")  # the circle lies left; a y tie, decided by x
+        sentence = template.format(obj=forms[subj], other=forms[other], h=h, v=v)
+        sentence = sentence[0].upper() + sentence[1:]
+        assert sentence not in pair_p
+        pair_p[sentence] = 1 / (2 * len(T_PAIR) * 3 ** 4)
+        total += pair_p[sentence]
+        text = ". ".join(head) + ". " + sentence
+        assert caption_bits(text, world=world) == pytest.approx(head_bits - math.log2(pair_p[sentence]), abs=1e-9)
+    assert len(pair_p) == 486 and total == pytest.approx(1.0, abs=1e-12)
 
 
 def test_caption_bits_rejects_other_levels_and_scores_impossible_texts_infinite():
@@ -119,6 +181,8 @@ def test_caption_bits_rejects_other_levels_and_scores_impossible_texts_infinite(
     off_grid = caption({**SCENE, "objects": [SCENE["objects"][0], {**SCENE["objects"][1], "x": 0.66}]}, level=5, rng=0)
     assert caption_bits(off_grid) == math.inf  # 66 percent lies on no jittered cell
     assert math.isfinite(caption_bits(text))
+    wrong = re.sub(r"\ban? (\w+)", lambda m: ("a " if m.group(1)[0] in "aeiou" else "an ") + m.group(1), text, count=1)
+    assert wrong != text and caption_bits(wrong) == math.inf  # parses, but the generator never writes that article
 
 
 def test_mean_caption_bits_of_sampled_captions_is_the_exact_entropy():
@@ -154,7 +218,9 @@ def test_mean_caption_bits_of_sampled_captions_is_the_exact_entropy():
     chi2, df = float(((observed - want) ** 2 / want).sum()), len(big)
     assert chi2 < df + 6 * math.sqrt(2 * df), (chi2, df)  # 153 on 189 df here; 2788 if types 4, 5 are never drawn
     scenes = scenes[:3000]
-    bits = np.array([caption_bits(caption(s, level=5, rng=i), world=world) for i, s in enumerate(scenes)])
+    texts = [caption(s, level=5, rng=i) for i, s in enumerate(scenes)]
+    # the synonym draws' bits depend on the scene alone: subtract them, then compare with scene + template bits
+    bits = np.array([caption_bits(t, world=world) - _mention_bits(t) for t in texts])
     se = bits.std(ddof=1) / math.sqrt(len(bits))
     assert abs(bits.mean() - (h + choice_bits)) < 4 * se, (bits.mean(), h + choice_bits, se)  # 36.70 vs 36.52 +- 0.19 here
     scene_bits = np.array([-scene_log2prob(s, model) for s in scenes])

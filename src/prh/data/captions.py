@@ -15,9 +15,20 @@ facts contain every fact of the level below (strictly nested information):
 A caption is a sequence of sentences, one per construction (the object list, the
 background, one per object, one per pair); each sentence uses one of at least three
 paraphrase templates, drawn from ``rng``. Objects are named by colour and shape,
-unique within a scene (``prh.data.shapes``), so a caption is unambiguous.
-``parse_caption`` inverts the grammar (each template compiled to a regex), so a
-test can check that a caption's text states exactly ``scene_facts(scene, level)``.
+unique within a scene (``prh.data.shapes``), so a caption is unambiguous. Every
+mention of a colour or a shape (object lists, sentences, relations, level 0 too)
+is written in one of its surface forms (``prh.data.vocabulary.SYNONYMS``: "crimson
+disc" for the red circle), drawn uniformly and independently per mention; "a"/"an"
+follows the drawn form ("an amber circle"). Facts, ``object_name`` and every other
+output stay canonical. ``parse_caption`` inverts the grammar (each template compiled
+to a regex, every form read back to its name), so a test can check that a caption's
+text states exactly ``scene_facts(scene, level)``.
+
+Draw order, per sentence (slot of ``caption_options``): the subject coin (pair
+sentences only), the template, then one form per colour or shape word of the
+sentence, left to right (``rng.integers(len(forms))`` each). ``canonical_text`` and
+``apply_forms`` split a sentence into its canonical sentence and its forms and back,
+so ``prh.data.world_prob`` can score the choices exactly.
 
     >>> caption(scene, level=5, rng=np.random.default_rng(0))
 """
@@ -29,7 +40,7 @@ from itertools import combinations
 
 import numpy as np
 
-from prh.data.vocabulary import BACKGROUNDS, COLORS, SHAPES
+from prh.data.vocabulary import BACKGROUNDS, CANONICAL, COLORS, SHAPES, SYNONYMS
 
 LEVELS = ("one_object", "objects", "sizes", "regions", "relations", "coordinates")
 LEVEL_DESCRIPTIONS = (
@@ -128,13 +139,15 @@ def _render(templates: tuple[str, ...], **values) -> tuple[str, ...]:
 
 
 def caption_options(scene: dict, *, level: int) -> list[tuple[tuple[str, ...], ...]]:
-    """Every sentence a level-``level`` caption of ``scene`` can hold, slot by slot.
+    """Every sentence a level-``level`` caption of ``scene`` can hold, slot by slot, in canonical names.
 
     One slot per sentence, in caption order; a slot is a tuple of subject variants (two
     for a pair sentence, (a, b) then (b, a), each drawn with probability 1/2; one
     otherwise), each variant the tuple of its sentence under every template of the
     construction (each drawn with probability 1 / len). ``caption`` picks one sentence
-    per slot, so P(sentence in slot) = Σ_v [#templates of v giving it] / (len(v) · #variants).
+    per slot, so P(sentence in slot) = Σ_v [#templates of v giving it] / (len(v) · #variants),
+    then writes each colour or shape word in a form drawn uniformly from its synonyms
+    (``canonical_text`` of the written sentence gives the picked one back).
     """
     _check_level(level)
     objs = scene["objects"]
@@ -158,17 +171,62 @@ def caption_options(scene: dict, *, level: int) -> list[tuple[tuple[str, ...], .
     return slots
 
 
+def _alt(words) -> str:
+    return "(?:" + "|".join(re.escape(w) for w in sorted(words, key=len, reverse=True)) + ")"
+
+
+# a colour or shape word, with the article before it if there is one ("a", "an", "A", "An")
+_MENTION = re.compile(rf"\b(?:([Aa])n? )?\b({_alt(CANONICAL)})\b")
+
+
+def _substitute(text: str, pick) -> str:
+    """``text`` with every colour or shape word w replaced by ``pick(w)``, left to right; articles follow."""
+    def one(m: re.Match) -> str:
+        form = pick(m.group(2))
+        return form if m.group(1) is None else f"{m.group(1)}{'n' * (form[0] in 'aeiou')} {form}"
+    return _MENTION.sub(one, text)
+
+
+def canonical_text(text: str) -> tuple[str, tuple[str, ...]]:
+    """(``text`` with every colour and shape form replaced by its canonical name, the forms it used).
+
+    The forms are listed left to right; "a"/"an" before a replaced word follows the
+    canonical name. ``canonical_text("An amber disc.") == ("An orange circle.", ("amber", "disc"))``.
+    """
+    if not isinstance(text, str):
+        raise ValueError(f"text must be a string, got {type(text).__name__}")
+    forms: list[str] = []
+    return _substitute(text, lambda w: forms.append(w) or CANONICAL[w]), tuple(forms)
+
+
+def apply_forms(text: str, forms) -> str:
+    """``text`` with its k-th colour or shape word written as ``forms[k]`` (the inverse of ``canonical_text``).
+
+    Raises ValueError unless ``forms`` has one entry per colour or shape word of ``text``, each a
+    form of that word's name (``SYNONYMS``).
+    """
+    forms = tuple(forms)
+    words = canonical_text(text)[1]
+    if len(forms) != len(words) or any(CANONICAL.get(f) != CANONICAL[w] for f, w in zip(forms, words)):
+        raise ValueError(f"forms {forms} must give one surface form (SYNONYMS) of each of the names {words} of the text")
+    it = iter(forms)
+    return _substitute(text, lambda w: next(it))
+
+
 def caption(scene: dict, *, level: int, rng: np.random.Generator | int) -> str:
-    """A caption of ``scene`` at density ``level``, templates drawn from ``rng`` (a Generator or a seed).
+    """A caption of ``scene`` at density ``level``, templates and word forms drawn from ``rng`` (a Generator or a seed).
 
     Per slot of ``caption_options``: the subject variant (pair sentences: the swapped one
-    when ``rng.random() < 0.5``), then the template, ``rng.integers(len(templates))``.
+    when ``rng.random() < 0.5``), then the template, ``rng.integers(len(templates))``, then
+    per colour or shape word of the sentence, left to right, its form
+    ``SYNONYMS[name][rng.integers(len(SYNONYMS[name]))]``.
     """
     rng = np.random.default_rng(rng)
     sentences = []
     for slot in caption_options(scene, level=level):
         variant = slot[1] if len(slot) == 2 and rng.random() < 0.5 else slot[0]
-        sentences.append(variant[int(rng.integers(len(variant)))])
+        sentence = variant[int(rng.integers(len(variant)))]
+        sentences.append(_substitute(sentence, lambda w: SYNONYMS[w][int(rng.integers(len(SYNONYMS[w])))]))
     return " ".join(sentences)
 
 
@@ -177,11 +235,7 @@ def captions(scene: dict, *, seed: int) -> list[str]:
     return [caption(scene, level=lv, rng=np.random.default_rng([seed, lv])) for lv in range(len(LEVELS))]
 
 
-def _alt(words) -> str:
-    return "(?:" + "|".join(re.escape(w) for w in sorted(words, key=len, reverse=True)) + ")"
-
-
-_NAME = f"{_alt(COLORS)} {_alt(SHAPES)}"
+_NAME = f"{_alt(f for c in COLORS for f in SYNONYMS[c])} {_alt(f for s in SHAPES for f in SYNONYMS[s])}"  # any forms
 _SLOTS = {
     "a_obj": f"an? (?P<obj>{_NAME})", "obj": f"(?P<obj>{_NAME})", "other": f"(?P<other>{_NAME})",
     "count": f"(?P<count>{_alt(COUNT_WORDS)})", "objects": "objects?", "shapes": "shapes?", "are": "(?:is|are)",
@@ -227,13 +281,15 @@ def _sentence_facts(kind: str, m: re.Match) -> set:
 def parse_caption(text: str) -> frozenset:
     """The facts a caption states (``scene_facts``' format), read back from its text.
 
-    Raises ValueError on a sentence that no template produces.
+    Every surface form of a colour or shape is read as its canonical name
+    (``canonical_text``). Raises ValueError on a sentence that no template produces.
     """
     facts: set = set()
     for sentence in re.split(r"(?<=\.)\s+", text.strip()):
         sentence = sentence[:1].lower() + sentence[1:]
+        canonical = canonical_text(sentence)[0]
         for kind, pattern in _PATTERNS:
-            m = pattern.fullmatch(sentence)
+            m = pattern.fullmatch(canonical)
             if m:
                 facts |= _sentence_facts(kind, m)
                 break

@@ -15,9 +15,13 @@ states every fact of its scene (``prh.data.captions``), so its text determines t
 scene, and::
 
     -log2 p(text) = -log2 p(S) - Σ_slots log2 P(sentence in slot | S)
+    P(sentence in slot | S) = P(canonical sentence in slot | S) · Π_{mentions m} 1 / |forms(m)|
 
-with the slot probabilities of ``caption_options`` (template and subject-swap
-choices). Summed over captions and divided by their UTF-8 bytes this is the entropy
+with the canonical sentences' probabilities from ``caption_options`` (template and
+subject-swap choices) and one factor per colour or shape word, whose form is drawn
+uniformly from its synonyms (``prh.data.vocabulary.SYNONYMS``). Forms are unique
+words, so ``captions.canonical_text`` reads every choice back from the text. Summed
+over captions and divided by their UTF-8 bytes this is the entropy
 floor in bits per byte that no language model of the captions can beat on average.
 
     >>> caption_bits(text, world=params["world"])      # bits of one level-5 caption
@@ -35,9 +39,9 @@ from itertools import permutations
 
 import numpy as np
 
-from prh.data.captions import caption_options, parse_caption, percent
+from prh.data.captions import apply_forms, canonical_text, caption_options, parse_caption, percent
 from prh.data.shapes import CELL_PERCENTS, type_tables, world_config
-from prh.data.vocabulary import BACKGROUNDS, COLORS, SHAPES, SIZES
+from prh.data.vocabulary import BACKGROUNDS, CANONICAL, COLORS, SHAPES, SIZES, SYNONYMS
 
 __all__ = ["WorldModel", "world_model", "scene_log2prob", "caption_bits", "entropy_floor_bpb"]
 
@@ -173,7 +177,8 @@ def caption_bits(text: str, *, world: dict | WorldModel | None = None) -> float:
     """-log2 p(text) under the generator, exactly, for a level-5 (coordinates) caption.
 
     = -log2 p(S) - Σ_slots log2 P(sentence | S), S the scene the text states (module
-    docstring); the slot probabilities come from the template tuples via ``caption_options``.
+    docstring); the slot probabilities come from the template tuples via ``caption_options``,
+    times 1 / |forms| per colour or shape word (``canonical_text`` reads the forms back).
     ``world``: a params.yaml world block (None: defaults) or a ``WorldModel``. A text
     that parses but that the generator never writes (facts that contradict each other,
     sentences out of order, a scene off the support) has probability 0: returns inf.
@@ -194,7 +199,11 @@ def caption_bits(text: str, *, world: dict | WorldModel | None = None) -> float:
         return math.inf
     bits = -scene_log2prob(scene, _model(world))
     for sentence, slot in zip(sentences, slots):
-        p = sum(variant.count(sentence) / len(variant) for variant in slot) / len(slot)
+        canonical, forms = canonical_text(sentence)
+        if apply_forms(canonical, forms) != sentence:  # an article the generator does not write
+            return math.inf
+        p = sum(variant.count(canonical) / len(variant) for variant in slot) / len(slot)
+        p /= math.prod(len(SYNONYMS[CANONICAL[f]]) for f in forms)
         if p == 0:
             return math.inf
         bits -= math.log2(p)

@@ -283,17 +283,17 @@ def save_checkpoint(out: str | os.PathLike, *, model=None, tokenizer=None, info:
 
 
 def grammar_text() -> str:
-    """Every word the world's grammar can write, as one text: templates, names, regions, 0..100.
+    """Every word the world's grammar can write, as one text: templates, names (every synonym), regions, 0..100.
 
     Added to the tokenizer's training text so its vocabulary is the closed one of the
     grammar, not whatever a finite sample of captions happened to use.
     """
     from prh.data.captions import CONSTRUCTIONS, COUNT_WORDS, REGIONS, SIZE_WORDS
-    from prh.data.vocabulary import BACKGROUNDS, COLORS, SHAPES
+    from prh.data.vocabulary import BACKGROUNDS, CANONICAL
 
     words = [t.replace("{", " ").replace("}", " ") for ts in CONSTRUCTIONS.values() for t in ts]
     words += [t[0].upper() + t[1:] for ts in CONSTRUCTIONS.values() for t in ts]  # sentence-initial capitals
-    words += [*COLORS, *SHAPES, *BACKGROUNDS, *SIZE_WORDS.values(), *sum(REGIONS, ()), *COUNT_WORDS]
+    words += [*CANONICAL, *BACKGROUNDS, *SIZE_WORDS.values(), *sum(REGIONS, ()), *COUNT_WORDS]
     words += [str(k) for k in range(101)] + ["An", "A", "objects", "shapes", "are", "is", "left", "right", "above",
                                              "below", "Q:", "A:", "?", "object"]
     return " ".join(words)

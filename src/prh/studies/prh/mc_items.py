@@ -6,7 +6,9 @@ that differ in one slot: which objects a relation names (``entity``), left/right
 above/below (``relation``), or the centre that follows a stated grid region (``region``).
 The true ending is the caption's own continuation; the others contradict the context
 (``contradictions`` checks it), and the set of endings is the same whichever one is true,
-so an LM that ignores the context scores exactly 1/C.
+so an LM that ignores the context scores exactly 1/C. Captions write colours and shapes
+in drawn synonyms (``prh.data.vocabulary.SYNONYMS``); endings keep the caption's forms, and
+an entity item's replacement takes the replaced word's synonym index.
 """
 
 from __future__ import annotations
@@ -104,21 +106,30 @@ def contradictions(text: str) -> list[str]:
 
 
 def _entity_item(scene, sentences, rng, n_choices):
-    """A relation sentence; one name slot (subject or other) takes n_choices names, one of them in the scene."""
-    from prh.data.captions import object_name
-    from prh.data.vocabulary import COLORS, SHAPES
+    """A relation sentence; one name slot (subject or other) takes n_choices names, one of them in the scene.
+
+    The replaced word keeps its synonym index (its k-th form stands for another name's k-th
+    form); the other word of the name keeps its form.
+    """
+    from prh.data.captions import canonical_text, object_name
+    from prh.data.vocabulary import COLORS, SHAPES, SYNONYMS
 
     pairs = [(k, *m) for k, s in enumerate(sentences) if (m := _match(s, _templates("pair")))]
     if not pairs:
         return None
     k, template, g = pairs[int(rng.integers(len(pairs)))]
     slot = ("obj", "other")[int(rng.integers(2))]
-    color, shape = g[slot].split(" ")
+    color_form, shape_form = g[slot].split(" ")
+    color, shape = canonical_text(g[slot])[0].split(" ")
     names = {object_name(o) for o in scene["objects"]}
     if rng.integers(2):
-        options = [f"{c} {shape}" for c in COLORS if f"{c} {shape}" not in names]
+        j = SYNONYMS[color].index(color_form)
+        options = [f"{SYNONYMS[c][j]} {shape_form}" for c in COLORS
+                   if f"{c} {shape}" not in names and len(SYNONYMS[c]) > j]
     else:
-        options = [f"{color} {s}" for s in SHAPES if f"{color} {s}" not in names]
+        j = SYNONYMS[shape].index(shape_form)
+        options = [f"{color_form} {SYNONYMS[s][j]}" for s in SHAPES
+                   if f"{color} {s}" not in names and len(SYNONYMS[s]) > j]
     others = [options[j] for j in rng.choice(len(options), size=n_choices - 1, replace=False)]
     endings = [" " + _render(template, **{**g, slot: n}) for n in [g[slot], *others]]
     return " ".join(sentences[:k]), endings
@@ -126,14 +137,14 @@ def _entity_item(scene, sentences, rng, n_choices):
 
 def _relation_item(scene, sentences, rng, n_choices):
     """A relation sentence; (left|right) x (above|below): the full 2 x 2 grid (4 choices) or one flipped axis (2)."""
-    from prh.data.captions import object_name
+    from prh.data.captions import canonical_text, object_name
 
     pos = {object_name(o): (round(100 * o["x"]), round(100 * o["y"])) for o in scene["objects"]}
     usable = []
     for k, s in enumerate(sentences):
         m = _match(s, _templates("pair"))
         if m:
-            a, b = pos[m[1]["obj"]], pos[m[1]["other"]]
+            a, b = (pos[canonical_text(m[1][slot])[0]] for slot in ("obj", "other"))
             axes = [ax for ax in (0, 1) if a[ax] != b[ax]]  # an axis the context's percents decide
             if len(axes) == 2 or (n_choices == 2 and axes):
                 usable.append((k, *m, axes))
@@ -152,11 +163,12 @@ def _relation_item(scene, sentences, rng, n_choices):
 
 def _region_item(scene, sentences, rng, n_choices):
     """An object's sentence cut after its grid region; the centre takes its mirror images (corner objects only)."""
-    from prh.data.captions import object_name
+    from prh.data.captions import canonical_text, object_name
 
     corner = [object_name(o) for o in scene["objects"]
               if all(10 <= p <= 32 or 68 <= p <= 90 for p in (round(100 * o["x"]), round(100 * o["y"])))]
-    usable = [(k, *m) for k, s in enumerate(sentences) if (m := _match(s, _templates("coord"))) and m[1]["obj"] in corner]
+    usable = [(k, *m) for k, s in enumerate(sentences)
+              if (m := _match(s, _templates("coord"))) and canonical_text(m[1]["obj"])[0] in corner]
     if not usable:
         return None
     k, template, g = usable[int(rng.integers(len(usable)))]
@@ -186,7 +198,10 @@ def build_items(scenes: list[dict], texts: list[str], *, n_items: int, n_choices
 
     * ``entity``: context = the caption up to a relation sentence; the endings are that
       sentence with the subject's (or the other object's) colour, or shape, replaced by
-      names of no object in the scene, hence outside the context's object list.
+      names of no object in the scene, hence outside the context's object list. The
+      replacement is written in the replaced word's synonym index (the caption's
+      "crimson" = red's 2nd form becomes e.g. "amber" = orange's 2nd form; every name has
+      three forms, drawn uniformly, so the index says nothing about which name is true).
     * ``relation``: the same cut; the endings are the 2 x 2 grid left/right x
       above/below (``n_choices=2``: one axis flipped). Only pairs whose centres differ in
       both whole percents, so the context's coordinates decide every cell.
