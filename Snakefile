@@ -30,6 +30,14 @@ validate_schema(
 validate(config, schema="workflow/schemas/params.schema.yaml")
 check_references(config)
 check_data_limits(config)
+# The paper suite with the hub offline: one error listing EVERY hub model and dataset missing from
+# the cache (otherwise each job fails on its own item, one at a time). Dry runs plan without it.
+if config["suite"] == "paper" and not workflow.dryrun:
+    from prh.models.hub_cache import check_hub_cache
+    from prh.models.loaders import hub_offline
+
+    if hub_offline():
+        check_hub_cache(config)
 
 
 report: "workflow/report/workflow.rst"

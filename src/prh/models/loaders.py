@@ -39,6 +39,7 @@ __all__ = [
     "load_language_model",
     "is_causal_lm",
     "count_params",
+    "hub_offline",
     "verify_recorded_hashes",
     "free_model_memory",
 ]
@@ -57,7 +58,8 @@ def _unavailable(repo: str, revision: str | None) -> ModelNotAvailableError:
     )
 
 
-def _hub_offline() -> bool:
+def hub_offline() -> bool:
+    """True when the hub is switched off (``HF_HUB_OFFLINE``), read at call time."""
     # Read the variable at call time: huggingface_hub reads it once, at import.
     from huggingface_hub import constants
 
@@ -86,7 +88,7 @@ def _is_unavailable_error(exc: BaseException) -> bool:
 
 def _from_hub(load, *, repo: str, revision: str | None):
     """Run ``load(local_files_only)`` and turn every 'not cached, no network' failure into one error."""
-    offline = _hub_offline()
+    offline = hub_offline()
     if offline:
         from huggingface_hub import snapshot_download
 
