@@ -31,8 +31,9 @@ validate(config, schema="workflow/schemas/params.schema.yaml")
 check_references(config)
 check_data_limits(config)
 # The paper suite with the hub offline: one error listing EVERY hub model and dataset missing from
-# the cache (otherwise each job fails on its own item, one at a time). Dry runs plan without it.
-if config["suite"] == "paper" and not workflow.dryrun:
+# the cache (otherwise each job fails on its own item, one at a time). Dry runs plan without it;
+# jobs a cluster executor starts (which parse this file again) do not repeat it.
+if config["suite"] == "paper" and workflow.is_main_process and not workflow.dryrun:
     from prh.models.hub_cache import check_hub_cache
     from prh.models.loaders import hub_offline
 
