@@ -24,7 +24,7 @@ from pathlib import Path
 from prh.data.hub_datasets import is_local_repo
 from prh.errors import ModelNotAvailableError
 
-__all__ = ["missing_hub_items", "check_hub_cache"]
+__all__ = ["check_hub_cache", "missing_hub_items"]
 
 
 def _hub_repo(spec: dict) -> str:
@@ -32,10 +32,8 @@ def _hub_repo(spec: dict) -> str:
         return spec["repo"]
     import timm
 
-    try:
-        return timm.models.get_pretrained_cfg(spec["repo"]).hf_hub_id or f"timm/{spec['repo']}"
-    except Exception:  # an unknown name: the loader names it; here the default layout is asked
-        return f"timm/{spec['repo']}"
+    cfg = timm.models.get_pretrained_cfg(spec["repo"])  # None for a name timm does not know
+    return (cfg.hf_hub_id if cfg is not None else None) or f"timm/{spec['repo']}"
 
 
 def _in_hub_cache(repo: str, revision: str | None, repo_type: str, cache_dir) -> bool:
@@ -43,7 +41,7 @@ def _in_hub_cache(repo: str, revision: str | None, repo_type: str, cache_dir) ->
 
     try:
         snapshot_download(repo, revision=revision, repo_type=repo_type, local_files_only=True, cache_dir=cache_dir)
-    except Exception:
+    except Exception:  # noqa: BLE001 - any failure to find the snapshot offline means: not cached
         return False
     return True
 
