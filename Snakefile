@@ -15,12 +15,30 @@ configfile: "params.yaml"
 # every default (also inside the blocks kept in sibling schema files, which
 # Snakemake's validate() checks but does not fill); then Snakemake's own check of
 # the same schema; then names that refer to nothing (datasets, model sets, models).
-from prh.config import check_data_limits, check_references, validate_schema
+# The error names the merged configuration (params.yaml + --configfile + --config) and, for each
+# bad value, the layer that set it.
+from prh.config import check_data_limits, check_references, config_layers, validate_schema
 
-validate_schema(config)
+validate_schema(
+    config,
+    layers=config_layers(
+        base="params.yaml",
+        configfiles=workflow.config_settings.configfiles,
+        overrides=workflow.config_settings.config,
+    ),
+)
 validate(config, schema="workflow/schemas/params.schema.yaml")
 check_references(config)
 check_data_limits(config)
+# The paper suite with the hub offline: one error listing EVERY hub model and dataset missing from
+# the cache (otherwise each job fails on its own item, one at a time). Dry runs plan without it;
+# jobs a cluster executor starts (which parse this file again) do not repeat it.
+if config["suite"] == "paper" and workflow.is_main_process and not workflow.dryrun:
+    from prh.models.hub_cache import check_hub_cache
+    from prh.models.loaders import hub_offline
+
+    if hub_offline():
+        check_hub_cache(config)
 
 
 report: "workflow/report/workflow.rst"

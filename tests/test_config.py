@@ -181,3 +181,44 @@ def test_a_run_with_checkpoints_yields_one_model_per_checkpoint(cfg):
                if everything[m].get("arch") == "gpt2" and everything[m]["steps"] > 0]
     assert len(trained) >= 18  # issue 16: at least 18 trained causal LMs
     assert {everything[m]["run"] for m in trained} == {r for r, s in cfg["zoo"]["language"].items() if s.get("checkpoints")}
+
+
+def test_errors_name_the_merged_layers_and_where_a_value_came_from(cfg, tmp_path, repo_root):
+    override = tmp_path / "override.yaml"
+    override.write_text("alignment: {topk: ten}\nseed: 0\n")
+    layers = config.config_layers(base=repo_root / "params.yaml", configfiles=[override], overrides={"suite": "nope"})
+    merged = config.merge(config.merge(cfg, config.load(override)), {"suite": "nope"})
+    with pytest.raises(config.ConfigError) as err:
+        config.validate_schema(merged, layers=layers)
+    message = str(err.value)
+    assert message.startswith(f"the merged configuration ({repo_root / 'params.yaml'} + --configfile {override} "
+                              f"+ --config suite='nope') is invalid")
+    assert f"alignment.topk: 'ten' is not of type 'integer' (this value comes from --configfile {override}" in message
+    assert "suite: 'nope' is not allowed" in message and "comes from the command line (--config)" in message
+    # alone, params.yaml is named as before
+    bad = copy.deepcopy(cfg)
+    bad["alignment"]["topk"] = "ten"
+    with pytest.raises(config.ConfigError, match=r"^params.yaml is invalid:\n  alignment.topk: 'ten' is not of type "
+                                                 r"'integer'$"):
+        config.validate_schema(bad)
+
+
+@pytest.mark.parametrize("override, expected", [
+    ({"alignment": "{topk: 5}"}, r"alignment: '\{topk: 5\}' is not of type 'object'\. A nested value given with "
+                                 r"--config arrives as a string: put nested values in a YAML file .*--configfile FILE"),
+    ({"alignment": {"topk": "5"}}, r"alignment.topk: '5' is not of type 'integer'\. A value nested in --config "
+                                   r"arrives as a string: .*--configfile FILE"),
+])
+def test_nested_command_line_values_point_to_configfile(cfg, override, expected):
+    with pytest.raises(config.ConfigError, match=expected):
+        config.validate_schema(config.merge(cfg, override), layers=[("params.yaml", cfg), ("--config", override)])
+
+
+def test_scientific_notation_read_as_a_string_gets_a_hint(cfg):
+    bad = copy.deepcopy(cfg)
+    bad["alignment"]["quantile"] = __import__("yaml").safe_load("q: 3e-3")["q"]
+    assert bad["alignment"]["quantile"] == "3e-3"  # PyYAML (YAML 1.1) needs a dot and a signed exponent
+    with pytest.raises(config.ConfigError, match=r"alignment.quantile: '3e-3' is not of type 'number'\. YAML 1.1 "
+                                                 r"\(PyYAML\) reads 3e-3 as a string.*\(3\.0e-3\) or as a decimal \(0\.003\)"):
+        config.validate_schema(bad)
+    assert __import__("yaml").safe_load("q: 3.0e-3")["q"] == 0.003

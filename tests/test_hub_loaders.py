@@ -169,3 +169,46 @@ def test_uncached_model_offline_gives_one_clear_error(offline_cache, load, repo)
     assert repo in msg and REV_A in msg
     assert f"hf download {repo} --revision {REV_A}" in msg and "dvc pull results/features" in msg
 
+
+
+def test_offline_paper_check_lists_every_missing_hub_item_at_once(tmp_path, offline_cache):
+    from prh.errors import ModelNotAvailableError
+    from prh.models.hub_cache import check_hub_cache
+
+    cfg = {
+        "paper": {"models": {
+            "vit-tiny": {"repo": "vit_tiny_patch16_224.augreg_in21k", "revision": "main", "modality": "vision"},
+            "bloom": {"repo": "bigscience/bloomz-560m", "revision": REV_A, "modality": "language"},
+        }},
+        "datasets": {
+            "wit": {"kind": "hub", "repo": "minhuh/prh", "revision": "wit_1024"},
+            "cifar": {"kind": "hub", "repo": "uoft-cs/cifar10", "revision": "main"},
+            "places": {"kind": "hub", "repo": str(tmp_path / "places"), "revision": None},
+            "shapes": {"kind": "shapes", "n": 10},
+        },
+    }
+    datasets_cache = tmp_path / "datasets_cache"
+    datasets_cache.mkdir()
+    with pytest.raises(ModelNotAvailableError) as err:
+        check_hub_cache(cfg, cache_dir=offline_cache, datasets_cache_dir=datasets_cache)
+    message = str(err.value)
+    assert "5 hub items of the paper suite are not in the Hugging Face cache" in message
+    for line in ("model vit-tiny: timm/vit_tiny_patch16_224.augreg_in21k (revision main): `hf download timm/vit",
+                 f"model bloom: bigscience/bloomz-560m (revision {REV_A}): `hf download bigscience/bloomz-560m",
+                 "dataset wit: minhuh/prh (revision wit_1024): `hf download minhuh/prh --repo-type dataset",
+                 "dataset cifar: uoft-cs/cifar10", f"dataset places: folder {tmp_path / 'places'} does not exist"):
+        assert line in message
+    assert "dvc pull results/features results/data" in message and "shapes" not in message
+
+    # cached items drop out of the list: a model snapshot, a dataset prepared by `datasets`, the folder
+    weights = tmp_path / "weights"
+    weights.mkdir()
+    (weights / "config.json").write_text("{}")
+    _cache_snapshot(offline_cache, "bigscience/bloomz-560m", REV_A, weights)
+    (datasets_cache / "uoft-cs___cifar10").mkdir()
+    (tmp_path / "places").mkdir()
+    with pytest.raises(ModelNotAvailableError) as err:
+        check_hub_cache(cfg, cache_dir=offline_cache, datasets_cache_dir=datasets_cache)
+    message = str(err.value)
+    assert "2 hub items" in message and "vit-tiny" in message and "dataset wit" in message
+    assert "bloom" not in message and "cifar" not in message and "places" not in message

@@ -65,3 +65,28 @@ def test_cli_writes_a_checkpoint_that_loads_offline_and_embeds_by_meaning(tmp_pa
     # BERT of this shape puts all three at cosine > 0.9
     assert emb[0] @ emb[1] > 0.5
     assert emb[0] @ emb[2] < 0.2
+
+    # the packaged copy is re-checked against the SHA-256 its training.json records whenever the zoo loads it
+    from prh.errors import CorruptFileError
+    from prh.models.loaders import load_language_model
+
+    model_, _ = load_language_model(out)
+    assert model_.config.hidden_size == 384
+    weights = out / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 0xFF  # one flipped bit pattern in the last tensor: safetensors would load it silently
+    weights.write_bytes(bytes(data))
+    with pytest.raises(CorruptFileError, match=rf"{weights} .*recorded {WEIGHTS_SHA256}.*snakemake --forcerun minilm"
+                                              rf".*or delete {out}"):
+        load_language_model(out)
+
+
+def test_a_missing_recorded_file_is_named(tmp_path):
+    from prh.errors import CorruptFileError
+    from prh.models.loaders import verify_recorded_hashes
+
+    (tmp_path / "training.json").write_text('{"arch": "minilm", "sha256": {"model.safetensors": "00"}}')
+    with pytest.raises(CorruptFileError, match=r"model.safetensors .*SHA-256 no file, recorded 00"):
+        verify_recorded_hashes(tmp_path)
+    (tmp_path / "training.json").write_text('{"arch": "gpt2"}')  # self-trained zoo models record no hashes
+    assert verify_recorded_hashes(tmp_path) == tmp_path

@@ -37,8 +37,26 @@ def load(path: str | Path = "params.yaml") -> dict:
     return cfg
 
 
-def validate_schema(cfg: dict, schema_path: str | Path = SCHEMA) -> dict:
-    """Validate ``cfg`` against the JSON schema (with ``$ref`` to sibling files) and fill defaults."""
+def config_layers(*, base: str | Path = "params.yaml", configfiles=(), overrides=None) -> list[tuple[str, dict]]:
+    """The layers of a Snakemake config, lowest precedence first, each as (where it came from, its
+    values): ``base`` (the Snakefile's ``configfile:``), every ``--configfile`` (Snakemake's
+    ``workflow.config_settings.configfiles``) and the ``--config`` values (``...config_settings.config``).
+    ``validate_schema(cfg, layers=...)`` then names the merged configuration and where each bad value came from."""
+    layers = [(str(base), load(base))]
+    for path in configfiles or ():
+        with open(path) as f:
+            layers.append((f"--configfile {path}", yaml.safe_load(f) or {}))
+    if overrides:
+        layers.append(("--config", dict(overrides)))
+    return layers
+
+
+def validate_schema(cfg: dict, schema_path: str | Path = SCHEMA, *, layers: list[tuple[str, dict]] | None = None) -> dict:
+    """Validate ``cfg`` against the JSON schema (with ``$ref`` to sibling files) and fill defaults.
+
+    ``layers`` (from ``config_layers``) are the files and command-line values ``cfg`` was merged
+    from; the error then names them all, and for each bad value the layer that set it.
+    Default: ``cfg`` is params.yaml alone."""
     import jsonschema
     from referencing import Registry, Resource
     from referencing.jsonschema import DRAFT202012
@@ -58,8 +76,52 @@ def validate_schema(cfg: dict, schema_path: str | Path = SCHEMA) -> dict:
     validator = _with_defaults(validator_cls)(schema, registry=Registry(retrieve=retrieve))
     errors = sorted(validator.iter_errors(cfg), key=lambda e: list(e.absolute_path))
     if errors:
-        raise ConfigError("params.yaml is invalid:\n" + "\n".join(_describe(e) for e in errors))
+        layers = layers or [("params.yaml", cfg)]
+        raise ConfigError(f"{_source_name(layers)} is invalid:\n" + "\n".join(
+            _describe(e, _origin(e, layers)) + _from(_origin(e, layers), layers[0][0]) for e in errors))
     return cfg
+
+
+def _source_name(layers: list[tuple[str, dict]]) -> str:
+    if len(layers) == 1:
+        return layers[0][0]
+    names = [name if name != "--config" else "--config " + " ".join(f"{k}={v!r}" for k, v in values.items())
+             for name, values in layers]
+    return f"the merged configuration ({' + '.join(names)})"
+
+
+_UNSET = object()
+
+
+def _lookup(values, path: list):
+    for key in path:
+        if not isinstance(values, dict) or key not in values:
+            return _UNSET
+        values = values[key]
+    return values
+
+
+def _origin(err, layers: list[tuple[str, dict]]) -> str | None:
+    """None when the bad value is params.yaml's own; else the --configfile or --config layer that set it."""
+    if len(layers) == 1:
+        return None
+    path = list(err.absolute_path)
+    if err.validator == "additionalProperties" and isinstance(err.instance, dict):
+        extra = [k for k in err.instance if k not in err.schema.get("properties", {})]
+        path = path + extra[:1]
+    base = _lookup(layers[0][1], path)
+    for name, values in reversed(layers[1:]):
+        value = _lookup(values, path)
+        if value is not _UNSET and value != base:
+            return name
+    return None
+
+
+def _from(origin: str | None, base: str) -> str:
+    if origin is None:
+        return ""
+    where = "the command line (--config)" if origin == "--config" else origin
+    return f" (this value comes from {where}, not from {base})"
 
 
 def schema_defaults(block: str, schema_path: str | Path = SCHEMA) -> dict:
@@ -95,14 +157,37 @@ def _defaults_of(schema: dict, schema_dir: Path):
 _NO_DEFAULT = object()
 
 
-def _describe(err) -> str:
+def _describe(err, origin: str | None = None) -> str:
     where = ".".join(str(p) for p in err.absolute_path) or "(top level)"
     if err.validator == "additionalProperties":
         allowed = sorted(err.schema.get("properties", {}))
         return f"  {where}: {err.message}; allowed keys: {', '.join(allowed)}"
     if err.validator == "enum":
         return f"  {where}: {err.instance!r} is not allowed; choose one of {err.validator_value}"
+    wanted = set(err.validator_value if isinstance(err.validator_value, list) else [err.validator_value])
+    text = err.instance if err.validator == "type" and isinstance(err.instance, str) else None
+    nested_hint = ("put nested values in a YAML file and pass it with `--configfile FILE` (Snakemake's --config "
+                   "reads a nested value as a string, or a mapping of strings, and rejects `--config a.b=1`)")
+    if err.validator == "type" and "object" in wanted and (text is not None or origin == "--config"):
+        return f"  {where}: {err.message}. A nested value given with --config arrives as a string: {nested_hint}"
+    if text is not None and wanted & {"number", "integer"} and origin == "--config" and len(err.absolute_path) > 1:
+        return f"  {where}: {err.message}. A value nested in --config arrives as a string: {nested_hint}"
+    if text is not None and wanted & {"number", "integer"} and "e" in text.lower():
+        try:
+            float(text)
+        except ValueError:
+            pass
+        else:
+            return (f"  {where}: {err.message}. YAML 1.1 (PyYAML) reads {text} as a string, not a "
+                    f"number: write it with a dot and a signed exponent ({_yaml11_float(text)}) or as a "
+                    f"decimal ({float(text)!r})")
     return f"  {where}: {err.message}"
+
+
+def _yaml11_float(text: str) -> str:
+    """``3e-3`` as YAML 1.1 reads a float: ``3.0e-3`` (a dot in the mantissa, a sign in the exponent)."""
+    mantissa, exponent = f"{float(text):.1e}".split("e")
+    return f"{mantissa}e{int(exponent):+d}"if int(exponent) else mantissa
 
 
 def _with_defaults(validator_cls):
@@ -228,7 +313,8 @@ def merge(base: dict, override: dict) -> dict:
 
 def load_checked(path: str | Path = "params.yaml") -> dict:
     """Load, validate and check a config: what the Snakefile does, for use outside Snakemake."""
-    return check_data_limits(check_references(validate_schema(load(path))))
+    cfg = load(path)
+    return check_data_limits(check_references(validate_schema(cfg, layers=[(str(path), cfg)])))
 
 
 def main(argv: list[str] | None = None) -> None:

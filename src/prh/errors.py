@@ -20,10 +20,11 @@ class DatasetNotAvailableError(ModelNotAvailableError):
 class CorruptFileError(ValueError):
     """An artifact cannot be parsed (truncated by a killed job or a failed copy); the message names it."""
 
-    def __init__(self, path, what: str, cause: BaseException):
+    def __init__(self, path, what: str, cause: BaseException, *, remedy: str | None = None):
+        remedy = remedy or (f"delete it and rerun `snakemake {path}`, or restore it "
+                            f"with `dvc checkout {path}` (or `dvc pull`)")
         super().__init__(
             f"{path} is not a readable {what} ({type(cause).__name__}: {cause}). It is probably truncated "
-            f"(a killed job or an interrupted copy): delete it and rerun `snakemake {path}`, or restore it "
-            f"with `dvc checkout {path}` (or `dvc pull`)."
+            f"(a killed job or an interrupted copy): {remedy}."
         )
         self.path = str(path)

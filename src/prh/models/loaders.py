@@ -31,13 +31,16 @@ from pathlib import Path
 
 import torch
 
-from prh.errors import ModelNotAvailableError
+from prh.errors import CorruptFileError, ModelNotAvailableError
+from prh.io import sha256_file
 
 __all__ = [
     "load_vision_model",
     "load_language_model",
     "is_causal_lm",
     "count_params",
+    "hub_offline",
+    "verify_recorded_hashes",
     "free_model_memory",
 ]
 
@@ -55,7 +58,8 @@ def _unavailable(repo: str, revision: str | None) -> ModelNotAvailableError:
     )
 
 
-def _hub_offline() -> bool:
+def hub_offline() -> bool:
+    """True when the hub is switched off (``HF_HUB_OFFLINE``), read at call time."""
     # Read the variable at call time: huggingface_hub reads it once, at import.
     from huggingface_hub import constants
 
@@ -84,7 +88,7 @@ def _is_unavailable_error(exc: BaseException) -> bool:
 
 def _from_hub(load, *, repo: str, revision: str | None):
     """Run ``load(local_files_only)`` and turn every 'not cached, no network' failure into one error."""
-    offline = _hub_offline()
+    offline = hub_offline()
     if offline:
         from huggingface_hub import snapshot_download
 
@@ -200,6 +204,29 @@ def _resolve_language_source(name_or_dir) -> tuple[str, bool]:
     return s, False
 
 
+def verify_recorded_hashes(model_dir: str | os.PathLike) -> Path:
+    """Check the files of a checkpoint directory against the SHA-256 its ``training.json`` records
+    under ``"sha256"`` ({file name: hex digest}; the packaged MiniLM records its weights'); return the dir.
+
+    Raises ``CorruptFileError`` naming the file whose hash differs (or that is missing) and the remedy:
+    rebuild the copy (``snakemake --forcerun <rule>``, the rule named by its ``arch``) or delete the directory.
+    A directory without recorded hashes passes unchecked (the self-trained zoo records none).
+    """
+    model_dir = Path(model_dir)
+    info_path = model_dir / "training.json"
+    info = json.loads(info_path.read_text()) if info_path.is_file() else {}
+    rule = info.get("arch", "<its rule>")
+    for name, expected in (info.get("sha256") or {}).items():
+        path = model_dir / name
+        actual = sha256_file(path) if path.is_file() else "no file"
+        if actual != expected:
+            raise CorruptFileError(
+                path, "copy of the recorded weights", ValueError(f"SHA-256 {actual}, recorded {expected} in {info_path}"),
+                remedy=f"rebuild the copy with `snakemake --forcerun {rule}`, or delete {model_dir} and rerun snakemake",
+            )
+    return model_dir
+
+
 def load_language_model(
     name_or_dir: str | os.PathLike,
     revision: str | None = None,
@@ -227,6 +254,8 @@ def load_language_model(
     from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokenizer
 
     src, local = _resolve_language_source(name_or_dir)
+    if local:
+        verify_recorded_hashes(src)
     kwargs: dict = {}
     if dtype is not None:
         kwargs["dtype"] = getattr(torch, dtype) if isinstance(dtype, str) else dtype
