@@ -107,16 +107,19 @@ def preregistered_language_vision(*, cross: dict, competence: dict[str, dict[str
     y = [outcome[lm] for lm in language_models]
     tests = {}
     for name in predictors:
+        x = [competence[lm][name] for lm in language_models]
+        if len(set(x)) == 1 and len(x) >= 3:  # e.g. every LM at the same accuracy: no test, not a crash
+            tests[name] = {"spearman_r": None, "p_permutation": 1.0, "note": "constant predictor: r undefined"}
+            continue
         try:
-            res = spearman_permutation([competence[lm][name] for lm in language_models], y,
-                                       permutations=permutations, alternative=alternative, seed=seed)
+            res = spearman_permutation(x, y, permutations=permutations, alternative=alternative, seed=seed)
         except ValueError as err:
             raise ValueError(f"predictor {name!r} against the outcome: {err}") from err
         tests[name] = {"spearman_r": res["spearman_r"], "p_permutation": res["p_permutation"]}
     for name, p in zip(predictors, holm([t["p_permutation"] for t in tests.values()])):
         tests[name]["p_holm"] = p
     primary = tests[predictors[0]]
-    if gate_passed is not True:
+    if gate_passed is not True or primary["spearman_r"] is None:
         verdict = "inconclusive"
     elif primary["p_holm"] < alpha and primary["spearman_r"] > 0:
         verdict = "reproduced"
