@@ -3,6 +3,8 @@
 # the suite chosen in params.yaml (default: offline). Rules, schemas and report captions
 # live in workflow/; the workflow profile is profiles/default, which Snakemake picks up
 # from the working directory without a flag.
+import sys
+
 from snakemake.utils import min_version, validate
 
 min_version("9.0")
@@ -33,7 +35,9 @@ check_data_limits(config)
 # The paper suite with the hub offline: one error listing EVERY hub model and dataset missing from
 # the cache (otherwise each job fails on its own item, one at a time). Dry runs plan without it;
 # jobs a cluster executor starts (which parse this file again) do not repeat it.
-if config["suite"] == "paper" and workflow.is_main_process and not workflow.dryrun:
+# (workflow.dryrun is not known yet while this file is parsed, so the command line decides.)
+_DRY_RUN = workflow.dryrun or bool({"-n", "--dry-run", "--dryrun"} & set(sys.argv))
+if config["suite"] == "paper" and workflow.is_main_process and not _DRY_RUN:
     from prh.models.hub_cache import check_hub_cache
     from prh.models.loaders import hub_offline
 
