@@ -24,6 +24,7 @@ $(STAMP): pyproject.toml requirements.lock
 figures: $(STAMP)
 	$(BIN)/snakemake --cores all
 	$(BIN)/snakemake --report results/report.html
+	$(BIN)/prh bench-summary --out results/benchmarks/summary.md
 
 test: $(STAMP)
 	$(BIN)/python -m pytest

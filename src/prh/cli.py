@@ -73,6 +73,9 @@ STAGES: dict[str, dict[str, tuple[str, str]]] = {
     "figures": {
         "plot": ("prh.figures:main", "draw one figure of the registry (`prh plot --list`)"),
     },
+    "costs": {
+        "bench-summary": ("prh.bench:main", "CPU seconds per rule family from the run's benchmark files"),
+    },
 }
 COMMANDS: dict[str, str] = {name: target for cmds in STAGES.values() for name, (target, _) in cmds.items()}
 
