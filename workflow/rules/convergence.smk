@@ -8,7 +8,7 @@ import json
 import shlex
 
 CONV = f"{R}/experiments/convergence"
-CONV_CFG = config["convergence"]
+CONV_CFG = {**config["convergence"], "bins": config["convergence"]["bins"][SUITE]}   # bins are per suite
 CONV_VSET, CONV_LSET = SUITE_CFG["vision_models"], SUITE_CFG["language_models"]
 # VTAB task -> (train, test) dataset names: every vtab_<task>_train with its _test
 VTAB_TASKS = {name[len("vtab_"):-len("_train")]: (name, name[:-len("_train")] + "_test")
