@@ -244,3 +244,51 @@ def test_run_convergence_with_the_preregistered_test(tmp_path):
     _write(tmp_path / "comp.json", competence["models"])
     with pytest.raises(ValueError, match="gate_passed"):
         prh_main(args)
+
+
+def _suite_task_counts(cfg: dict) -> dict[str, int]:
+    """Tasks a vision model can solve per suite: the shapes world's probe tasks offline, the VTAB
+    tasks (every vtab_<task>_train dataset, as workflow/rules/convergence.smk reads them) in the paper suite."""
+    from prh.data.tasks import TASKS
+
+    vtab = [n for n in cfg["datasets"] if n.startswith("vtab_") and n.endswith("_train")]
+    return {"offline": len(TASKS), "paper": len(vtab)}
+
+
+def test_every_solved_count_falls_in_exactly_one_bin_per_suite():
+    """Issue 22 (6): bins set for the 10 offline tasks dropped paper-suite models solving >= 11 of 19."""
+    from prh.config import load_checked
+
+    cfg = load_checked("params.yaml")
+    counts = _suite_task_counts(cfg)
+    assert counts == {"offline": 10, "paper": 19}
+    for suite, n_tasks in counts.items():
+        bins = cfg["convergence"]["bins"][suite]
+        for solved in range(n_tasks + 1):
+            hits = [i for i, (lo, hi) in enumerate(zip(bins, bins[1:])) if lo <= solved < hi]
+            assert len(hits) == 1, f"{suite}: {solved} tasks solved falls in bins {hits} of {bins}"
+    assert cfg["convergence"]["bins"]["offline"] == [0, 4, 7, 11]   # unchanged (issue 16's pre-registration)
+
+
+def test_bins_that_drop_a_count_are_refused(tmp_path):
+    """run_convergence refuses bins that leave a possible count of solved tasks outside every bin."""
+    from prh.studies.prh.convergence import check_bins
+
+    assert check_bins(bins=[0, 7, 13, 20], n_tasks=19) == [0, 7, 13, 20]
+    with pytest.raises(ValueError, match="bins"):
+        check_bins(bins=[0, 4, 7, 11], n_tasks=19)   # 11..19 solved: in no bin
+    with pytest.raises(ValueError, match="bins"):
+        check_bins(bins=[1, 4, 11], n_tasks=10)      # 0 solved: in no bin
+    with pytest.raises(ValueError, match="per suite"):
+        check_bins(bins={"offline": [0, 4, 7, 11]}, n_tasks=10)
+    names = ["a", "b", "c", "d"]
+    s = np.full((4, 4), 0.3)
+    np.fill_diagonal(s, 1.0)
+    settings = {"metric": "mutual_knn", "topk": 10}
+    vis = _write(tmp_path / "vv.json", {"settings": settings, "x_names": names, "y_names": names, "scores": s.tolist()})
+    cross = _write(tmp_path / "lv.json", {"settings": settings, "x_names": ["l1"], "y_names": names,
+                                          "scores": [[0.1, 0.2, 0.3, 0.4]]})
+    lang = _write(tmp_path / "lang.json", {"models": {"l1": {"bpb": 1.0}}})
+    with pytest.raises(ValueError, match="bins"):   # PROBES has 2 tasks: a model solving 2 is in no bin of [0, 1, 2]
+        run_convergence(probes=_write(tmp_path / "p.json", PROBES), vision_alignment=vis, cross_alignment=cross,
+                        language=lang, families={}, out_dir=str(tmp_path / "exp"), config={"bins": [0, 1, 2]})

@@ -202,12 +202,12 @@ def test_figure4_perfect_linear_example():
 
 
 CSV = """# transcribed offline: verify
-model,hellaswag,gsm8k,hellaswag_setting,gsm8k_setting,source
-a,20.0,1.5,0-shot,maj@1,"Paper A, Table 3"
+model,hellaswag,gsm8k,hellaswag_setting,gsm8k_setting,origin,source
+a,20.0,1.5,0-shot,maj@1,published,"Paper A, Table 3"
 # a comment between rows
-b,40,,0-shot,,Paper B
-c,,,,,
-d,80,6,0-shot,maj@1,Paper D
+b,40,,0-shot,,lm-eval-harness,Paper B
+c,,,,,,
+d,80,6,0-shot,maj@1,published,Paper D
 """
 
 
@@ -217,7 +217,7 @@ def test_published_scores_csv_loader(tmp_path):
     rows = read_published_scores(path)
     assert list(rows) == ["a", "b", "c", "d"]
     assert rows["a"] == {"hellaswag": 20.0, "gsm8k": 1.5, "hellaswag_setting": "0-shot", "gsm8k_setting": "maj@1",
-                         "source": "Paper A, Table 3"}
+                         "origin": "published", "source": "Paper A, Table 3"}
     assert rows["b"]["gsm8k"] is None and rows["c"]["hellaswag"] is None
     path.write_text(CSV.replace("gsm8k_setting,", "gsm8k_shots,"))
     with pytest.raises(ValueError, match="columns"):
@@ -227,11 +227,38 @@ def test_published_scores_csv_loader(tmp_path):
         read_published_scores(path)
 
 
-def test_shipped_paper_csv_names_the_prh_language_models(repo_root):
+def test_csv_loader_rejects_a_score_without_its_source_setting_or_origin(tmp_path):
+    """Issue 22 (5): every number of Fig 4 names where it comes from and how it was measured."""
+    path = tmp_path / "scores.csv"
+    for row, missing in (("x,50,,0-shot,,published,", "source"), ("x,50,,,,published,Paper X", "hellaswag_setting"),
+                         ("x,,7,,,published,Paper X", "gsm8k_setting"), ("x,50,,0-shot,,,Paper X", "origin"),
+                         ("x,50,,0-shot,,guessed,Paper X", "origin")):
+        path.write_text(CSV + row + "\n")
+        with pytest.raises(ValueError, match=missing):
+            read_published_scores(path)
+    path.write_text(CSV + "x,,,,,,\n")  # an empty row (no published number found) stays allowed
+    assert read_published_scores(path)["x"]["hellaswag"] is None
+
+
+def test_shipped_paper_csv_names_every_fig4_language_model(repo_root):
     rows = read_published_scores(repo_root / "workflow/resources/paper_downstream_scores.csv")
-    sets = yaml.safe_load((repo_root / "params.yaml").read_text())["model_sets"]
-    assert set(rows) == set(sets["prh_val_language"]) | set(sets["prh_test_language"])
-    assert all(r["source"] for r in rows.values() if r["hellaswag"] is not None or r["gsm8k"] is not None)
+    cfg = yaml.safe_load((repo_root / "params.yaml").read_text())
+    sets, fig4 = cfg["model_sets"], cfg["downstream"]["language_models"]["paper"]
+    # PRH appendix C.2: Fig 4 adds OLMo, LLaMA 3, Gemma and Mistral/Mixtral to the BLOOMZ / OpenLLaMA / LLaMA
+    # families (the reference code's `custom` set: all 20 LMs, aligned to DINOv2 ViT-g)
+    assert set(sets[fig4]) == set(sets["prh_val_language"]) | set(sets["prh_test_language"]) == set(rows)
+    assert cfg["downstream"]["strongest_vision"] in sets[cfg["downstream"]["vision_models"]["paper"]]
+    scored = [m for m, r in rows.items() if r["hellaswag"] is not None or r["gsm8k"] is not None]
+    assert len(scored) >= 8 and all(rows[m]["source"] and rows[m]["origin"] for m in scored)
+
+
+def test_run_figure4_refuses_scored_models_without_alignment(tmp_path):
+    """A model with a published score but no alignment row would silently drop out of Fig 4."""
+    write_json(tmp_path / "cross.json", CROSS)
+    (tmp_path / "scores.csv").write_text(CSV + "zz,55,,10-shot,,lm-eval-harness,Leaderboard\n")
+    with pytest.raises(ValueError, match="zz"):
+        run_figure4(cross_alignment=str(tmp_path / "cross.json"), scores=str(tmp_path / "scores.csv"),
+                    strongest_vision="v2", language=[], out_dir=str(tmp_path / "out"))
 
 
 def test_run_figure4_from_csv_and_from_offline_json_then_plot(tmp_path):

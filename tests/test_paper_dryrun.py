@@ -111,3 +111,23 @@ def test_every_job_fits_a_partition(plan):
         assert get_best_partition(partitions, job, logger) == want, j
         if want == "gpu":
             assert set_gres_string(job).strip() == f"--gpus={j['resources']['gpu']}"
+
+
+def test_fig4_aligns_every_language_model_with_a_published_score(plan):
+    """Issue 22 (5): Fig 4 once aligned only the 4 scored models of prh_val_language (n = 4)."""
+    from prh.studies.prh.downstream import read_published_scores
+
+    cfg = yaml.safe_load((ROOT / "params.yaml").read_text())
+    down, suite, metric = cfg["downstream"], cfg["suites"]["paper"], cfg["alignment"]["metric"]
+    rows = read_published_scores(ROOT / down["scores_csv"])
+    scored = {m for m, r in rows.items() if r["hellaswag"] is not None or r["gsm8k"] is not None}
+    assert len(scored) >= 8
+    jobs = _jobs(plan)
+    extracted = {FEATURES.search(j["output"]).groups() for j in jobs if FEATURES.search(j["output"])}
+    assert {(suite["paired_dataset"], m) for m in scored} <= extracted
+    xset, yset = down["language_models"]["paper"], down["vision_models"]["paper"]
+    out = f"results/alignment/{suite['paired_dataset']}/{metric}/{xset}__{yset}.json"
+    assert any(j["rule"] == "align" and j["output"] == out for j in jobs), f"no align job writes {out}"
+    assert scored <= set(cfg["model_sets"][xset]) and down["strongest_vision"] in cfg["model_sets"][yset]
+    # the bits-per-byte of every Fig-4 model colours its point: one lm_score job each
+    assert scored <= {Path(j["output"]).stem for j in jobs if j["rule"] == "lm_score"}

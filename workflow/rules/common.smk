@@ -112,10 +112,12 @@ def hub_mem_mb(model):
 
 
 def _lm_models():
-    """Causal LMs whose score the figures plot: the suite's language set and PRH's test set."""
+    """Causal LMs whose score the figures plot: the suite's language set, PRH's test set and Fig 4's set."""
     if SUITE != "paper":
         return []
+    fig4 = (config.get("downstream") or {}).get("language_models", {}).get("paper")
     names = list(suite_models("language")) + list(config["model_sets"].get("prh_test_language", []))
+    names += list(model_set(fig4)) if fig4 else []
     return list(dict.fromkeys(n for n in names if MODELS[n]["source"] == "hub"))
 
 

@@ -8,8 +8,10 @@ import json
 import shlex
 
 CONV = f"{R}/experiments/convergence"
-CONV_CFG = config["convergence"]
+CONV_CFG = {**config["convergence"], "bins": config["convergence"]["bins"][SUITE]}   # bins are per suite
 CONV_VSET, CONV_LSET = SUITE_CFG["vision_models"], SUITE_CFG["language_models"]
+# Fig 2's own vision set (paper: prh_fig2_vision, the hub-loadable part of the paper's 78); Fig 3 keeps CONV_VSET
+CONV_FIG2_VSET = config["convergence"]["vision_models"][SUITE] or CONV_VSET
 # VTAB task -> (train, test) dataset names: every vtab_<task>_train with its _test
 VTAB_TASKS = {name[len("vtab_"):-len("_train")]: (name, name[:-len("_train")] + "_test")
               for name in config["datasets"] if name.startswith("vtab_") and name.endswith("_train")}
@@ -22,7 +24,7 @@ else:
 rule probe_vtab:
     input:
         features=[f"{R}/features/{ds}/{m}.safetensors" for pair in VTAB_TASKS.values() for ds in pair
-                  for m in model_set(CONV_VSET)],
+                  for m in model_set(CONV_FIG2_VSET)],
         labels=[f"{R}/data/{ds}/labels.npy" for pair in VTAB_TASKS.values() for ds in pair],
     output:
         f"{CONV}/vtab_probes.json",
@@ -30,7 +32,7 @@ rule probe_vtab:
         tasks=lambda w, input: json_param(
             {t: {"train": os.path.dirname(input.labels[2 * i]), "test": os.path.dirname(input.labels[2 * i + 1])}
              for i, t in enumerate(VTAB_TASKS)}),
-        names=model_set(CONV_VSET),
+        names=model_set(CONV_FIG2_VSET),
         # results/features/<dataset>/<model>.safetensors -> results/features
         features_root=lambda w, input: os.path.dirname(os.path.dirname(input.features[0])),
         seed=config["seed"],
@@ -70,7 +72,7 @@ rule lm_score_merge:
 rule convergence:
     input:
         probes=CONV_PROBES,
-        vision=f"{R}/alignment/{SUITE_CFG['vision_dataset']}/mutual_knn/{CONV_VSET}__{CONV_VSET}.json",
+        vision=f"{R}/alignment/{SUITE_CFG['vision_dataset']}/mutual_knn/{CONV_FIG2_VSET}__{CONV_FIG2_VSET}.json",
         cross=f"{R}/alignment/{SUITE_CFG['paired_dataset']}/mutual_knn/{CONV_LSET}__{CONV_VSET}.json",
         language=CONV_LANGUAGE,
         lm_competence=f"{R}/experiments/zoo/language_competence.json" if SUITE == "offline" else [],
@@ -81,7 +83,7 @@ rule convergence:
         metrics=f"{CONV}/metrics.json",
     params:
         out_dir=lambda w, output: os.path.dirname(output.metrics),
-        families=families_param(CONV_VSET),
+        families=json_param({m: MODELS[m].get("family", m) for m in model_set(CONV_FIG2_VSET) + model_set(CONV_VSET)}),
         config=json_param(CONV_CFG),
         # offline: the pre-registered one-point-per-LM test (issue 16) over the vision set named in params
         preregistered=lambda w, input: (

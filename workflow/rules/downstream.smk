@@ -5,8 +5,15 @@
 # with its sources) and the vision model named in params (DINOv2 giant).
 DOWN = config["downstream"]
 DOWN_OUT = f"{R}/experiments/downstream"
-DOWN_LSET = SUITE_CFG["language_models"]
-DOWN_CROSS = alignment_json(SUITE_CFG["paired_dataset"], DOWN_LSET, SUITE_CFG["vision_models"])
+# Fig 4's own model sets (paper: every LM the paper's Fig 4 shows, against DINOv2 ViT-g); null = the suite's
+DOWN_LSET = DOWN["language_models"][SUITE] or SUITE_CFG["language_models"]
+DOWN_VSET = DOWN["vision_models"][SUITE] or SUITE_CFG["vision_models"]
+DOWN_CROSS = alignment_json(SUITE_CFG["paired_dataset"], DOWN_LSET, DOWN_VSET)
+if SUITE != "offline" and DOWN["strongest_vision"] not in model_set(DOWN_VSET):
+    raise ValueError(f"downstream.strongest_vision={DOWN['strongest_vision']!r} is not in the model set "
+                     f"downstream.vision_models.{SUITE}={DOWN_VSET!r} ({model_set(DOWN_VSET)}): add it there")
+# the LMs' 1 - bpb colours Fig 4's points: offline the zoo's language JSON, paper one `prh score-lm` JSON per LM
+DOWN_LANGUAGE = CONV_LANGUAGE if SUITE == "offline" else [lm_score_json(m) for m in model_set(DOWN_LSET)]
 
 
 rule downstream_mc:
@@ -43,7 +50,7 @@ rule downstream:
     input:
         cross=DOWN_CROSS,
         scores=rules.downstream_mc.output[0] if SUITE == "offline" else DOWN.get("scores_csv"),
-        language=CONV_LANGUAGE,
+        language=DOWN_LANGUAGE,
         probes=CONV_PROBES if SUITE == "offline" else [],
     output:
         data=f"{DOWN_OUT}/downstream.json",

@@ -22,12 +22,10 @@
         --cross-alignment results/alignment/shapes_eval/mutual_knn/zoo_language__zoo_vision.json \\
         --language results/experiments/zoo/language.json --families '{"resnet_xs_sup": "supervised"}' \\
         --out-dir results/experiments/convergence --config '{"solve_fraction": 0.8}' \\
-        --preregistered-competence results/experiments/zoo/competence.json \\
-        --preregistered-vision-models resnet_xs_sup vit_xs_sup ...
-    prh run-platonic --vision-features results/features/shapes_vision/*.safetensors \\
-        --vision-scenes results/data/shapes_vision/scenes.jsonl --language-features ... \\
-        --paired-scenes results/data/shapes_eval/scenes.jsonl --probes ... --language ... --out-dir ... \\
-        --kernel '{"background_weight": 0.05}'   # the params.yaml world.kernel block
+        --preregistered-competence results/experiments/zoo/competence.json --preregistered-vision-models ...
+    prh run-platonic --vision-features results/features/shapes_vision/*.safetensors --vision-scenes ... \\
+        --language-features ... --paired-scenes results/data/shapes_eval/scenes.jsonl --probes ... --language ... \\
+        --out-dir ... --kernel '{"background_weight": 0.05}'   # the params.yaml world.kernel block
 """
 
 from __future__ import annotations
@@ -42,7 +40,7 @@ from prh.config import schema_defaults
 from prh.io import json_object, read_json, read_jsonl, write_json
 from prh.studies.prh.preregistered import preregistered_language_vision
 
-__all__ = ["DEFAULTS", "correlations", "solved_counts", "competence_bins", "model_map", "language_vision",
+__all__ = ["DEFAULTS", "correlations", "solved_counts", "check_bins", "competence_bins", "model_map", "language_vision",
            "platonic_scores", "null_summary", "read_lm_competence", "run_convergence", "run_platonic", "main",
            "platonic_main"]
 
@@ -72,6 +70,17 @@ def solved_counts(probes: dict, *, solve_fraction: float = 0.8) -> dict[str, int
     best = {t: max(m["tasks"][t]["accuracy"] for m in models.values()) for t in tasks}
     return {name: sum(m["tasks"][t]["accuracy"] >= solve_fraction * best[t] for t in m["tasks"])
             for name, m in models.items()}
+
+
+def check_bins(*, bins: list[int], n_tasks: int) -> list[int]:
+    """``bins`` when each count 0..n_tasks of solved tasks falls in exactly one bin [bins[i], bins[i+1]):
+    increasing edges with bins[0] <= 0 and bins[-1] > n_tasks. params.yaml: one list per suite (bins.<suite>)."""
+    if isinstance(bins, dict):
+        raise ValueError(f"bins={bins} is per suite: pass one suite's list of edges, e.g. bins['paper']")
+    if len(bins) < 2 or any(b >= c for b, c in zip(bins, bins[1:])) or bins[0] > 0 or bins[-1] <= n_tasks:
+        raise ValueError(f"bins {bins} leave counts of solved tasks outside every bin: with {n_tasks} tasks the "
+                         f"edges must increase from 0 to >= {n_tasks + 1}, e.g. [0, ..., {n_tasks + 1}]")
+    return list(bins)
 
 
 def competence_bins(*, scores: np.ndarray, names: list[str], solved: dict[str, int], bins: list[int]) -> list[dict]:
@@ -218,11 +227,13 @@ def run_convergence(*, probes: str, vision_alignment: str, cross_alignment: str,
         raise ValueError("pass both preregistered_competence and preregistered_vision_models, or neither")
     align = read_json(vision_alignment)
     scores, names = _check_square(align), align["x_names"]
-    solved = solved_counts(read_json(probes), solve_fraction=cfg["solve_fraction"])
+    probe_results = read_json(probes)
+    solved = solved_counts(probe_results, solve_fraction=cfg["solve_fraction"])
     missing = [n for n in names if n not in solved]
     if missing:
         raise ValueError(f"models {missing} of --vision-alignment have no probe results in --probes")
-    bins = competence_bins(scores=scores, names=names, solved=solved, bins=cfg["bins"])
+    n_tasks = len({t for m in probe_results["models"].values() for t in m["tasks"]})
+    bins = competence_bins(scores=scores, names=names, solved=solved, bins=check_bins(bins=cfg["bins"], n_tasks=n_tasks))
     settings = {**align["settings"], "solve_fraction": cfg["solve_fraction"], "bins": cfg["bins"]}
     out = Path(out_dir)
     write_json(out / "competence.json", {"settings": settings, "solved": solved, "bins": bins})

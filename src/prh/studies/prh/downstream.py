@@ -24,7 +24,7 @@ highest mean probe accuracy (``strongest_vision_model``); in the paper suite it 
     prh run-downstream --cross-alignment results/alignment/shapes_eval/mutual_knn/zoo_language__zoo_vision.json \\
         --scores results/experiments/downstream/shapes_mc.json --probes results/experiments/zoo/vision.json \\
         --language results/experiments/zoo/language.json --out-dir results/experiments/downstream
-    prh run-downstream --cross-alignment results/alignment/wit_1024/mutual_knn/prh_test_language__prh_val_vision.json \\
+    prh run-downstream --cross-alignment results/alignment/wit_1024/mutual_knn/prh_fig4_language__prh_fig4_vision.json \\
         --scores workflow/resources/paper_downstream_scores.csv --strongest-vision vit-giant-dinov2 \\
         --language results/experiments/lm_score/*.json --out-dir results/experiments/downstream_paper
 """
@@ -43,11 +43,13 @@ from prh.io import read_json, write_json
 from prh.studies.prh.convergence import correlations
 from prh.studies.prh.mc_items import ITEM_KINDS, LEVEL, TASK, load_items
 
-__all__ = ["PAPER_TASKS", "run_downstream_offline", "strongest_vision_model",
+__all__ = ["PAPER_TASKS", "ORIGINS", "run_downstream_offline", "strongest_vision_model",
            "read_published_scores", "figure4", "run_figure4", "mc_main", "main"]
 
 PAPER_TASKS = ("hellaswag", "gsm8k")
-CSV_COLUMNS = ("model", "hellaswag", "gsm8k", "hellaswag_setting", "gsm8k_setting", "source")
+CSV_COLUMNS = ("model", "hellaswag", "gsm8k", "hellaswag_setting", "gsm8k_setting", "origin", "source")
+# origin of a row's numbers: the model's authors (paper / model card) or an lm-evaluation-harness run (ours or a leaderboard's)
+ORIGINS = ("published", "lm-eval-harness")
 OFFLINE_TASKS = {"shapes_mc_acc_norm": "acc_norm", "shapes_mc_acc": "acc"}
 
 
@@ -129,12 +131,13 @@ def strongest_vision_model(probes: dict) -> str:
 def read_published_scores(path: str | Path) -> dict[str, dict]:
     """Read a CSV of published downstream scores (``workflow/resources/paper_downstream_scores.csv``).
 
-    Columns ``model,hellaswag,gsm8k,hellaswag_setting,gsm8k_setting,source``; lines starting
-    with ``#`` are comments; an empty score cell is a missing score (None).
+    Columns ``model,hellaswag,gsm8k,hellaswag_setting,gsm8k_setting,origin,source``; lines starting
+    with ``#`` are comments; an empty score cell is a missing score (None). A row with a score must
+    name its ``source``, its ``origin`` (one of ``ORIGINS``) and each given score's setting (shots, metric).
 
     Returns
     -------
-    {model: {"hellaswag": float | None, "gsm8k": float | None, "hellaswag_setting", "gsm8k_setting", "source"}}
+    {model: {"hellaswag": float | None, "gsm8k": float | None, "hellaswag_setting", "gsm8k_setting", "origin", "source"}}
     """
     path = Path(path)
     lines = [ln for ln in path.read_text().splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
@@ -157,6 +160,11 @@ def read_published_scores(path: str | Path) -> dict[str, dict]:
                 raise ValueError(f"{path} line {n}: {task}={cell!r} is not a number (leave it empty if unknown)") from None
             if rec[task] is not None and not 0 <= rec[task] <= 100:
                 raise ValueError(f"{path} line {n}: {task}={cell} is not a percentage in 0..100")
+            if rec[task] is not None and not rec[f"{task}_setting"]:
+                raise ValueError(f"{path} line {n}: {model} has a {task} score but no {task}_setting (shots, metric)")
+        if any(rec[task] is not None for task in PAPER_TASKS) and (not rec["source"] or rec["origin"] not in ORIGINS):
+            raise ValueError(f"{path} line {n}: {model} has a score but source={rec['source']!r}, origin={rec['origin']!r}: "
+                             f"name the table or page it comes from and an origin in {ORIGINS}, or empty the scores")
         rows[model] = rec
     return rows
 
@@ -248,7 +256,8 @@ def run_figure4(*, cross_alignment: str, scores: str, language: list[str], out_d
     if str(scores).endswith(".csv"):
         rows = read_published_scores(scores)
         downstream = {m: {t: r[t] for t in PAPER_TASKS} for m, r in rows.items()}
-        provenance = {m: {k: r[k] for k in ("hellaswag_setting", "gsm8k_setting", "source")} for m, r in rows.items()}
+        provenance = {m: {k: r[k] for k in ("hellaswag_setting", "gsm8k_setting", "origin", "source")}
+                      for m, r in rows.items()}
         units = "percent (published)"
     else:
         mc = read_json(scores)
@@ -262,6 +271,10 @@ def run_figure4(*, cross_alignment: str, scores: str, language: list[str], out_d
     cross = read_json(cross_alignment)
     fig = figure4(downstream=downstream, cross_alignment=cross, strongest_vision=strongest_vision, bpb=bpb,
                   n_params=n_params)
+    dropped = [m for m in fig["not_aligned"] if any(v is not None for v in downstream[m].values())]
+    if dropped:
+        raise ValueError(f"models {dropped} have scores in {scores} but no row in {cross_alignment}: they would drop "
+                         "out of Fig 4; add them to the aligned language set (downstream.language_models) or empty their scores")
     settings = {**cross.get("settings", {}), "cross_alignment": str(cross_alignment), "scores": str(scores),
                 "strongest_vision_from": "probes" if probes else "parameter", "units": units}
     write_json(Path(out_dir) / "downstream.json", {"settings": settings, "provenance": provenance, **fig})
