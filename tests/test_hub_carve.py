@@ -92,3 +92,19 @@ def test_params_carves_are_consistent(repo_root):
         assert len(specs) == 1, f"{key}: {[n for n, _ in members]} carve differently and could overlap"
         parts = [s["split"] for _, s in members]
         assert len(parts) == len(set(parts)) and set(parts) <= set(members[0][1]["carve"]["parts"]), key
+
+
+def test_cli_carves_as_the_rule_calls_it(test_only_repo, tmp_path):
+    """The hub_dataset rule passes --carve and --data-files as JSON ("null" when unset)."""
+    import json
+    import subprocess
+    import sys
+
+    carve = json.dumps({"from": "test", "parts": PARTS, "seed": 0})
+    cmd = [sys.executable, "-m", "prh.cli", "fetch-dataset", "--repo", str(test_only_repo), "--revision", "None",
+           "--split", "test", "--image-column", "image", "--label-column", "label", "--image-size", "8",
+           "--out", str(tmp_path / "te"), "--carve", carve, "--data-files", "null"]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert [c["source_index"] for c in read_jsonl(tmp_path / "te" / "captions.jsonl")] == \
+        carve_indices(20, parts=PARTS, part="test", seed=0).tolist()
