@@ -113,7 +113,12 @@ class FakeApi:
     def dataset_info(self, repo_id, revision=None):
         if repo_id not in self.repos:
             raise _not_found()
-        return SimpleNamespace(sha="a" * 40, card_data=None, siblings=[])
+        return SimpleNamespace(sha="a" * 40, card_data=self.cards.get(repo_id), siblings=[])
+
+    cards = {"org/card": {"dataset_info": {  # a card's YAML header, as uoft-cs/cifar10's
+        "features": [{"name": "img", "dtype": "image"},
+                     {"name": "label", "dtype": {"class_label": {"names": {"0": "a", "1": "b", "2": "c"}}}}],
+        "splits": [{"name": "train", "num_examples": 50000}, {"name": "test", "num_examples": 10000}]}}}
 
     def model_info(self, repo_id, revision=None):
         return SimpleNamespace(sha="b" * 40, card_data=None,
@@ -133,18 +138,24 @@ def test_build_and_write_the_manifest(wds_repo, parquet_repo, tmp_path):
         "paper": {"models": {"m": {"repo": "vit_tiny_patch16_224.augreg_in21k", "revision": "main"}}},
     }
     assert [t["id"] for t in hub_targets(cfg)["datasets"]] == ["org/wds", "org/pq", "org/gone"]
-    roots = {"org/wds": wds_repo, "org/pq": parquet_repo}
+    cfg["datasets"]["c"] = {"kind": "hub", "repo": "org/card", "revision": "main", "split": "test",
+                            "image_column": "img", "label_column": "label"}
+    roots = {"org/wds": wds_repo, "org/pq": parquet_repo, "org/card": tmp_path / "empty"}
+    (tmp_path / "empty").mkdir()
     m = build_manifest(cfg, api=FakeApi(roots), root_of=lambda repo, sha: str(roots[repo]), count_rows=True)
     by_id = {d["id"]: d for d in m["datasets"]}
     assert by_id["org/wds"]["revision"] == "a" * 40 and by_id["org/wds"]["splits"]["train"]["num_rows"] == 7
     assert by_id["org/pq"]["features"]["label"] == "class_label(2)"
     assert by_id["org/gone"]["exists"] is False and by_id["org/gone"]["splits"] == {}
+    # no data files readable, a card with dataset_info: splits, rows and features from the card
+    assert {s: v["num_rows"] for s, v in by_id["org/card"]["splits"].items()} == {"train": 50000, "test": 10000}
+    assert by_id["org/card"]["features"] == {"img": "image", "label": "class_label(3)"}
     assert m["models"] == [{"id": "timm/vit_tiny_patch16_224.augreg_in21k", "revision": "b" * 40, "exists": True,
                             "files": ["config.json", "tokenizer.model"], "source": "hub", "asked_revision": "main"}]
-    out = tmp_path / "manifest.yaml"
+    out = tmp_path / "out" / "manifest.yaml"
     write_manifest(out, m, header="# test\n")
     assert read_manifest(out) == m and out.read_text().startswith("# test\n")
-    assert [p.name for p in tmp_path.iterdir()] == ["manifest.yaml"]  # no temporary file left
+    assert [p.name for p in out.parent.iterdir()] == ["manifest.yaml"]  # no temporary file left
     # the check: the repo that is gone, and nothing else
     found = check_manifest(cfg, m)
     assert len(found["missing"]) == 1 and "org/gone" in found["missing"][0] and found["unverified"] == []

@@ -131,12 +131,15 @@ def describe_files(root: str, *, data_files: dict[str, str] | None = None, count
     """
     import fsspec
     import pyarrow.parquet as pq
-    from datasets.data_files import get_data_patterns
+    from datasets.data_files import EmptyDatasetError, get_data_patterns
     from datasets.load import infer_module_for_data_files_list
 
     fs, base = fsspec.core.url_to_fs(root)
-    patterns = ({k: [v] for k, v in data_files.items()} if data_files
-                else {str(k): v for k, v in get_data_patterns(root).items()})
+    try:
+        patterns = ({k: [v] for k, v in data_files.items()} if data_files
+                    else {str(k): v for k, v in get_data_patterns(root).items()})
+    except EmptyDatasetError:  # no data files (a loading-script repo): the card may still list the splits
+        patterns = {}
     splits, features = {}, None
     for split, globs in patterns.items():
         files = sorted({p for g in globs for p in fs.glob(f"{base.rstrip('/')}/{g}") if fs.isfile(p)})
@@ -177,7 +180,11 @@ def _card_info(card_data, config: str | None) -> dict:
     rows = {s["name"]: s.get("num_examples") for s in info.get("splits") or []}
     feats = {}
     for f in info.get("features") or []:
-        dtype = f.get("dtype") or ("class_label" if "class_label" in f else type(f.get("sequence", f.get("list"))).__name__)
+        dtype = f.get("dtype")
+        if isinstance(dtype, dict) and "class_label" in dtype:  # dtype: {class_label: {names: {0: a, ...}}}
+            dtype = f"class_label({len(dtype['class_label'].get('names') or {})})"
+        elif not isinstance(dtype, str):
+            dtype = "list" if ("sequence" in f or "list" in f) else "unknown"
         feats[f["name"]] = dtype
     return {"rows": rows, "features": feats or None}
 
