@@ -24,6 +24,7 @@ STAGES: dict[str, dict[str, tuple[str, str]]] = {
     "data": {
         "make-shapes": ("prh.data.shapes:main", "generate a shapes-world dataset (images, captions, scenes)"),
         "fetch-dataset": ("prh.data.hub_datasets:main", "materialise a hub dataset split as a local dataset dir"),
+        "hub-manifest": ("prh.data.hub_manifest:main", "record hub ids, SHAs, splits, columns, rows (--check: offline)"),
         "summarise-captions": ("prh.studies.prh.summarise:main", "summarise dense captions with an instruct LM (Fig 9)"),
     },
     "models": {

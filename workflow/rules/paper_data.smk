@@ -1,11 +1,13 @@
 # Paper suite data (issue 5): hub datasets materialised under results/data/<name>/ at
 # their pinned revisions, the seeded OpenWebText sample, and the language-modelling
 # score of PRH Figure 3's x-axis (1 - bits-per-byte), one GPU job per language model.
+import json
 import os
 
 # the schema's defaults, so a config that skipped validation still renders every flag
 HUB_DEFAULTS = dict(revision=None, config=None, split="train", image_column="image", text_column=None,
                     label_column=None, n=None, seed=0, image_size=224)
+HUB_DEFAULTS.update(carve=None, data_files=None)  # a split carved from another; the repo files read
 HUB_DATASETS = {
     name: {**HUB_DEFAULTS, **spec} for name, spec in config["datasets"].items() if spec["kind"] == "hub"
 }
@@ -22,6 +24,8 @@ rule hub_dataset:
     params:
         spec=lambda w: HUB_DATASETS[w.dataset],
         out=lambda w, output: os.path.dirname(output.meta),
+        carve=lambda w: json.dumps(HUB_DATASETS[w.dataset]["carve"]),
+        data_files=lambda w: json.dumps(HUB_DATASETS[w.dataset]["data_files"]),
     wildcard_constraints:
         dataset=one_of(HUB_DATASETS),
     log:
@@ -40,7 +44,8 @@ rule hub_dataset:
         " --config {params.spec[config]} --split {params.spec[split]}"
         " --image-column {params.spec[image_column]} --text-column {params.spec[text_column]}"
         " --label-column {params.spec[label_column]} --n {params.spec[n]} --seed {params.spec[seed]}"
-        " --image-size {params.spec[image_size]} --out {params.out} > {log} 2>&1"
+        " --image-size {params.spec[image_size]} --out {params.out}"
+        " --carve {params.carve:q} --data-files {params.data_files:q} > {log} 2>&1"
 
 
 rule lm_sample:

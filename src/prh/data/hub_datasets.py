@@ -18,6 +18,15 @@ A split larger than ``n`` is subsampled with ``numpy.random.default_rng(seed)``:
 arguments always select the same rows (kept in split order). Rows are decoded one at a time
 into a preallocated array, so memory stays at one copy of the output.
 
+A split the hub does not have is *carved* from one it has (``carve``): the source split's rows
+are permuted once by ``numpy.random.default_rng(carve["seed"])`` and cut into consecutive
+blocks, one per named part, in sorted part-name order, of sizes ``floor(N * cumulative
+fraction)`` differences (``carve_indices``). Two datasets that name the same source, seed and
+parts and ask for different parts get disjoint rows, whatever order their params list the
+parts in; the ``n`` cap then subsamples within the part. ``data_files`` (split -> glob) makes
+``load_dataset`` read only the matching files, for a repo whose default reading picks the wrong
+ones (a webdataset repo whose only tar shard is outnumbered by text files).
+
 ``repo`` may also be a local folder (``./data/dci``) for sets that are not on the hub; it is
 loaded by ``load_dataset(folder)`` (imagefolder layout, captions in ``metadata.jsonl``).
 
@@ -37,9 +46,9 @@ from pathlib import Path
 import numpy as np
 
 from prh.errors import DatasetNotAvailableError
-from prh.io import none_or, sha256_file, write_json, write_jsonl, write_npy
+from prh.io import json_object, none_or, sha256_file, write_json, write_jsonl, write_npy
 
-__all__ = ["is_local_repo", "materialize_hub_dataset", "subsample_indices", "square_rgb"]
+__all__ = ["carve_indices", "is_local_repo", "materialize_hub_dataset", "subsample_indices", "square_rgb"]
 
 
 def subsample_indices(total: int, n: int | None, seed: int) -> np.ndarray:
@@ -62,6 +71,44 @@ def subsample_indices(total: int, n: int | None, seed: int) -> np.ndarray:
         return np.arange(total, dtype=np.int64)
     rng = np.random.default_rng(seed)
     return np.sort(rng.choice(total, size=n, replace=False)).astype(np.int64)
+
+
+def carve_indices(total: int, *, parts: dict[str, float], part: str, seed: int) -> np.ndarray:
+    """Rows of a source split of ``total`` rows that make up part ``part`` of a seeded partition.
+
+    With the part names sorted, fractions f_1..f_K (sum <= 1) and cumulative sums
+    c_k = f_1 + ... + f_k (c_0 = 0), part k is ``perm[floor(total * c_{k-1}) : floor(total * c_k)]``
+    where ``perm = default_rng(seed).permutation(total)``. Parts are disjoint by construction
+    and the same arguments always give the same rows (returned in increasing order).
+
+    Parameters
+    ----------
+    total : number of rows in the source split.
+    parts : part name (the split it becomes, e.g. "train", "test") -> fraction of the source, in (0, 1].
+    part : the part wanted; one of ``parts``.
+    seed : seed of the permutation.
+
+    Returns
+    -------
+    int64 array of row indices into the source split.
+    """
+    if not parts:
+        raise ValueError("parts is empty; give each carved split a fraction, e.g. {train: 0.5, test: 0.5}")
+    bad = {k: v for k, v in parts.items() if not isinstance(v, (int, float)) or not 0 < v <= 1}
+    if bad:
+        raise ValueError(f"parts {bad}: every fraction must be a number in (0, 1]")
+    if sum(parts.values()) > 1 + 1e-9:
+        raise ValueError(f"parts {parts} sum to {sum(parts.values()):g} > 1; the carved splits would overlap")
+    if part not in parts:
+        raise ValueError(f"part={part!r} is not one of the carve's parts {sorted(parts)}; set `split` to one of them")
+    if total < 0:
+        raise ValueError(f"total={total} must be >= 0")
+    names = sorted(parts)
+    cuts = np.floor(total * np.cumsum([parts[k] for k in names]) + 1e-9).astype(np.int64)
+    k = names.index(part)
+    lo, hi = (0 if k == 0 else int(cuts[k - 1])), int(min(cuts[k], total))
+    perm = np.random.default_rng(seed).permutation(total)
+    return np.sort(perm[lo:hi]).astype(np.int64)
 
 
 def square_rgb(image, size: int) -> np.ndarray:
@@ -95,7 +142,7 @@ def _unavailable(repo: str, revision: str | None, split: str, cause: BaseExcepti
     )
 
 
-def _load_split(repo: str, *, revision: str | None, config: str | None, split: str):
+def _load_split(repo: str, *, revision: str | None, config: str | None, split: str, data_files=None):
     """``load_dataset`` with every 'not cached, not reachable' failure turned into one error."""
     import datasets
     from huggingface_hub.errors import LocalEntryNotFoundError
@@ -108,9 +155,9 @@ def _load_split(repo: str, *, revision: str | None, config: str | None, split: s
                 "metadata.jsonl with file_name and the caption column), as params.yaml's comment on "
                 "this dataset says, or fetch the materialised data: `dvc pull results/data`."
             )
-        return datasets.load_dataset(str(folder), name=config, split=split)
+        return datasets.load_dataset(str(folder), name=config, split=split, data_files=data_files)
     try:
-        return datasets.load_dataset(repo, name=config, revision=revision, split=split)
+        return datasets.load_dataset(repo, name=config, revision=revision, split=split, data_files=data_files)
     except (ConnectionError, FileNotFoundError, LocalEntryNotFoundError) as e:
         raise _unavailable(repo, revision, split, e) from e
 
@@ -128,6 +175,8 @@ def materialize_hub_dataset(
     seed: int = 0,
     image_size: int = 224,
     config: str | None = None,
+    carve: dict | None = None,
+    data_files: dict[str, str] | None = None,
 ) -> dict:
     """Write ``images.npy``, ``captions.jsonl``, ``labels.npy`` and ``meta.json`` to ``out_dir``.
 
@@ -142,6 +191,9 @@ def materialize_hub_dataset(
     n : cap on the number of items (seeded subsample of a larger split); None: all rows.
     seed : seed of the subsample.
     image_size : side S of the square output images.
+    carve : ``{"from": source split, "parts": {split: fraction}, "seed": int}``: ``split`` is carved
+        from the source split (``carve_indices``) instead of read from the hub; None: read ``split``.
+    data_files : split -> glob of the repo's files to read (``load_dataset(data_files=...)``); None: all.
 
     Returns
     -------
@@ -151,7 +203,12 @@ def materialize_hub_dataset(
 
     if image_size < 8:
         raise ValueError(f"image_size={image_size} is too small; use the model input size, e.g. 224")
-    ds = _load_split(repo, revision=revision, config=config, split=split)
+    if carve is not None and set(carve) != {"from", "parts", "seed"}:
+        raise ValueError(f"carve={carve!r} must have exactly the keys from, parts, seed (datasets.schema.yaml)")
+    if carve is not None:
+        carve_indices(0, parts=carve["parts"], part=split, seed=carve["seed"])  # bad parts fail before any download
+    source_split = carve["from"] if carve else split
+    ds = _load_split(repo, revision=revision, config=config, split=source_split, data_files=data_files)
     wanted = [c for c in (image_column, text_column, label_column) if c is not None]
     missing = [c for c in wanted if c not in ds.column_names]
     if missing:
@@ -160,7 +217,9 @@ def materialize_hub_dataset(
             "set image_column / text_column / label_column in params.yaml to one of them"
         )
     label_names = getattr(ds.features.get(label_column), "names", None) if label_column else None
-    idx = subsample_indices(len(ds), n, seed)
+    pool = (carve_indices(len(ds), parts=carve["parts"], part=split, seed=carve["seed"]) if carve
+            else np.arange(len(ds), dtype=np.int64))
+    idx = pool[subsample_indices(len(pool), n, seed)]
     rows = ds.select_columns(wanted).select(idx.tolist())
 
     images = np.empty((len(idx), image_size, image_size, 3), dtype=np.uint8)
@@ -194,7 +253,10 @@ def materialize_hub_dataset(
         "config": config,
         "split": split,
         "count": int(len(idx)),
-        "split_size": int(len(ds)),
+        "split_size": int(len(pool)),
+        "carve": carve,
+        "source_split_size": int(len(ds)),
+        "data_files": data_files,
         "seed": seed,
         "image_size": image_size,
         "columns": {"image": image_column, "text": text_column, "label": label_column},
@@ -218,13 +280,17 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--n", type=none_or(int), default=None, help="cap on the count (seeded subsample)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--image-size", type=int, default=224)
+    p.add_argument("--carve", type=none_or(json_object), default=None,
+                   help='carve the split from another: {"from": "test", "parts": {"train": 0.5, "test": 0.5}, "seed": 0}')
+    p.add_argument("--data-files", type=none_or(json_object), default=None,
+                   help='split -> glob of the repo files to read, e.g. {"test": "test/*.tar"}')
     p.add_argument("--out", required=True, help="output folder, results/data/<name>")
     a = p.parse_args(argv)
     try:
         meta = materialize_hub_dataset(
             a.out, repo=a.repo, revision=a.revision, config=a.config, split=a.split,
             image_column=a.image_column, text_column=a.text_column, label_column=a.label_column,
-            n=a.n, seed=a.seed, image_size=a.image_size,
+            n=a.n, seed=a.seed, image_size=a.image_size, carve=a.carve, data_files=a.data_files,
         )
     except DatasetNotAvailableError as e:
         raise SystemExit(str(e)) from None
