@@ -6,7 +6,11 @@ subset, CIFAR-10, DCI, the VTAB tasks capped at 10,000 items) is read with
 in the same contract as the shapes world (DESIGN.md, "Data contracts"):
 
 - ``images.npy``: N x S x S x 3 uint8; every image is resized (shorter side to S, bicubic)
-  and centre-cropped to S x S, so one array holds the whole set;
+  and centre-cropped to S x S, so one array holds the whole set. The reference
+  (platonic-rep ``extract_features.py``) applies each timm model's own transform to the
+  original image; the equivalent here is S = the largest side the suite's models resize to
+  (``floor(input_size / crop_pct)``: 518 for DINOv2), so a model needing less gets a
+  downsample and none gets an upsample of pixels thrown away (``prh.extract`` warns otherwise);
 - ``captions.jsonl``: one record per item: ``id`` (0..N-1), ``text`` (the caption; the first
   one when the column holds a list; the class name when the set has no captions),
   ``texts`` (all captions, when the column holds a list), ``source_index`` (row in the split);
@@ -165,9 +169,12 @@ def materialize_hub_dataset(
 
     images = np.empty((len(idx), image_size, image_size, 3), dtype=np.uint8)
     labels = np.full(len(idx), -1, dtype=np.int64)
-    records = []
+    records, sides = [], []
     for i, row in enumerate(tqdm(rows, total=len(idx), desc=f"{repo}:{split}", unit="img")):
-        images[i] = square_rgb(row[image_column], image_size)
+        image = row[image_column]
+        # shorter side of the original: meta records whether storing at image_size dropped pixels
+        sides.append(min(image.shape[:2]) if isinstance(image, np.ndarray) else min(getattr(image, "size", (0, 0))))
+        images[i] = square_rgb(image, image_size)
         rec = {"id": i, "source_index": int(idx[i])}
         if label_column is not None:
             labels[i] = int(row[label_column])
@@ -197,6 +204,10 @@ def materialize_hub_dataset(
         "split_size": int(len(ds)),
         "seed": seed,
         "image_size": image_size,
+        # the originals' shorter sides (min, max): extraction warns when a model resizes above
+        # image_size although the originals had more pixels (prh.extract, issue 22)
+        "source_min_side": int(min(sides, default=0)),
+        "source_max_side": int(max(sides, default=0)),
         "columns": {"image": image_column, "text": text_column, "label": label_column},
         "label_names": label_names,
         "sha256": sha256_file(out / "images.npy"),
