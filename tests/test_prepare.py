@@ -165,3 +165,26 @@ def test_prepare_places_errors(tmp_path):
     with pytest.raises(ValueError, match="1 images of the filelist are not in archive"):
         prepare_places(archive=tar_path, filelist=filelist, out=tmp_path / "o", progress=False)
     assert not (tmp_path / "o").exists()
+
+
+def test_snakemake_plans_the_prepare_rules_before_the_dataset(tmp_path):
+    """`snakemake -n --config suite=paper` plans prepare_dci / prepare_places365_val from the
+    download paths in params.yaml, and hub_dataset waits for the folders they build."""
+    import re
+    import shutil
+
+    for folder in ("workflow", "profiles"):
+        shutil.copytree(ROOT / folder, tmp_path / folder)
+    for name in ("Snakefile", "params.yaml"):
+        shutil.copy(ROOT / name, tmp_path / name)
+    _dci_download(tmp_path / "downloads")  # the DCI download is there; Places' is not (the job will say so)
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--config", "suite=paper", "--",
+                           "results/data/dci/meta.json", "results/data/places365_val/meta.json"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, log[-4000:]
+    assert re.search(r"prepare_dci\s+1", log) and re.search(r"prepare_places365_val\s+1", log)
+    assert "prh prepare-dci --source ./downloads/densely_captioned_images --out data/dci" in log
+    assert "input: data/dci/train/metadata.jsonl" in log
+    assert "input: data/places365/val_256/train/metadata.jsonl" in log

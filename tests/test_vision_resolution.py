@@ -114,6 +114,7 @@ def test_model_gets_its_own_size_as_the_reference_transform(originals, tmp_path)
     assert tuple(x.shape) == (3, 3, SIDE, SIDE)
     ref = _reference_inputs(images)
     assert torch.allclose(x, ref, atol=1e-5), float((x - ref).abs().max())
+    assert not list((tmp_path / "data").glob(".*"))  # the memory-mapped partial file was renamed into place
     meta = read_json(tmp_path / "f.json")
     assert meta["stored_image_size"] == RESIZE and meta["resize_size"] == RESIZE and meta["upsampled"] is False
 

@@ -84,10 +84,11 @@ def _fingerprint(items: list[tuple[str, int]], extra: str = "") -> str:
 def _already_done(out: Path, fingerprint: str, overwrite: bool) -> dict | None:
     """The stamp of ``out`` when it was prepared from the same source; an error when ``out``
     holds something else and ``overwrite`` is False; None when it must be (re)built."""
-    if not out.exists() or (out.is_dir() and not any(out.iterdir())):
-        return None
+    if not out.exists() or (out.is_dir() and not any(p.is_file() for p in out.rglob("*"))):
+        return None  # absent, or empty folders (Snakemake makes an output's parents before the job)
     stamp = out / STAMP
-    if stamp.is_file() and read_json(stamp).get("fingerprint") == fingerprint and not overwrite:
+    complete = stamp.is_file() and (out / SPLIT / "metadata.jsonl").is_file()
+    if complete and read_json(stamp).get("fingerprint") == fingerprint and not overwrite:
         return read_json(stamp)
     if not overwrite:
         raise ValueError(f"out={str(out)!r} exists and was not prepared from this source; pass overwrite=True "
