@@ -17,28 +17,28 @@ def prepared_metadata(dataset):
 
 PREPARE_FLAG = {"dci": "prepare-dci --source", "places": "prepare-places --archive"}
 
-for _name, _spec in config["datasets"].items():
-    _prep = _spec.get("prepare") if _spec.get("kind") == "hub" else None
-    if not _prep:
+for _ds_name, _ds_spec in config["datasets"].items():
+    _ds_prep = _ds_spec.get("prepare") if _ds_spec.get("kind") == "hub" else None
+    if not _ds_prep:
         continue
-    _files = [_prep["source"]] + ([_prep["filelist"]] if _prep.get("filelist") else [])
+    _prep_files = [_ds_prep["source"]] + ([_ds_prep["filelist"]] if _ds_prep.get("filelist") else [])
 
     rule:
         name:
-            f"prepare_{_name}"
+            f"prepare_{_ds_name}"
         input:
             # ancient: re-downloading (a newer mtime) does not rebuild; missing: the job explains
-            [ancient(f) for f in _files if os.path.exists(f)],
+            [ancient(f) for f in _prep_files if os.path.exists(f)],
         output:
-            prepared_metadata(_name)[0],
+            prepared_metadata(_ds_name)[0],
         params:
-            args=f"{PREPARE_FLAG[_prep['command']]} {shlex.quote(_prep['source'])}"
-            + (f" --filelist {shlex.quote(_prep['filelist'])}" if _prep.get("filelist") else ""),
-            out=os.path.dirname(os.path.dirname(prepared_metadata(_name)[0])),
+            args=f"{PREPARE_FLAG[_ds_prep['command']]} {shlex.quote(_ds_prep['source'])}"
+            + (f" --filelist {shlex.quote(_ds_prep['filelist'])}" if _ds_prep.get("filelist") else ""),
+            out=os.path.dirname(os.path.dirname(prepared_metadata(_ds_name)[0])),
         log:
-            log_path("prepare", _name),
+            log_path("prepare", _ds_name),
         benchmark:
-            bench_path("prepare", _name)
+            bench_path("prepare", _ds_name)
         resources:
             mem_mb=4000,
             runtime=120,
