@@ -50,13 +50,13 @@ def _tiny_vit(path: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def originals(tmp_path_factory):
-    """Three 90 x 90 photos in an imagefolder (larger than anything stored below)."""
+    """Three photos 90 px high, 90 / 120 / 150 px wide, in an imagefolder (larger than anything stored below)."""
     root = tmp_path_factory.mktemp("photos")
     rng = np.random.default_rng(0)
     images = []
     for i in range(3):
         # smooth content plus noise, so resampling differences show
-        yy, xx = np.mgrid[0:90, 0:90]
+        yy, xx = np.mgrid[0:90, 0 : 90 + 30 * i]
         base = np.stack([(xx * (i + 1)) % 256, (yy * 2) % 256, (xx + yy) % 256], -1)
         arr = np.clip(base + rng.integers(-40, 40, base.shape), 0, 255).astype(np.uint8)
         Image.fromarray(arr).save(root / f"img{i}.png")
@@ -105,7 +105,8 @@ def _reference_inputs(images):
 
 
 def test_model_gets_its_own_size_as_the_reference_transform(originals, tmp_path):
-    """Stored at the model's resize side, the model sees exactly what timm's transform gives."""
+    """Stored at the model's resize side, the model sees exactly what timm's transform gives
+    on the original (also for non-square originals: resize, then centre crop, as torchvision)."""
     root, images = originals
     materialize_hub_dataset(tmp_path / "data", repo=str(root), text_column="text", image_size=RESIZE)
     model = _tiny_vit(tmp_path / "vit")

@@ -71,14 +71,24 @@ def subsample_indices(total: int, n: int | None, seed: int) -> np.ndarray:
 
 def square_rgb(image, size: int) -> np.ndarray:
     """An image (PIL, or an H x W [x C] array) as a size x size x 3 uint8 array:
-    RGB, shorter side resized to ``size`` (bicubic), centre-cropped."""
-    from PIL import Image, ImageOps
+    RGB, shorter side resized to ``size`` (PIL bicubic), then centre-cropped, in the order and with
+    the rounding of torchvision's ``Resize(size)`` + ``CenterCrop(size)`` (long side
+    ``int(size * long / short)``, offset ``int(round((long' - size) / 2))``): a model whose timm
+    transform resizes to ``size`` gets exactly what the reference feeds it from the original."""
+    from PIL import Image
 
     if isinstance(image, np.ndarray):
         image = Image.fromarray(image)
     if not isinstance(image, Image.Image):
         raise ValueError(f"image of type {type(image).__name__} is not a PIL image or array; check image_column")
-    image = ImageOps.fit(image.convert("RGB"), (size, size), method=Image.BICUBIC, centering=(0.5, 0.5))
+    image = image.convert("RGB")
+    w, h = image.size
+    if (w, h) != (size, size):
+        nw, nh = (size, int(size * h / w)) if w <= h else (int(size * w / h), size)
+        if (nw, nh) != (w, h):
+            image = image.resize((nw, nh), Image.BICUBIC)
+        left, top = int(round((nw - size) / 2.0)), int(round((nh - size) / 2.0))
+        image = image.crop((left, top, left + size, top + size))
     return np.asarray(image, dtype=np.uint8)
 
 
