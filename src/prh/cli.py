@@ -25,6 +25,8 @@ STAGES: dict[str, dict[str, tuple[str, str]]] = {
         "make-shapes": ("prh.data.shapes:main", "generate a shapes-world dataset (images, captions, scenes)"),
         "fetch-dataset": ("prh.data.hub_datasets:main", "materialise a hub dataset split as a local dataset dir"),
         "hub-manifest": ("prh.data.hub_manifest:main", "record hub ids, SHAs, splits, columns, rows (--check: offline)"),
+        "prepare-dci": ("prh.data.prepare:dci_main", "build the DCI imagefolder from its official download"),
+        "prepare-places": ("prh.data.prepare:places_main", "build the Places-365 val imagefolder from val_256.tar"),
         "summarise-captions": ("prh.studies.prh.summarise:main", "summarise dense captions with an instruct LM (Fig 9)"),
     },
     "models": {

@@ -18,11 +18,13 @@ job resumes where it stopped; the directory is removed after the final write.
 from __future__ import annotations
 
 import argparse
+import warnings
 from pathlib import Path
 
 import numpy as np
 
 from prh.batching import remove_checkpoint
+from prh.config import schema_defaults
 from prh.device import DTYPES, resolve_device, resolve_dtype
 from prh.evaluation.likelihood import bits_per_byte
 from prh.features import (
@@ -31,8 +33,9 @@ from prh.features import (
     extract_vision_features,
     pool_blocks,
     preprocess_images,
+    resize_side,
 )
-from prh.io import read_jsonl, save_features
+from prh.io import read_json, read_jsonl, save_features
 from prh.models import loaders
 
 
@@ -89,13 +92,36 @@ def _layer_dims(net, image, pre, dtype) -> list[int]:
         return [int(t.shape[-1]) for t in pool_blocks(net, x, pre["pooling"])]
 
 
+def _check_resolution(data, images, pre) -> dict:
+    """Stored side vs the side the model's transform resizes to (``resize_side``); warns when the
+    model gets an upsample of images whose originals had more pixels (set the dataset's image_size)."""
+    stored = int(images.shape[1])
+    need = resize_side(int(pre["input_size"][-1]), float(pre["crop_pct"]))
+    meta_path = Path(data) / "meta.json"
+    source = read_json(meta_path).get("source_max_side") if meta_path.exists() else None
+    upsampled = stored < need and source is not None and source > stored
+    if upsampled:
+        warnings.warn(
+            f"{data}: images are stored at {stored} px but the model resizes to {need} px and the originals "
+            f"had up to {source} px: it sees an upsample of pixels thrown away. Set this dataset's image_size "
+            f"to at least {need} in params.yaml and rebuild it (the reference feeds the original image)",
+            UserWarning, stacklevel=2,
+        )
+    return {"stored_image_size": stored, "resize_size": need, "upsampled": bool(upsampled)}
+
+
 def extract_vision_dataset(*, model, data, out, name=None, revision=None, batch_size=64, device="auto",
-                           dtype="auto", progress=True) -> None:
-    """Features of ``model`` (zoo dir or timm name) on ``data/images.npy``, saved to ``out``."""
+                           dtype=None, progress=True) -> None:
+    """Features of ``model`` (zoo dir or timm name) on ``data/images.npy``, saved to ``out``.
+
+    ``dtype`` None: the schema default of ``features.vision_dtype`` (float32, as the reference
+    runs its vision models); "auto" is bfloat16 on CUDA, float32 on the CPU.
+    """
     dev = resolve_device(device)
-    dt = resolve_dtype(dtype, dev)
+    dt = resolve_dtype(schema_defaults("features")["vision_dtype"] if dtype is None else dtype, dev)
     images = _read_images(data)
     net, pre = loaders.load_vision_model(model, revision=revision)
+    resolution = _check_resolution(data, images, pre)
     kw = {k: pre[k] for k in ("pooling", "mean", "std", "input_size", "interpolation", "crop_pct")}
     feats = extract_vision_features(net, images, batch_size=batch_size, device=dev, dtype=dt,
                                        checkpoint_dir=_partial_dir(out), progress=progress, **kw)
@@ -104,6 +130,7 @@ def extract_vision_dataset(*, model, data, out, name=None, revision=None, batch_
         "model": name or Path(str(model)).name, "source": str(model), "revision": revision,
         "dataset": Path(data).name, "modality": "vision", "dtype": str(dt).removeprefix("torch."),
         "n_params": loaders.count_params(net), "n_layers": int(feats.shape[1]), "layer_dims": layer_dims, **kw,
+        **resolution,
     }
     save_features(out, feats, meta)
     remove_checkpoint(_partial_dir(out))
@@ -167,6 +194,8 @@ def vision_main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="prh extract-vision", description="per-block pooled vision features")
     _common_args(parser)
     parser.add_argument("--batch-size", type=int, default=64)
+    # the reference runs vision models in float32 (features.vision_dtype)
+    parser.set_defaults(dtype=schema_defaults("features")["vision_dtype"])
     a = parser.parse_args(argv)
     extract_vision_dataset(model=a.model, data=a.data, out=a.out, name=a.name, revision=a.revision,
                            batch_size=a.batch_size, device=a.device, dtype=a.dtype, progress=not a.no_progress)

@@ -13,6 +13,8 @@ Texts run in length-grouped, resumable batches (``prh.batching``). ``prh extract
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -30,7 +32,7 @@ from prh.batching import (
 )
 from prh.device import place_model, resolve_device, resolve_dtype
 
-__all__ = ["PRH_PROMPT", "preprocess_images", "pool_blocks", "extract_vision_features", "extract_language_features"]
+__all__ = ["PRH_PROMPT", "resize_side", "preprocess_images", "pool_blocks", "extract_vision_features", "extract_language_features"]
 
 # PRH appendix C.2; the model's next token would be the <fill>.
 PRH_PROMPT = "An image with the caption '{caption}'. This is an image of a"
@@ -39,18 +41,29 @@ PRH_PROMPT = "An image with the caption '{caption}'. This is an image of a"
 # ---------------------------------------------------------------- vision
 
 
+def resize_side(size: int, crop_pct: float = 1.0) -> int:
+    """Side timm's eval transform resizes to before the centre crop: ``floor(size / crop_pct)``
+    (``timm.data.transforms_factory.transforms_imagenet_eval``; 224 at crop_pct 0.9 -> 248)."""
+    if not 0 < crop_pct <= 1:
+        raise ValueError(f"crop_pct={crop_pct} must be in (0, 1]")
+    return int(math.floor(size / crop_pct))
+
+
 def preprocess_images(images: np.ndarray, *, input_size, mean, std, interpolation="bilinear", crop_pct=1.0):
     """uint8 N x H x W x 3 -> float N x 3 x h x w: resize, centre-crop, ``(x / 255 - mean) / std``.
 
-    With ``crop_pct < 1`` the image is resized to ``size / crop_pct`` and centre-cropped
-    to ``size`` (timm's eval transform); with 1 it is resized straight to ``input_size``.
+    With ``crop_pct < 1`` the image is resized to ``resize_side(size, crop_pct)`` =
+    ``floor(size / crop_pct)`` and centre-cropped to ``size`` (timm's eval transform, the
+    reference's ``create_transform``); with 1 it is resized straight to ``input_size``. An image
+    already at that side is only cropped (no resampling): store images at the side the model
+    resizes to and the model sees what timm's transform gives on the original square image.
     """
     images = np.asarray(images)
     if images.ndim != 4 or images.shape[-1] != 3 or images.dtype != np.uint8:
         raise ValueError(f"images must be uint8 N x H x W x 3, got {images.dtype} {images.shape}")
     _, h, w = input_size
     x = torch.from_numpy(np.array(images, copy=True)).permute(0, 3, 1, 2).float() / 255.0
-    rh, rw = (round(h / crop_pct), round(w / crop_pct))
+    rh, rw = resize_side(h, crop_pct), resize_side(w, crop_pct)
     if (x.shape[2], x.shape[3]) != (rh, rw):
         x = F.interpolate(x, size=(rh, rw), mode=interpolation, antialias=True, align_corners=False)
     top, left = (rh - h) // 2, (rw - w) // 2

@@ -21,6 +21,7 @@ rule extract_vision:
         data=lambda w, input: os.path.dirname(input.images),
         batch_size=FEAT["vision_batch_size"],
         device=config["device"],
+        dtype=FEAT["vision_dtype"],  # float32 as the reference (schema default)
     log:
         log_path("extract_vision", "{dataset}", "{model}"),
     benchmark:
@@ -35,7 +36,7 @@ rule extract_vision:
     shell:
         "prh extract-vision --model {params.model} {params.revision} --data {params.data}"
         " --out {output.feats} --name {wildcards.model} --batch-size {params.batch_size}"
-        " --device {params.device} > {log} 2>&1"
+        " --device {params.device} --dtype {params.dtype} > {log} 2>&1"
 
 
 rule extract_language:

@@ -16,6 +16,9 @@ LM_SAMPLE = f"{R}/data/openwebtext_sample"
 
 
 rule hub_dataset:
+    input:
+        # a local folder built by `prh prepare-*` from a download (prepare.smk), when params.yaml says so
+        lambda w: prepared_metadata(w.dataset),
     output:
         images=f"{R}/data/{{dataset}}/images.npy",
         captions=f"{R}/data/{{dataset}}/captions.jsonl",
@@ -33,9 +36,8 @@ rule hub_dataset:
     benchmark:
         bench_path("hub_dataset", "{dataset}")
     resources:
-        # the output array (N x S x S x 3 bytes, N unknown for uncapped sets: CIFAR-10's 50,000) twice
-        mem_mb=lambda w: 4000
-        + 2 * (HUB_DATASETS[w.dataset]["n"] or 50000) * HUB_DATASETS[w.dataset]["image_size"] ** 2 * 3 // 10**6,
+        # images are decoded into a memory-mapped file (prh.data.hub_datasets): memory does not grow with N x S^2
+        mem_mb=8000,
         runtime=120,
     conda:
         CONDA_ENV

@@ -6,7 +6,11 @@ subset, CIFAR-10, DCI, the VTAB tasks capped at 10,000 items) is read with
 in the same contract as the shapes world (DESIGN.md, "Data contracts"):
 
 - ``images.npy``: N x S x S x 3 uint8; every image is resized (shorter side to S, bicubic)
-  and centre-cropped to S x S, so one array holds the whole set;
+  and centre-cropped to S x S, so one array holds the whole set. The reference
+  (platonic-rep ``extract_features.py``) applies each timm model's own transform to the
+  original image; the equivalent here is S = the largest side the suite's models resize to
+  (``floor(input_size / crop_pct)``: 518 for DINOv2), so a model needing less gets a
+  downsample and none gets an upsample of pixels thrown away (``prh.extract`` warns otherwise);
 - ``captions.jsonl``: one record per item: ``id`` (0..N-1), ``text`` (the caption; the first
   one when the column holds a list; the class name when the set has no captions),
   ``texts`` (all captions, when the column holds a list), ``source_index`` (row in the split);
@@ -41,6 +45,7 @@ and the two remedies (download it into the cache; or ``dvc pull results/data``).
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 import numpy as np
@@ -113,14 +118,24 @@ def carve_indices(total: int, *, parts: dict[str, float], part: str, seed: int) 
 
 def square_rgb(image, size: int) -> np.ndarray:
     """An image (PIL, or an H x W [x C] array) as a size x size x 3 uint8 array:
-    RGB, shorter side resized to ``size`` (bicubic), centre-cropped."""
-    from PIL import Image, ImageOps
+    RGB, shorter side resized to ``size`` (PIL bicubic), then centre-cropped, in the order and with
+    the rounding of torchvision's ``Resize(size)`` + ``CenterCrop(size)`` (long side
+    ``int(size * long / short)``, offset ``int(round((long' - size) / 2))``): a model whose timm
+    transform resizes to ``size`` gets exactly what the reference feeds it from the original."""
+    from PIL import Image
 
     if isinstance(image, np.ndarray):
         image = Image.fromarray(image)
     if not isinstance(image, Image.Image):
         raise ValueError(f"image of type {type(image).__name__} is not a PIL image or array; check image_column")
-    image = ImageOps.fit(image.convert("RGB"), (size, size), method=Image.BICUBIC, centering=(0.5, 0.5))
+    image = image.convert("RGB")
+    w, h = image.size
+    if (w, h) != (size, size):
+        nw, nh = (size, int(size * h / w)) if w <= h else (int(size * w / h), size)
+        if (nw, nh) != (w, h):
+            image = image.resize((nw, nh), Image.BICUBIC)
+        left, top = int(round((nw - size) / 2.0)), int(round((nh - size) / 2.0))
+        image = image.crop((left, top, left + size, top + size))
     return np.asarray(image, dtype=np.uint8)
 
 
@@ -222,11 +237,19 @@ def materialize_hub_dataset(
     idx = pool[subsample_indices(len(pool), n, seed)]
     rows = ds.select_columns(wanted).select(idx.tolist())
 
-    images = np.empty((len(idx), image_size, image_size, 3), dtype=np.uint8)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    # decoded straight into a file (memory-mapped), renamed onto images.npy when complete: memory does
+    # not grow with N x S^2 (10,000 images at 518 px are 8 GB); a killed job leaves only the hidden file
+    partial = out / ".images.npy.partial"
+    images = np.lib.format.open_memmap(partial, mode="w+", dtype=np.uint8, shape=(len(idx), image_size, image_size, 3))
     labels = np.full(len(idx), -1, dtype=np.int64)
-    records = []
+    records, sides = [], []
     for i, row in enumerate(tqdm(rows, total=len(idx), desc=f"{repo}:{split}", unit="img")):
-        images[i] = square_rgb(row[image_column], image_size)
+        image = row[image_column]
+        # shorter side of the original: meta records whether storing at image_size dropped pixels
+        sides.append(min(image.shape[:2]) if isinstance(image, np.ndarray) else min(getattr(image, "size", (0, 0))))
+        images[i] = square_rgb(image, image_size)
         rec = {"id": i, "source_index": int(idx[i])}
         if label_column is not None:
             labels[i] = int(row[label_column])
@@ -242,8 +265,9 @@ def materialize_hub_dataset(
             rec["text"] = ""
         records.append(rec)
 
-    out = Path(out_dir)
-    write_npy(out / "images.npy", images)
+    images.flush()
+    del images
+    os.replace(partial, out / "images.npy")
     write_jsonl(out / "captions.jsonl", records)
     write_npy(out / "labels.npy", labels)
     meta = {
@@ -259,6 +283,10 @@ def materialize_hub_dataset(
         "data_files": data_files,
         "seed": seed,
         "image_size": image_size,
+        # the originals' shorter sides (min, max): extraction warns when a model resizes above
+        # image_size although the originals had more pixels (prh.extract, issue 22)
+        "source_min_side": int(min(sides, default=0)),
+        "source_max_side": int(max(sides, default=0)),
         "columns": {"image": image_column, "text": text_column, "label": label_column},
         "label_names": label_names,
         "sha256": sha256_file(out / "images.npy"),

@@ -65,9 +65,13 @@ def missing_hub_items(cfg: dict, *, cache_dir: str | os.PathLike | None = None,
             continue
         repo, rev = spec["repo"], spec.get("revision") or "main"
         if is_local_repo(repo):
+            prep = spec.get("prepare") or {}
+            if prep and Path(prep["source"]).expanduser().exists():
+                continue  # the rule prepare_<name> builds the folder from the download
             if not Path(repo).expanduser().is_dir():
-                missing.append(f"  dataset {name}: folder {repo} does not exist (prepare it as params.yaml's "
-                               "comment on it says)")
+                how = (f"download it (README, paper suite) to {prep['source']}; rule prepare_{name} builds the folder"
+                       if prep else "prepare it as params.yaml's comment on it says")
+                missing.append(f"  dataset {name}: folder {repo} does not exist ({how})")
         elif not (_in_hub_cache(repo, rev, "dataset", cache_dir)
                   or (Path(datasets_cache_dir) / repo.replace("/", "___")).is_dir()):
             missing.append(f"  dataset {name}: {repo} (revision {rev}): "

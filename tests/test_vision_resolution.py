@@ -1,0 +1,173 @@
+"""Vision at the reference's resolution and precision (issue 22, defect 7).
+
+The reference (minyoungg/platonic-rep, ``extract_features.py``) feeds every timm model the
+original image through the model's own eval transform,
+``create_transform(**resolve_data_config(model.pretrained_cfg, model=model))``: resize the shorter
+side to ``floor(input_size / crop_pct)`` (bicubic), centre-crop ``input_size``, normalise; the
+model runs in float32 (``timm.create_model(...).cuda()``, no cast). Here the images are stored once
+per dataset (``images.npy``), so the stored side must be at least the largest side any of the
+suite's models resizes to, and the vision dtype is a param whose default is float32.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import yaml
+from PIL import Image
+
+from prh.config import schema_defaults
+from prh.data.hub_datasets import materialize_hub_dataset
+from prh.io import read_json
+
+ROOT = Path(__file__).resolve().parents[1]
+SIDE = 60          # the tiny model's input size
+CROP_PCT = 0.9     # its crop_pct: timm resizes to floor(60 / 0.9) = 66 (round() would give 67)
+RESIZE = math.floor(SIDE / CROP_PCT)
+MEAN, STD = [0.4, 0.5, 0.6], [0.2, 0.25, 0.3]
+
+
+def _tiny_vit(path: Path) -> Path:
+    """A zoo-format timm ViT whose transform wants 60 px (crop_pct 0.9), saved to ``path``."""
+    import timm
+    from safetensors.torch import save_file
+
+    path.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(0)
+    kw = {"img_size": SIDE, "patch_size": 12, "embed_dim": 16, "depth": 2, "num_heads": 2, "num_classes": 3}
+    model = timm.create_model("vit_tiny_patch16_224", pretrained=False, **kw)
+    cfg = {"timm_name": "vit_tiny_patch16_224", "timm_kwargs": kw, "pooling": "cls", "input_size": [3, SIDE, SIDE],
+           "mean": MEAN, "std": STD, "interpolation": "bicubic", "crop_pct": CROP_PCT}
+    (path / "config.json").write_text(json.dumps(cfg))
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(path / "model.safetensors"))
+    return path
+
+
+@pytest.fixture(scope="module")
+def originals(tmp_path_factory):
+    """Three photos 90 px high, 90 / 120 / 150 px wide, in an imagefolder (larger than anything stored below)."""
+    root = tmp_path_factory.mktemp("photos")
+    rng = np.random.default_rng(0)
+    images = []
+    for i in range(3):
+        # smooth content plus noise, so resampling differences show
+        yy, xx = np.mgrid[0:90, 0 : 90 + 30 * i]
+        base = np.stack([(xx * (i + 1)) % 256, (yy * 2) % 256, (xx + yy) % 256], -1)
+        arr = np.clip(base + rng.integers(-40, 40, base.shape), 0, 255).astype(np.uint8)
+        Image.fromarray(arr).save(root / f"img{i}.png")
+        images.append(Image.fromarray(arr))
+    with open(root / "metadata.jsonl", "w") as f:
+        for i in range(3):
+            f.write(json.dumps({"file_name": f"img{i}.png", "text": f"photo {i}"}) + "\n")
+    return root, images
+
+
+def _fed_inputs(model_dir, data_dir, out, **kw):
+    """Run ``extract_vision_dataset`` and capture the tensors the model's blocks receive."""
+    from prh import extract
+    from prh.models import loaders
+
+    seen = []
+    real = loaders.load_vision_model
+
+    def spy(*a, **k):
+        net, pre = real(*a, **k)
+        orig = net.forward_intermediates
+
+        def fwd(x, *aa, **kk):
+            seen.append((x.detach().float().clone(), x.dtype))
+            return orig(x, *aa, **kk)
+
+        net.forward_intermediates = fwd
+        return net, pre
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(loaders, "load_vision_model", spy)
+    try:
+        extract.extract_vision_dataset(model=str(model_dir), data=str(data_dir), out=str(out), progress=False, **kw)
+    finally:
+        mp.undo()
+    return seen
+
+
+def _reference_inputs(images):
+    """The reference's transform (timm create_transform) on the original images."""
+    from timm.data import create_transform
+
+    t = create_transform(input_size=(3, SIDE, SIDE), interpolation="bicubic", mean=MEAN, std=STD,
+                         crop_pct=CROP_PCT, crop_mode="center")
+    return torch.stack([t(im) for im in images])
+
+
+def test_model_gets_its_own_size_as_the_reference_transform(originals, tmp_path):
+    """Stored at the model's resize side, the model sees exactly what timm's transform gives
+    on the original (also for non-square originals: resize, then centre crop, as torchvision)."""
+    root, images = originals
+    materialize_hub_dataset(tmp_path / "data", repo=str(root), text_column="text", image_size=RESIZE)
+    model = _tiny_vit(tmp_path / "vit")
+    seen = _fed_inputs(model, tmp_path / "data", tmp_path / "f.safetensors", batch_size=8)
+    x = seen[0][0]
+    assert tuple(x.shape) == (3, 3, SIDE, SIDE)
+    ref = _reference_inputs(images)
+    assert torch.allclose(x, ref, atol=1e-5), float((x - ref).abs().max())
+    assert not list((tmp_path / "data").glob(".*"))  # the memory-mapped partial file was renamed into place
+    meta = read_json(tmp_path / "f.json")
+    assert meta["stored_image_size"] == RESIZE and meta["resize_size"] == RESIZE and meta["upsampled"] is False
+
+
+def test_storage_below_the_model_size_is_flagged(originals, tmp_path):
+    """Originals of 90 px stored at 32 px and upsampled to 66: a warning and upsampled=True in the meta."""
+    root, _ = originals
+    meta = materialize_hub_dataset(tmp_path / "data", repo=str(root), text_column="text", image_size=32)
+    assert meta["source_min_side"] == 90
+    model = _tiny_vit(tmp_path / "vit")
+    with pytest.warns(UserWarning, match="image_size"):
+        _fed_inputs(model, tmp_path / "data", tmp_path / "f.safetensors")
+    assert read_json(tmp_path / "f.json")["upsampled"] is True
+
+
+def test_vision_runs_in_the_configured_dtype(originals, tmp_path):
+    root, _ = originals
+    materialize_hub_dataset(tmp_path / "data", repo=str(root), text_column="text", image_size=RESIZE)
+    model = _tiny_vit(tmp_path / "vit")
+    seen = _fed_inputs(model, tmp_path / "data", tmp_path / "f.safetensors", dtype="bfloat16")
+    assert seen[0][1] == torch.bfloat16
+    assert read_json(tmp_path / "f.json")["dtype"] == "bfloat16"
+
+
+def test_vision_dtype_defaults_to_float32_as_the_reference(monkeypatch):
+    """params.yaml, the schema and `prh extract-vision` all default to float32; the rule passes it."""
+    from prh import extract
+
+    assert schema_defaults("features")["vision_dtype"] == "float32"
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    assert params["features"]["vision_dtype"] == "float32"
+    got = {}
+    monkeypatch.setattr(extract, "extract_vision_dataset", lambda **kw: got.update(kw))
+    extract.vision_main(["--model", "m", "--data", "d", "--out", "o.safetensors"])
+    assert got["dtype"] == "float32"
+    rule = (ROOT / "workflow" / "rules" / "features.smk").read_text().split("rule extract_language")[0]
+    assert "--dtype {params.dtype}" in rule and 'FEAT["vision_dtype"]' in rule
+
+
+def test_paper_datasets_are_stored_at_the_largest_model_size():
+    """Every dataset the paper's vision models read is stored at >= the largest side their
+    transforms resize to (DINOv2: 518 px), so no model sees images upsampled from 224."""
+    import timm
+
+    cfg = yaml.safe_load((ROOT / "params.yaml").read_text())
+    need = {}
+    for name in cfg["model_sets"]["prh_val_vision"]:
+        pc = timm.models.get_pretrained_cfg(cfg["paper"]["models"][name]["repo"])
+        need[name] = math.floor(pc.input_size[-1] / pc.crop_pct)
+    assert max(need.values()) == 518
+    suite = cfg["suites"]["paper"]
+    read = {suite["paired_dataset"], suite["vision_dataset"], suite["density_dataset"]}
+    read |= {d for d in cfg["datasets"] if d.startswith("vtab_")}
+    small = {d: cfg["datasets"][d]["image_size"] for d in sorted(read) if cfg["datasets"][d]["image_size"] < 518}
+    assert not small, f"stored below 518 px: {small}"
