@@ -38,3 +38,88 @@ def test_slurm_profile_keeps_going_after_a_failed_job():
     assert profile.get("keep-going") is True
     args = _snakemake_args(["--profile", "profiles/slurm", "-n"], ROOT)
     assert args.keep_going is True and args.executor == "slurm"
+
+
+# ---------------------------------------------------------------- conda environment
+
+FAKE_CONDA = """#!/bin/sh
+# Stand-in for conda (not installed here): answers what Snakemake asks before planning, and records
+# the PRH_PROJECT_ROOT that a post-deploy script started by Snakemake would see.
+echo "${PRH_PROJECT_ROOT:-unset}" > "$(dirname "$0")/project_root.txt"
+case "$*" in
+  "info --json") echo '{"conda_prefix": "/nonexistent/conda", "platform": "linux-64"}' ;;
+  "--version") echo "conda 24.7.1" ;;
+  "config --get channel_priority --json") echo '{"get": {"channel_priority": "strict"}}' ;;
+  *) echo "stand-in conda cannot: $*" >&2; exit 1 ;;
+esac
+"""
+FAKE_PYTHON = """#!/bin/sh
+# Stand-in for the new environment's python: records the arguments of `python -m pip ...`.
+echo "$@" >> "$(dirname "$0")/python_calls.txt"
+"""
+
+
+def _stub(folder: Path, name: str, text: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text(text)
+    path.chmod(0o755)
+    return path
+
+
+def test_conda_env_file_holds_only_pins():
+    """Snakemake creates the env from a copy in .snakemake/conda/: a relative path in it points elsewhere."""
+    env = yaml.safe_load((ROOT / "envs" / "prh.yaml").read_text())
+    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
+    bad = [p for p in pip if not __import__("re").fullmatch(r"[A-Za-z0-9_.\-]+==[^\s/]+", str(p))]
+    assert not bad, f"envs/prh.yaml pip entries that are not exact pins: {bad}"
+    assert (ROOT / "envs" / "prh.post-deploy.sh").is_file()  # Snakemake runs it inside the new env
+
+
+@pytest.mark.parametrize("where", ["snakemake_copy", "beside_env_file"])
+def test_post_deploy_script_installs_this_checkout_wherever_it_runs(tmp_path, where):
+    fake_bin = tmp_path / "bin"
+    _stub(fake_bin, "python", FAKE_PYTHON)
+    script = ROOT / "envs" / "prh.post-deploy.sh"
+    env = {"PATH": f"{fake_bin}{os.pathsep}/usr/bin{os.pathsep}/bin", "HOME": str(tmp_path)}
+    if where == "snakemake_copy":  # as Snakemake runs it: a copy under the conda prefix, from the workdir
+        copy = tmp_path / "prefix" / "5c9f41c2_.post-deploy.sh"
+        copy.parent.mkdir()
+        shutil.copy(script, copy)
+        script = copy
+        env["PRH_PROJECT_ROOT"] = str(ROOT)
+    proc = subprocess.run(["sh", str(script)], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    calls = (fake_bin / "python_calls.txt").read_text().split("\n")
+    assert calls[0].split() == ["-m", "pip", "install", "--no-deps", "--editable", str(ROOT)]
+
+
+def test_post_deploy_script_without_project_root_names_the_fix(tmp_path):
+    copy = tmp_path / "prefix" / "x_.post-deploy.sh"
+    copy.parent.mkdir()
+    shutil.copy(ROOT / "envs" / "prh.post-deploy.sh", copy)
+    _stub(tmp_path / "bin", "python", FAKE_PYTHON)
+    proc = subprocess.run(["sh", str(copy)], cwd=tmp_path, capture_output=True, text=True,
+                          env={"PATH": f"{tmp_path / 'bin'}{os.pathsep}/usr/bin{os.pathsep}/bin"})
+    assert proc.returncode != 0 and not (tmp_path / "bin" / "python_calls.txt").exists()
+    assert "PRH_PROJECT_ROOT" in proc.stderr and "pyproject.toml" in proc.stderr
+
+
+def test_conda_dry_run_plans_with_the_env_and_exports_the_project_root(tmp_path):
+    """`snakemake --sdm conda -n` in a copy of the workflow: plans, names the env, and the env's
+    post-deploy script would see PRH_PROJECT_ROOT = the copy's root (conda itself is stubbed)."""
+    work = tmp_path / "repo"
+    for folder in ("workflow", "profiles", "envs"):
+        shutil.copytree(ROOT / folder, work / folder)
+    for name in ("Snakefile", "params.yaml", "pyproject.toml"):
+        shutil.copy(ROOT / name, work / name)
+    fake_bin = tmp_path / "bin"
+    _stub(fake_bin, "conda", FAKE_CONDA)
+    env = {**os.environ, "PATH": f"{fake_bin}{os.pathsep}{BIN}{os.pathsep}{os.environ['PATH']}"}
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--sdm", "conda", "--cores", "1",
+                           "results/experiments/color/nce.json"],
+                          cwd=work, env=env, capture_output=True, text=True, timeout=600)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, log[-4000:]
+    assert "Conda environment envs/prh.yaml will be created." in log and "rule color_nce:" in log
+    assert (fake_bin / "project_root.txt").read_text().strip() == str(work)
