@@ -123,3 +123,53 @@ def test_conda_dry_run_plans_with_the_env_and_exports_the_project_root(tmp_path)
     assert proc.returncode == 0, log[-4000:]
     assert "Conda environment envs/prh.yaml will be created." in log and "rule color_nce:" in log
     assert (fake_bin / "project_root.txt").read_text().strip() == str(work)
+
+
+# ---------------------------------------------------------------- unpinned revisions
+
+
+@pytest.fixture(scope="module")
+def paper_copy(tmp_path_factory):
+    """A copy of the workflow with the shipped params.yaml (its revisions are branches until pinned)."""
+    work = tmp_path_factory.mktemp("pinned") / "repo"
+    for folder in ("workflow", "profiles", "envs"):
+        shutil.copytree(ROOT / folder, work / folder)
+    for name in ("Snakefile", "params.yaml"):
+        shutil.copy(ROOT / name, work / name)
+    return work
+
+
+def _real_run(work, *config):
+    """`snakemake --cores 1` (no -n) of the paper suite, offline with an empty hub cache."""
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "HF_HOME": str(work / "empty_hf_home"),
+           "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", "--config", "suite=paper", *config],
+                          cwd=work, env=env, capture_output=True, text=True, timeout=600)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def test_real_paper_run_with_unpinned_revisions_stops_first_with_every_item(paper_copy):
+    """Before any job, and before the hub-cache check: pinning needs network and renames what to download."""
+    from prh.pin import unpinned_entries
+
+    rc, log = _real_run(paper_copy)
+    assert rc != 0 and "Finished jobid" not in log
+    cfg = yaml.safe_load((paper_copy / "params.yaml").read_text())
+    unpinned = unpinned_entries(cfg)
+    assert f"{len(unpinned)} hub items have a revision that is not a commit SHA" in log
+    for name in cfg["paper"]["models"]:
+        assert f"  paper.models.{name}: model " in log, name
+    for name, spec in cfg["datasets"].items():
+        assert (f"  datasets.{name}: dataset " in log) == (spec["kind"] == "hub" and spec["revision"] is not None
+                                                           and not spec["repo"].startswith(".")), name
+    assert "  paper.lm_score: dataset Skylion007/openwebtext" in log
+    assert "  bridge.paper.config: model gpt2 at revision 'main'" in log
+    assert "`prh pin-revisions params.yaml`" in log and "allow_unpinned: true" in log
+    assert "not in the Hugging Face cache" not in log  # the cache check has not run yet
+
+
+def test_allow_unpinned_lets_the_run_go_on_to_the_next_check(paper_copy):
+    rc, log = _real_run(paper_copy, "allow_unpinned=True")
+    assert rc != 0 and "Finished jobid" not in log
+    assert "not a commit SHA" not in log
+    assert "hub items of the paper suite are not in the Hugging Face cache" in log
