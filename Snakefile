@@ -38,6 +38,11 @@ check_data_limits(config)
 # (workflow.dryrun is not known yet while this file is parsed, so the command line decides.)
 _DRY_RUN = workflow.dryrun or bool({"-n", "--dry-run", "--dryrun"} & set(sys.argv))
 if config["suite"] == "paper" and workflow.is_main_process and not _DRY_RUN:
+    # First, every hub revision that is not a commit SHA (unless allow_unpinned: true): pinning needs
+    # network and changes the revisions the cache check below names, so it comes before downloads.
+    from prh.pin import check_pinned
+
+    check_pinned(config)
     from prh.models.hub_cache import check_hub_cache
     from prh.models.loaders import hub_offline
 

@@ -14,7 +14,8 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from prh.pin import hub_entries, pin_revisions
+from prh.errors import ConfigError
+from prh.pin import check_pinned, hub_entries, pin_revisions, unpinned_entries
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -35,6 +36,15 @@ paper:
     split: train
     revision: main   # pin me
     seed: 0
+bridge:
+  offline:
+    config:
+      source: minilm            # packaged: nothing to pin
+  paper:
+    config:
+      source: gpt2
+      revision: main            # the bridged hub LM
+      patch_size: 4
 """ % ("a" * 40)
 
 
@@ -81,12 +91,13 @@ def test_pins_every_hub_entry_and_keeps_the_rest(tmp_path):
         ("model", "timm/vit_small_patch14_dinov2.lvd142m", "main"),
         ("model", "bigscience/bloomz-560m", "main"),
         ("dataset", "Skylion007/openwebtext", "main"),
+        ("model", "gpt2", "main"),
     ])
     # only revision values changed: comments, quotes and layout are as they were
     old_lines, new_lines = PARAMS.splitlines(), new.splitlines()
     assert len(old_lines) == len(new_lines)
     changed = [(a, b) for a, b in zip(old_lines, new_lines) if a != b]
-    assert len(changed) == 5
+    assert len(changed) == 6
     for a, b in changed:
         assert "revision:" in a and a.split("revision:")[0] == b.split("revision:")[0]
     assert new_lines[0] == "# a comment that must survive"
@@ -123,7 +134,7 @@ def test_the_real_params_file(tmp_path):
     entries = pin_revisions(p, api=FakeHub())
     new = yaml.safe_load(p.read_text())
     models = old["paper"]["models"]
-    assert sum(e["kind"] == "model" for e in entries) == len(models) >= 40
+    assert sum(e["key"].startswith("paper.models.") for e in entries) == len(models) >= 40
     for name, spec in models.items():
         repo_id = spec["repo"] if "/" in spec["repo"] else "timm/" + spec["repo"]
         assert new["paper"]["models"][name] == {**spec, "revision": sha("model", repo_id, spec["revision"])}
@@ -132,6 +143,10 @@ def test_the_real_params_file(tmp_path):
     for e in hub_sets:
         name = e["key"].split(".", 1)[1]
         assert new["datasets"][name]["revision"] == sha("dataset", e["repo_id"], e["revision"])
+    bridge = old["bridge"]["paper"]["config"]
+    assert new["bridge"]["paper"]["config"] == {**bridge, "revision": sha("model", bridge["source"], bridge["revision"])}
+    assert check_pinned(new) is new  # every hub item the paper suite loads is pinned now
+    new["bridge"]["paper"]["config"] = bridge
     strip = lambda c: {k: v for k, v in c.items() if k not in ("paper", "datasets")}  # noqa: E731
     assert strip(new) == strip(old)
 
@@ -148,3 +163,44 @@ def test_unreachable_hub_stops_at_the_first_query(tmp_path):
     with pytest.raises(ValueError, match="the hub is unreachable"):
         pin_revisions(p, api=hub)
     assert len(hub.calls) == 1 and p.read_text() == PARAMS
+
+
+# ---------------------------------------------------------------- the paper suite refuses unpinned revisions
+
+
+def test_check_pinned_lists_every_unpinned_item_and_the_command(tmp_path):
+    cfg = yaml.safe_load(PARAMS)
+    cfg["datasets"]["no_rev"] = {"kind": "hub", "repo": "org/data", "revision": None, "split": "train"}
+    keys = {e["key"] for e in unpinned_entries(cfg)}
+    assert keys == {"datasets.wit", "datasets.wit_again", "datasets.no_rev", "paper.models.vit-s",
+                    "paper.models.bloom", "paper.lm_score", "bridge.paper.config"}
+    with pytest.raises(ConfigError) as err:
+        check_pinned(cfg)
+    msg = str(err.value)
+    assert "7 hub items" in msg
+    for line in ("datasets.wit: dataset minhuh/prh at revision 'wit_1024'",
+                 "paper.models.vit-s: model timm/vit_small_patch14_dinov2.lvd142m at revision 'main'",
+                 "paper.lm_score: dataset Skylion007/openwebtext at revision 'main'",
+                 "bridge.paper.config: model gpt2 at revision 'main'",
+                 "datasets.no_rev: dataset org/data at revision None"):
+        assert line in msg, line
+    assert "`prh pin-revisions params.yaml`" in msg and "allow_unpinned: true" in msg
+    assert "paper.models.done" not in msg and "datasets.local" not in msg  # a SHA; a local folder
+    # the opt-out runs with the branches as they are
+    assert check_pinned({**cfg, "allow_unpinned": True})["allow_unpinned"] is True
+
+
+def test_pinned_params_pass_the_check(tmp_path):
+    p = tmp_path / "params.yaml"
+    p.write_text(PARAMS)
+    with pytest.raises(ConfigError):
+        check_pinned(yaml.safe_load(PARAMS))
+    pin_revisions(p, api=FakeHub())
+    cfg = yaml.safe_load(p.read_text())
+    assert unpinned_entries(cfg) == [] and check_pinned(cfg) is cfg
+
+
+@pytest.mark.parametrize("revision", ["A" * 40, "a" * 39, "a" * 41, "g" * 40, "v1.0"])
+def test_only_a_40_hex_lowercase_commit_counts_as_pinned(revision):
+    cfg = {"paper": {"models": {"m": {"repo": "org/m", "revision": revision, "modality": "language"}}}}
+    assert [e["key"] for e in unpinned_entries(cfg)] == ["paper.models.m"]

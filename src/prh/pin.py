@@ -12,11 +12,17 @@ round trip). The result is parsed again and must equal the old config with only 
 revisions replaced, or nothing is written.
 
 What is pinned: ``paper.models.*`` (timm names are looked up as ``timm/<name>``),
-``datasets.*`` of ``kind: hub`` whose repo is on the hub (local folders are skipped), and
-``paper.lm_score``. Revisions that already are 40-hex SHAs are left alone.
+``datasets.*`` of ``kind: hub`` whose repo is on the hub (local folders are skipped),
+``paper.lm_score``, and the hub language model a ``bridge.<suite>.config`` bridges (``source``
+with ``revision``; the packaged ``minilm`` and local folders are skipped). Revisions that already
+are 40-hex SHAs are left alone.
 
     prh pin-revisions params.yaml            # rewrite in place
     prh pin-revisions params.yaml --dry-run  # print what would change
+
+``check_pinned(cfg)`` is the other half: the Snakefile calls it before a real run of the paper
+suite, which stops with one error listing every hub item whose revision is not a commit SHA
+(unless ``allow_unpinned: true``).
 """
 
 from __future__ import annotations
@@ -27,12 +33,13 @@ from pathlib import Path
 
 import yaml
 
+from prh.errors import ConfigError
 from prh.io import atomic_path
 
-__all__ = ["hub_entries", "pin_revisions"]
+__all__ = ["hub_entries", "pin_revisions", "unpinned_entries", "check_pinned"]
 
 SHA_RE = re.compile(r"^[0-9a-f]{40}$")
-_REPO_RE = re.compile(r"""\brepo:\s*(["']?)([^\s,{}"'#]+)\1""")
+_REPO_RE = re.compile(r"""\b(?:repo|source):\s*(["']?)([^\s,{}"'#]+)\1""")
 _REV_RE = re.compile(r"""(\brevision:\s*)(["']?)([^\s,{}"'#]+)\2""")
 
 
@@ -40,11 +47,22 @@ def _is_hub_id(repo: str) -> bool:
     return repo.count("/") == 1 and not repo.startswith((".", "/", "~"))
 
 
-def hub_entries(cfg: dict) -> list[dict]:
+def _is_hub_model(source) -> bool:
+    """A bridge ``source`` that names a hub model (``gpt2``, ``org/name``), not ``minilm`` or a folder."""
+    return (isinstance(source, str) and source != "minilm" and source.count("/") <= 1
+            and not source.startswith((".", "/", "~", "pkg:")))
+
+
+def hub_entries(cfg: dict, *, include_unset: bool = False) -> list[dict]:
     """Every hub entry of a config: ``{"key", "kind": "model"|"dataset", "repo", "repo_id", "revision"}``.
 
     ``repo`` is the text in params.yaml, ``repo_id`` the hub id to query (timm names get ``timm/``).
+    Hub datasets, ``paper.lm_score`` and bridged models with ``revision: null`` (the hub's default
+    branch) are listed only with ``include_unset`` (there is no value for ``pin_revisions`` to rewrite).
     """
+    def has_rev(spec):
+        return include_unset or spec.get("revision") is not None
+
     out = []
     for name, spec in ((cfg.get("paper") or {}).get("models") or {}).items():
         repo = spec["repo"]
@@ -52,14 +70,51 @@ def hub_entries(cfg: dict) -> list[dict]:
         out.append({"key": f"paper.models.{name}", "kind": "model", "repo": repo, "repo_id": repo_id,
                     "revision": spec.get("revision")})
     for name, spec in (cfg.get("datasets") or {}).items():
-        if spec.get("kind") == "hub" and _is_hub_id(spec["repo"]) and spec.get("revision") is not None:
+        if spec.get("kind") == "hub" and _is_hub_id(spec["repo"]) and has_rev(spec):
             out.append({"key": f"datasets.{name}", "kind": "dataset", "repo": spec["repo"],
-                        "repo_id": spec["repo"], "revision": spec["revision"]})
+                        "repo_id": spec["repo"], "revision": spec.get("revision")})
     lm = (cfg.get("paper") or {}).get("lm_score") or {}
-    if lm.get("repo") and lm.get("revision") is not None:
+    if lm.get("repo") and has_rev(lm):
         out.append({"key": "paper.lm_score", "kind": "dataset", "repo": lm["repo"], "repo_id": lm["repo"],
-                    "revision": lm["revision"]})
+                    "revision": lm.get("revision")})
+    for suite, block in (cfg.get("bridge") or {}).items():
+        conf = (block or {}).get("config") or {}
+        if _is_hub_model(conf.get("source")) and has_rev(conf):
+            out.append({"key": f"bridge.{suite}.config", "kind": "model", "repo": conf["source"],
+                        "repo_id": conf["source"], "revision": conf.get("revision")})
     return out
+
+
+def unpinned_entries(cfg: dict) -> list[dict]:
+    """The hub entries of ``cfg`` (``hub_entries(cfg, include_unset=True)``) whose revision is not a
+    commit SHA: anything but 40 lowercase hex digits (a branch, a tag, or null) can move."""
+    return [e for e in hub_entries(cfg, include_unset=True) if not SHA_RE.match(str(e["revision"]))]
+
+
+def check_pinned(cfg: dict, *, params: str = "params.yaml") -> dict:
+    """Return ``cfg`` when every hub model and dataset it names is pinned to a commit SHA, or when
+    ``cfg["allow_unpinned"]`` is true; else raise one ``ConfigError`` listing every unpinned item
+    (``unpinned_entries``) and the command that pins them all (``prh pin-revisions <params>``).
+
+    A branch such as ``main`` moves: the same params would load other weights or data next year
+    (DESIGN.md, "Config"), so a real run of the paper suite refuses them unless told otherwise.
+    """
+    if cfg.get("allow_unpinned"):
+        return cfg
+    bad = unpinned_entries(cfg)
+    if bad:
+        lines = [f"  {e['key']}: {e['kind']} {e['repo_id']} at revision {e['revision']!r}"
+                 + (" (null: set a branch or tag, then pin it)" if e["revision"] is None else "") for e in bad]
+        raise ConfigError(
+            f"the paper suite loads hub checkpoints and datasets at pinned revisions, but {len(bad)} hub items "
+            "have a revision that is not a commit SHA (a branch or tag moves: a rerun could load other "
+            "weights or data):\n" + "\n".join(lines) + f"\nPin them all, once, on a machine with network: "
+            f"`prh pin-revisions {params}` (rewrites each revision to its commit SHA in place; add --dry-run "
+            "to see the SHAs first), then commit the file. To run at the branches as they are now, knowing "
+            "the results may not be reproducible, set `allow_unpinned: true` in params.yaml "
+            "(or `--config allow_unpinned=True`)."
+        )
+    return cfg
 
 
 def _unreachable(exc: BaseException) -> bool:

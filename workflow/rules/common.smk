@@ -22,6 +22,9 @@ R = "results"
 # Snakemake reads a rule's conda path relative to the file that defines the rule,
 # so this points from workflow/rules/ to envs/prh.yaml at the repository root.
 CONDA_ENV = "../../envs/prh.yaml"
+# Its post-deploy script (envs/prh.post-deploy.sh) installs this package from the absolute path
+# exported here: Snakemake runs the script from a copy under the conda prefix, not from envs/.
+os.environ["PRH_PROJECT_ROOT"] = workflow.basedir
 
 # Every rule file appends what the default run must build (figures, experiment
 # metrics) to TARGETS; `rule all` asks for all of it.

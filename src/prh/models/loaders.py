@@ -248,7 +248,10 @@ def load_language_model(
     Returns
     -------
     (model, tokenizer) : the tokenizer always has a pad token (its EOS or UNK when the
-        checkpoint defines none); padding side is left as the checkpoint sets it.
+        checkpoint defines none); padding side is left as the checkpoint sets it. A checkpoint
+        whose tokenizer is a SentencePiece model alone (``tokenizer.model``, no ``tokenizer.json``:
+        ``openlm-research/open_llama_*``) needs ``sentencepiece`` and ``protobuf`` and tokenizes
+        exactly as SentencePiece does (``_follow_sentencepiece``).
     """
     import transformers
     from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokenizer
@@ -279,10 +282,41 @@ def load_language_model(
         return model, tokenizer
 
     model, tokenizer = load(False) if local else _from_hub(load, repo=src, revision=revision)
+    _follow_sentencepiece(tokenizer)
     if tokenizer.pad_token is None:
         # Padded positions are masked out everywhere, so any existing token id serves.
         tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
     return model.eval(), tokenizer
+
+
+def _follow_sentencepiece(tokenizer) -> None:
+    """Make a tokenizer built from a SentencePiece model alone split text exactly as SentencePiece does.
+
+    Transformers 5 ignores ``use_fast`` and builds its Rust ``LlamaTokenizer`` from ``tokenizer.model``
+    (``SentencePieceExtractor``: needs ``sentencepiece`` and ``protobuf``) with a ``Metaspace``
+    pre-tokenizer that prepends "▁" only when the text does not already start with one and, with
+    ``legacy=False`` (its default), only before the first special token. SentencePiece (and
+    transformers 4's slow ``LlamaTokenizer``, which open_llama recommends, with ``legacy=True``
+    for a config that has no ``legacy`` key) maps each piece of text t between special tokens to
+    ``"▁" + t.replace(" ", "▁")`` before BPE. This sets that normaliser (what transformers 4 wrote
+    into ``tokenizer.json`` for such tokenizers); the test checks ids equal to SentencePiece's own.
+    Only for a ``tokenizer.model`` with no ``tokenizer.json`` beside it and a ``Metaspace(split=False)``
+    pre-tokenizer with no normaliser; any other tokenizer is left as loaded.
+    """
+    vocab_file = getattr(tokenizer, "vocab_file", None)
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if (not isinstance(vocab_file, str) or not vocab_file.endswith(".model") or backend is None
+            or Path(vocab_file).with_name("tokenizer.json").exists()):
+        return
+    from tokenizers import normalizers, pre_tokenizers
+
+    pre = backend.pre_tokenizer
+    if not isinstance(pre, pre_tokenizers.Metaspace) or pre.split or backend.normalizer is not None:
+        return
+    prepend = [] if pre.prepend_scheme == "never" else [normalizers.Prepend(pre.replacement)]
+    backend.normalizer = normalizers.Sequence([*prepend, normalizers.Replace(" ", pre.replacement)])
+    backend.pre_tokenizer = None
+    tokenizer.legacy = True
 
 
 # ---------------------------------------------------------------- helpers
