@@ -9,6 +9,8 @@ import pytest
 
 from prh.evaluation.probe_splits import (
     load_probe_layers,
+    merge_main,
+    merge_split_probes,
     run_split_probes,
     split_train,
     splits_main,
@@ -259,3 +261,27 @@ def test_split_probes_refuse_bad_inputs(tmp_path):
         run_split_probes(tasks={"x": {"train": tasks["two"]["train"]}}, **kw)
     with pytest.raises(FileNotFoundError, match="dvc pull"):
         run_split_probes(tasks={"two": tasks["two"]}, **{**kw, "names": ["absent"]})
+
+
+def test_per_task_probes_gathered_equal_one_job_over_every_task(tmp_path):
+    """Issue 22: probe_vtab runs one job per VTAB task and a gather; the gathered file is the one
+    a single job over every task writes (byte for byte), and mismatched inputs are refused."""
+    tasks = _split_suite(tmp_path)
+    kw = dict(names=["good", "noise"], features_root=str(tmp_path / "features"), cs=CS, seed=3)
+    whole = run_split_probes(tasks=tasks, out=str(tmp_path / "whole.json"), **kw)
+    parts = [tmp_path / f"{t}.json" for t in ("two", "three")]  # any order
+    for t, out in zip(("two", "three"), parts):
+        run_split_probes(tasks={t: tasks[t]}, out=str(out), **kw)
+    merge_main(["--inputs", *map(str, parts), "--out", str(tmp_path / "gathered.json")])
+    assert json.loads((tmp_path / "gathered.json").read_text()) == whole
+    assert (tmp_path / "gathered.json").read_text() == (tmp_path / "whole.json").read_text()
+    good = whole["models"]["good"]
+    assert good["mean_accuracy"] == pytest.approx(np.mean([good["tasks"][t]["accuracy"] for t in ("two", "three")]))
+    with pytest.raises(ValueError, match="appear in another input"):
+        merge_split_probes(inputs=[parts[0], parts[0]], out=tmp_path / "x.json")
+    run_split_probes(tasks={"three": tasks["three"]}, out=str(tmp_path / "seed4.json"), **{**kw, "seed": 4})
+    with pytest.raises(ValueError, match="other settings"):
+        merge_split_probes(inputs=[parts[0], tmp_path / "seed4.json"], out=tmp_path / "x.json")
+    run_split_probes(tasks={"three": tasks["three"]}, out=str(tmp_path / "one.json"), **{**kw, "names": ["good"]})
+    with pytest.raises(ValueError, match="same --names"):
+        merge_split_probes(inputs=[parts[0], tmp_path / "one.json"], out=tmp_path / "x.json")

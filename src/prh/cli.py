@@ -20,6 +20,7 @@ import sys
 STAGES: dict[str, dict[str, tuple[str, str]]] = {
     "config": {
         "check-config": ("prh.config:main", "validate params.yaml against the schema and its references"),
+        "plan-cost": ("prh.cluster:main", "dry-run a plan; GPU-hours reserved vs estimated per rule family"),
     },
     "data": {
         "make-shapes": ("prh.data.shapes:main", "generate a shapes-world dataset (images, captions, scenes)"),
@@ -43,6 +44,7 @@ STAGES: dict[str, dict[str, tuple[str, str]]] = {
     "evaluation": {
         "probe": ("prh.evaluation.probes:main", "linear probes on the shapes-world tasks"),
         "probe-splits": ("prh.evaluation.probe_splits:splits_main", "linear probes on datasets with own splits (VTAB)"),
+        "merge-probe-splits": ("prh.evaluation.probe_splits:merge_main", "gather per-task probe-splits JSONs into one"),
         "eval-lm": ("prh.evaluation.lm_eval:main", "held-out bits per byte of the zoo's language models"),
         "sample-lm-text": ("prh.evaluation.lm_score:sample_main", "sample the text that LM scores are measured on"),
         "score-lm": ("prh.evaluation.lm_score:main", "bits per byte of one hub language model"),

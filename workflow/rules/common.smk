@@ -1,11 +1,12 @@
 # Names from params.yaml -> file paths, shared by every rule file, and the input,
 # param and resource functions of each rule family (so the rule files hold only rules).
+import atexit
 import json
-import math
 import os
 import re
 import shlex
 
+from prh.cluster import format_plan_cost, gpus_needed, plan_cost
 from prh.config import all_models
 from prh.figures import FIGURES
 from prh.metrics import SUPPORTED_METRICS
@@ -92,16 +93,18 @@ def shapes_files(dataset):
 
 # ---- Paper suite data and LM scores (paper_data.smk) ----
 
-GPU_MEM_GB = 80  # one GPU of the cluster (A100/H100 80 GB); more GPUs when bf16 weights do not fit
+# One GPU-count formula (prh.cluster.gpus_needed) for every rule that loads a hub model, read with
+# the card memory of params.yaml `cluster.gpu_memory_gb`; `--device-map auto` exactly when it gives > 1.
+CLUSTER = config["cluster"]
 
 
 def gpus_for(model):
-    """GPUs a model needs: 0 for zoo models or with device: cpu; a hub model as many GPU_MEM_GB
-    cards as its bf16 weights (2 bytes per parameter) plus 20% for activations fill."""
+    """GPUs a model needs: 0 for zoo models or with device: cpu; a hub model as many cards of
+    cluster.gpu_memory_gb as its bf16 weights plus 20% for activations fill (prh.cluster.gpus_needed)."""
     spec = MODELS[model]
     if spec["source"] == "zoo" or config["device"] == "cpu":
         return 0
-    return max(1, math.ceil(float(spec.get("n_params") or 0) * 2 * 1.2 / 1e9 / GPU_MEM_GB))
+    return gpus_needed(n_params=spec["n_params"], gpu_memory_gb=CLUSTER["gpu_memory_gb"])
 
 
 def device_map_arg(model):
@@ -523,3 +526,33 @@ class ReportNumbers:
 
 
 REPORT_NUMBERS = ReportNumbers()
+
+
+# ---- GPU-hours of the plan (issue 22): printed at the end of a dry run that plans GPU jobs ----
+
+
+def planned_jobs(dag):
+    """Rule, wildcards and resources of every job the DAG would run (what prh.cluster.plan_cost reads)."""
+    return [{"rule": job.rule.name, "wildcards": dict(job.wildcards_dict),
+             "resources": {k: v for k, v in job.resources.items() if isinstance(v, (int, float, str))}}
+            for job in dag.needrun_jobs(exclude_finished=False)]
+
+
+def report_plan_cost():
+    """`snakemake -n`: print GPU-hours reserved vs estimated per rule family (or, under `prh plan-cost`,
+    write them to $PRH_PLAN_COST_JSON). Runs at exit, once Snakemake has printed its plan."""
+    if workflow.dag is None:
+        return
+    jobs = planned_jobs(workflow.dag)
+    cost = plan_cost(jobs=jobs, config=config, results=R)
+    if not cost["families"]:
+        return
+    if os.environ.get("PRH_PLAN_COST_JSON"):
+        with open(os.environ["PRH_PLAN_COST_JSON"], "w") as f:
+            json.dump(cost, f, indent=1)
+    else:
+        print(format_plan_cost(cost), flush=True)
+
+
+if _DRY_RUN and workflow.is_main_process:
+    atexit.register(report_plan_cost)

@@ -21,34 +21,55 @@ else:
     CONV_PROBES, CONV_LANGUAGE = f"{CONV}/vtab_probes.json", f"{CONV}/lm_scores.json"
 
 
-rule probe_vtab:
+# One job per VTAB task (its train and test features of every vision model; ~15 CPU-minutes each),
+# then a cheap gather: the same file one job over all 19 tasks writes (tests/test_probes.py).
+rule probe_vtab_task:
     input:
-        features=[f"{R}/features/{ds}/{m}.safetensors" for pair in VTAB_TASKS.values() for ds in pair
-                  for m in model_set(CONV_FIG2_VSET)],
-        labels=[f"{R}/data/{ds}/labels.npy" for pair in VTAB_TASKS.values() for ds in pair],
+        features=lambda w: [f"{R}/features/{ds}/{m}.safetensors" for ds in VTAB_TASKS[w.task]
+                            for m in model_set(CONV_FIG2_VSET)],
+        labels=lambda w: [f"{R}/data/{ds}/labels.npy" for ds in VTAB_TASKS[w.task]],
     output:
-        f"{CONV}/vtab_probes.json",
+        f"{CONV}/vtab/{{task}}.json",
+    wildcard_constraints:
+        task=one_of(VTAB_TASKS),
     params:
         tasks=lambda w, input: json_param(
-            {t: {"train": os.path.dirname(input.labels[2 * i]), "test": os.path.dirname(input.labels[2 * i + 1])}
-             for i, t in enumerate(VTAB_TASKS)}),
+            {w.task: {"train": os.path.dirname(input.labels[0]), "test": os.path.dirname(input.labels[1])}}),
         names=model_set(CONV_FIG2_VSET),
         # results/features/<dataset>/<model>.safetensors -> results/features
         features_root=lambda w, input: os.path.dirname(os.path.dirname(input.features[0])),
         seed=config["seed"],
     log:
-        log_path("probe_vtab", "probe_vtab"),
+        log_path("probe_vtab_task", "{task}"),
     benchmark:
-        bench_path("probe_vtab", "probe_vtab")
+        bench_path("probe_vtab_task", "{task}")
     threads: 4
     resources:
-        mem_mb=16000,
-        runtime=240,
+        mem_mb=8000,
+        runtime=60,
     conda:
         CONDA_ENV
     shell:
         "OMP_NUM_THREADS={threads} prh probe-splits --tasks {params.tasks} --names {params.names}"
         " --features-root {params.features_root} --seed {params.seed} --out {output} > {log} 2>&1"
+
+
+rule probe_vtab:
+    input:
+        [f"{CONV}/vtab/{task}.json" for task in VTAB_TASKS],
+    output:
+        f"{CONV}/vtab_probes.json",
+    log:
+        log_path("probe_vtab", "probe_vtab"),
+    benchmark:
+        bench_path("probe_vtab", "probe_vtab")
+    resources:
+        mem_mb=1000,
+        runtime=5,
+    conda:
+        CONDA_ENV
+    shell:
+        "prh merge-probe-splits --inputs {input} --out {output} > {log} 2>&1"
 
 
 rule lm_score_merge:

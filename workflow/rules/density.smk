@@ -50,7 +50,7 @@ rule summarise_captions:
     resources:
         mem_mb=32000,
         runtime=600,
-        gpu=1,
+        gpu=gpus_for(DENS.get("captioner", "llama3-8b-instruct")) if SUITE == "paper" else 1,
     conda:
         CONDA_ENV
     shell:

@@ -27,7 +27,7 @@ rule phase_model:
     resources:
         mem_mb=lambda w: 3000 if MODELS[w.model]["source"] == "zoo" else 32000,
         runtime=lambda w: 20 if MODELS[w.model]["source"] == "zoo" else 120,
-        gpu=lambda w: 0 if MODELS[w.model]["source"] == "zoo" else 1,
+        gpu=lambda w: gpus_for(w.model),  # 0 for zoo models
     conda:
         CONDA_ENV
     shell:

@@ -31,7 +31,7 @@ from tqdm import tqdm
 from prh.evaluation.probes import C_GRID, model_summary, probe_task
 from prh.io import features_meta_path, json_object, open_features, read_json, write_json
 
-__all__ = ["split_train", "load_probe_layers", "run_split_probes", "splits_main"]
+__all__ = ["split_train", "load_probe_layers", "run_split_probes", "merge_split_probes", "splits_main", "merge_main"]
 
 
 def split_train(labels: np.ndarray, *, seed: int = 0, val_fraction: float = 0.2,
@@ -186,6 +186,53 @@ def run_split_probes(*, tasks: dict[str, dict], names: list[str], features_root:
     }
     write_json(out, result)
     return result
+
+
+def merge_split_probes(*, inputs: list[str | Path], out: str | Path) -> dict:
+    """Gather ``run_split_probes`` results of disjoint task sets (one cluster job per VTAB task) into one.
+
+    Every input must probe the same models with the same settings (seed, C grid, layer, fractions,
+    features root) on tasks no other input has. Per model, the per-task results are united and
+    ``mean_accuracy`` / ``mean_chance`` recomputed over all tasks (``model_summary``): the same file
+    ``run_split_probes`` writes when given every task at once.
+    """
+    if not inputs:
+        raise ValueError("inputs is empty: give the JSONs of `prh probe-splits`, one per task set")
+    results = [read_json(p) for p in inputs]
+    first = results[0]
+    shared = {k: v for k, v in first["settings"].items() if k != "tasks"}
+    tasks, per_model = {}, {name: {} for name in first["models"]}
+    settings_tasks = {}
+    for path, r in zip(inputs, results):
+        if {k: v for k, v in r["settings"].items() if k != "tasks"} != shared:
+            raise ValueError(f"{path} was probed with other settings than {inputs[0]}; rerun both with the same ones")
+        if list(r["models"]) != list(per_model):
+            raise ValueError(f"{path} probes models {list(r['models'])}, {inputs[0]} {list(per_model)}; "
+                             "give every task job the same --names")
+        overlap = sorted(set(r["tasks"]) & set(tasks))
+        if overlap:
+            raise ValueError(f"tasks {overlap} of {path} appear in another input; give each task once")
+        tasks.update(r["tasks"])
+        settings_tasks.update(r["settings"]["tasks"])
+        for name, m in r["models"].items():
+            per_model[name].update(m["tasks"])
+    result = {
+        "settings": {"tasks": dict(sorted(settings_tasks.items())), **shared},
+        "tasks": dict(sorted(tasks.items())),
+        "models": {name: model_summary(dict(sorted(t.items()))) for name, t in per_model.items()},
+    }
+    write_json(out, result)
+    return result
+
+
+def merge_main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(prog="prh merge-probe-splits",
+                                description="gather per-task `prh probe-splits` JSONs into one (VTAB)")
+    p.add_argument("--inputs", nargs="+", required=True, help="JSONs of `prh probe-splits`, disjoint task sets")
+    p.add_argument("--out", required=True, help="JSON to write (the `prh probe` format)")
+    a = p.parse_args(argv)
+    result = merge_split_probes(inputs=a.inputs, out=a.out)
+    print(f"{len(result['tasks'])} tasks, {len(result['models'])} models -> {a.out}")
 
 
 def splits_main(argv: list[str] | None = None) -> None:

@@ -1,0 +1,226 @@
+"""GPU jobs on a cluster: how many GPUs a hub model needs, and what a planned run costs.
+
+One formula for the GPU count (issue 22): every rule that loads a hub model asks for
+``gpus_needed`` GPUs and passes ``--device-map auto`` exactly when that is more than one;
+the SLURM profile's notes and the README's table are generated from it (a test checks).
+
+``plan_cost`` turns the jobs of a Snakemake dry run (rule, wildcards, resources) into
+GPU-hours *reserved* (what the jobs ask SLURM for: ``gpu x runtime``) and *estimated*
+(what they should use on an H100), per rule family::
+
+    estimated GPU-seconds of a job = gpus x (startup + weight load + compute)
+    startup     = STARTUP_S                                   (Python, CUDA, imports)
+    weight load = 2 bytes x n_params / LOAD_BYTES_PER_S        (bf16 from a shared file system)
+    compute     = 2 x n_params x tokens / (MFU x PEAK_FLOPS)   (a forward pass: 2 FLOPs per parameter per token)
+                  (+ for generation: steps x 2 bytes x n_params / HBM_BYTES_PER_S, decoding is memory-bound)
+
+Jobs whose cost the formula does not model (training, NTK Jacobians) count their
+reservation as the estimate and are listed as such. ``snakemake -n`` of the paper suite prints
+the table (workflow/rules/common.smk); ``prh plan-cost`` runs that dry run and prints or saves it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from prh.io import write_json
+
+__all__ = ["gpus_needed", "gpu_table", "job_tokens", "estimate_gpu_seconds", "plan_cost", "format_plan_cost",
+           "main", "PEAK_FLOPS", "MFU", "STARTUP_S", "LOAD_BYTES_PER_S", "HBM_BYTES_PER_S"]
+
+BYTES_PER_PARAM = 2            # bf16 weights
+ACTIVATION_OVERHEAD = 0.2      # activations, KV cache and CUDA context on top of the weights
+PEAK_FLOPS = 989e12            # H100 SXM, bf16 dense
+MFU = 0.4                      # sustained share of the peak for batched bf16 forward passes (assumed)
+STARTUP_S = 60.0               # per job: interpreter, imports, CUDA context, dataset read (assumed)
+LOAD_BYTES_PER_S = 2e9         # weights from a shared file system into GPU memory (assumed)
+HBM_BYTES_PER_S = 3.35e12      # H100 SXM memory bandwidth (decoding reads every weight once per step)
+CAPTION_TOKENS = 32            # tokens of one paired caption (WIT-style alt text; assumed)
+DENSE_CAPTION_TOKENS = 1400    # tokens of one dense DCI caption (issue 22)
+TOKENS_PER_WORD = 1.33
+UNKNOWN_ITEMS = 10_000         # items of a dataset whose size neither meta.json nor params give
+
+# rule -> family of the summary (rules not listed are their own family)
+FAMILIES = {"extract_vision": "extract vision", "extract_language": "extract language",
+            "extract_language_density": "extract language (density)", "lm_score": "LM score",
+            "summarise_captions": "summarise captions"}
+
+
+def gpus_needed(*, n_params: float, gpu_memory_gb: float, overhead: float = ACTIVATION_OVERHEAD,
+                bytes_per_param: int = BYTES_PER_PARAM) -> int:
+    """GPUs to hold a model: ``max(1, ceil(n_params x bytes_per_param x (1 + overhead) / (gpu_memory_gb x 1e9)))``.
+
+    With the defaults: bf16 weights plus 20 % for activations. On 80 GB cards a 30B model gets 1,
+    Mixtral-8x7B (46.7B) and LLaMA-65B 2, Llama-3-70B 3; on 40 GB cards twice as many.
+    """
+    if not n_params or n_params < 0:
+        raise ValueError(f"n_params={n_params} must be a positive parameter count (params.yaml paper.models.<m>.n_params)")
+    if not gpu_memory_gb or gpu_memory_gb <= 0:
+        raise ValueError(f"gpu_memory_gb={gpu_memory_gb} must be > 0: the memory of one card (params.yaml cluster.gpu_memory_gb)")
+    if overhead < 0 or bytes_per_param <= 0:
+        raise ValueError(f"overhead={overhead} must be >= 0 and bytes_per_param={bytes_per_param} > 0")
+    return max(1, math.ceil(float(n_params) * bytes_per_param * (1 + overhead) / (gpu_memory_gb * 1e9)))
+
+
+def gpu_table(*, models: dict[str, dict], gpu_memory_gb: float) -> list[dict]:
+    """Hub models that need more than one GPU: ``[{"model", "n_params", "gpus"}]``, largest first."""
+    rows = [{"model": m, "n_params": int(s["n_params"]), "gpus": gpus_needed(n_params=s["n_params"],
+                                                                             gpu_memory_gb=gpu_memory_gb)}
+            for m, s in models.items() if s.get("n_params")]
+    return sorted((r for r in rows if r["gpus"] > 1), key=lambda r: -r["n_params"])
+
+
+def _items(dataset: str, datasets: dict, results: str | Path) -> int:
+    """Items of a dataset: its meta.json count when materialised, else params' ``n``, else UNKNOWN_ITEMS."""
+    meta = Path(results) / "data" / dataset / "meta.json"
+    if meta.exists():
+        count = json.loads(meta.read_text()).get("count")
+        if count:
+            return int(count)
+    return int((datasets.get(dataset) or {}).get("n") or UNKNOWN_ITEMS)
+
+
+def job_tokens(*, rule: str, wildcards: dict, config: dict, results: str | Path = "results") -> tuple[float, float]:
+    """(tokens of forward passes, decoding steps) of one planned job; (0, 0) for a rule the estimate does not model.
+
+    - ``extract_vision``: items x ((image_size / patch)^2 + 1) (ViT tokens; patch from the timm name, else 16)
+    - ``extract_language``: items x CAPTION_TOKENS; ``extract_language_density`` level l: items x
+      TOKENS_PER_WORD x num_words[l], the last level (the dense caption) DENSE_CAPTION_TOKENS
+    - ``lm_score``: paper.lm_score.n_bytes / 4 (about 4 bytes per token)
+    - ``summarise_captions``: prefill items x levels x DENSE_CAPTION_TOKENS, and
+      ceil(items / batch) x sum over levels of TOKENS_PER_WORD x num_words decoding steps
+    """
+    datasets = config.get("datasets", {})
+    ds = wildcards.get("dataset")
+    if rule == "extract_vision":
+        spec = datasets.get(ds, {})
+        repo = str(config.get("paper", {}).get("models", {}).get(wildcards["model"], {}).get("repo", ""))
+        patch = int(m.group(1)) if (m := re.search(r"patch(\d+)", repo)) else 16
+        return _items(ds, datasets, results) * ((int(spec.get("image_size", 224)) // patch) ** 2 + 1), 0.0
+    if rule == "extract_language":
+        return _items(ds, datasets, results) * CAPTION_TOKENS, 0.0
+    num_words = list((config.get("density") or {}).get("num_words") or [])
+    if rule == "extract_language_density":
+        level = int(wildcards["level"])
+        per_item = TOKENS_PER_WORD * num_words[level] if level < len(num_words) else DENSE_CAPTION_TOKENS
+        return _items(ds, datasets, results) * per_item, 0.0
+    if rule == "lm_score":
+        return float((config.get("paper", {}).get("lm_score") or {}).get("n_bytes", 16e6)) / 4, 0.0
+    if rule == "summarise_captions":
+        density = config.get("density") or {}
+        suite = config["suites"][config["suite"]]
+        items = density.get("max_items") or _items(suite.get("density_dataset", suite["paired_dataset"]), datasets,
+                                                   results)
+        steps = math.ceil(items / int(density.get("batch_size") or 1)) * sum(TOKENS_PER_WORD * w for w in num_words)
+        return items * len(num_words) * DENSE_CAPTION_TOKENS, steps
+    return 0.0, 0.0
+
+
+def estimate_gpu_seconds(*, n_params: float, gpus: int, tokens: float, decode_steps: float = 0.0,
+                         peak_flops: float = PEAK_FLOPS, mfu: float = MFU, startup_s: float = STARTUP_S,
+                         load_bytes_per_s: float = LOAD_BYTES_PER_S, hbm_bytes_per_s: float = HBM_BYTES_PER_S) -> float:
+    """GPU-seconds of one job: gpus x (startup + 2 n_params / load rate + 2 n_params tokens / (mfu peak)
+    + decode_steps x 2 n_params / HBM bandwidth). A model spread over several GPUs (``device_map=auto``)
+    runs its layers one GPU after the other, so its time is that of one GPU and every GPU is held."""
+    if n_params <= 0 or gpus < 1 or tokens < 0 or decode_steps < 0:
+        raise ValueError(f"n_params={n_params} must be > 0, gpus={gpus} >= 1, tokens={tokens} and "
+                         f"decode_steps={decode_steps} >= 0")
+    if not 0 < mfu <= 1:
+        raise ValueError(f"mfu={mfu} must be in (0, 1]")
+    weight_bytes = BYTES_PER_PARAM * n_params
+    seconds = (startup_s + weight_bytes / load_bytes_per_s + 2 * n_params * tokens / (mfu * peak_flops)
+               + decode_steps * weight_bytes / hbm_bytes_per_s)
+    return gpus * seconds
+
+
+def _job_model(rule: str, wildcards: dict, config: dict) -> str | None:
+    if "model" in wildcards:
+        return wildcards["model"]
+    if rule == "summarise_captions":
+        return (config.get("density") or {}).get("captioner")
+    return None
+
+
+def plan_cost(*, jobs: list[dict], config: dict, results: str | Path = "results", **rates) -> dict:
+    """GPU-hours reserved and estimated of the planned jobs that ask for a GPU, per rule family.
+
+    jobs : ``[{"rule", "wildcards": {...}, "resources": {"gpu", "runtime", ...}}]`` (a dry run's plan).
+    config : the merged Snakemake config (n_params of ``paper.models``, dataset sizes, density settings).
+    rates : overrides of ``estimate_gpu_seconds``'s rates (peak_flops, mfu, startup_s, ...).
+
+    reserved = gpu x runtime / 60; estimated = ``estimate_gpu_seconds`` / 3600 for modelled jobs,
+    else the reservation (``modelled: false``). Returns ``{"families": {family: {"jobs", "gpu_jobs",
+    "reserved_gpu_h", "estimated_gpu_h", "modelled"}}, "total": {...}, "assumptions": {...}}``.
+    """
+    models = (config.get("paper") or {}).get("models") or {}
+    families: dict[str, dict] = {}
+    for job in jobs:
+        res, wc, rule = job.get("resources") or {}, job.get("wildcards") or {}, job["rule"]
+        gpus = int(res.get("gpu") or 0)
+        if gpus < 1:
+            continue
+        reserved = gpus * float(res.get("runtime") or 0) / 60
+        name = _job_model(rule, wc, config)
+        tokens, steps = job_tokens(rule=rule, wildcards=wc, config=config, results=results)
+        modelled = bool(name in models and (tokens or steps))
+        estimated = (estimate_gpu_seconds(n_params=models[name]["n_params"], gpus=gpus, tokens=tokens,
+                                          decode_steps=steps, **rates) / 3600 if modelled else reserved)
+        fam = families.setdefault(FAMILIES.get(rule, rule), {"gpu_jobs": 0, "reserved_gpu_h": 0.0,
+                                                             "estimated_gpu_h": 0.0, "modelled": True})
+        fam["gpu_jobs"] += 1
+        fam["reserved_gpu_h"] += reserved
+        fam["estimated_gpu_h"] += estimated
+        fam["modelled"] = fam["modelled"] and modelled
+    total = {k: sum(f[k] for f in families.values()) for k in ("gpu_jobs", "reserved_gpu_h", "estimated_gpu_h")}
+    total["estimated_modelled_gpu_h"] = sum(f["estimated_gpu_h"] for f in families.values() if f["modelled"])
+    assumptions = {"peak_flops": PEAK_FLOPS, "mfu": MFU, "startup_s": STARTUP_S, "load_bytes_per_s": LOAD_BYTES_PER_S,
+                   "hbm_bytes_per_s": HBM_BYTES_PER_S, "caption_tokens": CAPTION_TOKENS,
+                   "dense_caption_tokens": DENSE_CAPTION_TOKENS, **rates}
+    return {"families": dict(sorted(families.items(), key=lambda kv: -kv[1]["reserved_gpu_h"])), "total": total,
+            "assumptions": assumptions}
+
+
+def format_plan_cost(cost: dict) -> str:
+    """The summary table ``snakemake -n`` and ``prh plan-cost`` print."""
+    a = cost["assumptions"]
+    lines = ["GPU-hours of the planned jobs (reserved: gpu x runtime asked of SLURM; estimated: H100 at "
+             f"{a['mfu']:.0%} of {a['peak_flops'] / 1e12:.0f} TFLOP/s bf16, {a['startup_s']:.0f} s startup, "
+             f"weights loaded at {a['load_bytes_per_s'] / 1e9:.0f} GB/s)",
+             f"{'rule family':<30}{'GPU jobs':>9}{'reserved':>11}{'estimated':>11}"]
+    for name, f in cost["families"].items():
+        note = "" if f["modelled"] else "  (not modelled: estimate = reservation)"
+        lines.append(f"{name:<30}{f['gpu_jobs']:>9}{f['reserved_gpu_h']:>11.1f}{f['estimated_gpu_h']:>11.1f}{note}")
+    t = cost["total"]
+    lines.append(f"{'total':<30}{t['gpu_jobs']:>9}{t['reserved_gpu_h']:>11.1f}{t['estimated_gpu_h']:>11.1f}")
+    lines.append(f"(modelled families alone: {t['estimated_modelled_gpu_h']:.1f} estimated GPU-hours)")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(
+        prog="prh plan-cost",
+        description="plan a run (snakemake --dry-run with the given arguments) and print its GPU-hours, "
+                    "reserved vs estimated, per rule family",
+        epilog="example: prh plan-cost --json cost.json -- --profile profiles/slurm --config suite=paper")
+    p.add_argument("--json", default=None, help="also write the summary as JSON here")
+    p.add_argument("snakemake_args", nargs=argparse.REMAINDER, help="arguments of the dry run (after --)")
+    a = p.parse_args(argv)
+    args = [x for x in a.snakemake_args if x != "--"] or ["--profile", "profiles/slurm", "--config", "suite=paper"]
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "cost.json"
+        proc = subprocess.run([sys.executable, "-m", "snakemake", "--dry-run", "--quiet", "rules", *args],
+                              env={**os.environ, "PRH_PLAN_COST_JSON": str(out)}, capture_output=True, text=True)
+        if proc.returncode != 0 or not out.exists():
+            sys.exit(f"prh plan-cost: the dry run failed or planned no GPU job:\n{(proc.stdout + proc.stderr)[-4000:]}")
+        cost = json.loads(out.read_text())
+    if a.json:
+        write_json(a.json, cost)
+    print(format_plan_cost(cost))
