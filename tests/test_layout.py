@@ -4,7 +4,7 @@ and no module reaches into another's private names.
 Layers, bottom to top (a module may import its own layer and the ones below):
 
 0. ``io``, ``errors``, ``device``, ``stats``, ``bench``: plain helpers with no project imports above them
-1. ``config``, ``metrics``, ``pin``: the config and the alignment metrics
+1. ``config``, ``metrics``, ``pin``, ``cluster``: the config, the alignment metrics, GPU counts and plan costs
 2. ``data``: the shapes world, hub datasets, tasks
 3. ``models``, ``batching``: loaders and the offline zoo trainers; batched model runs
 4. ``features``, ``extract``, ``evaluation``: features, and did a model learn (probes, LM likelihood)
@@ -23,7 +23,7 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src"
 LAYERS = [
     {"prh.io", "prh.errors", "prh.device", "prh.stats", "prh.bench"},
-    {"prh.config", "prh.metrics", "prh.pin"},
+    {"prh.config", "prh.metrics", "prh.pin", "prh.cluster"},
     {"prh.data"},
     {"prh.models", "prh.batching"},
     {"prh.features", "prh.extract", "prh.evaluation"},

@@ -131,3 +131,52 @@ def test_fig4_aligns_every_language_model_with_a_published_score(plan):
     assert scored <= set(cfg["model_sets"][xset]) and down["strongest_vision"] in cfg["model_sets"][yset]
     # the bits-per-byte of every Fig-4 model colours its point: one lm_score job each
     assert scored <= {Path(j["output"]).stem for j in jobs if j["rule"] == "lm_score"}
+
+
+def test_probe_vtab_is_one_job_per_task_and_a_gather(plan):
+    """Issue 22: the ~4-5 CPU-hour probe_vtab became one job per VTAB task plus a cheap gather."""
+    cfg = yaml.safe_load((ROOT / "params.yaml").read_text())
+    tasks = {n[len("vtab_"):-len("_train")] for n in cfg["datasets"] if n.startswith("vtab_") and n.endswith("_train")}
+    jobs = _jobs(plan)
+    per_task = {Path(j["output"]).stem: j for j in jobs if j["rule"] == "probe_vtab_task"}
+    assert set(per_task) == tasks and len(tasks) == 19
+    assert all(j["resources"]["runtime"] <= 60 and j["resources"].get("gpu", 0) == 0 for j in per_task.values())
+    gather = [j for j in jobs if j["rule"] == "probe_vtab"]
+    assert len(gather) == 1 and gather[0]["resources"]["runtime"] <= 10
+
+
+def test_dry_run_prints_gpu_hours_reserved_and_estimated(plan):
+    table = plan[plan.index("GPU-hours of the planned jobs"):]
+    rows = {m.group(1).strip(): (int(m.group(2)), float(m.group(3)), float(m.group(4)))
+            for m in re.finditer(r"^(\S[^\n]*?)\s+(\d+)\s+([\d.]+)\s+([\d.]+)", table, re.M)}
+    gpu_jobs = [j for j in _jobs(plan) if j["resources"].get("gpu", 0)]
+    assert rows["total"][0] == len(gpu_jobs)
+    reserved = sum(j["resources"]["gpu"] * j["resources"]["runtime"] for j in gpu_jobs) / 60
+    assert rows["total"][1] == pytest.approx(reserved, abs=0.1)
+    for family in ("extract vision", "extract language", "LM score"):
+        assert 0 < rows[family][2] < rows[family][1], family  # estimated use below the reservation
+
+
+def test_gpu_count_follows_the_configured_card_memory(tmp_path):
+    """cluster.gpu_memory_gb drives both the job's GPUs and --device-map auto (one formula)."""
+    for folder in ("workflow", "profiles"):
+        shutil.copytree(ROOT / folder, tmp_path / folder)
+    for name in ("Snakefile", "params.yaml"):
+        shutil.copy(ROOT / name, tmp_path / name)
+    (tmp_path / "cards.yaml").write_text("cluster: {gpu_memory_gb: 40}\n")
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+    targets = [f"results/experiments/lm_score/{m}.json" for m in ("llama3-70b", "llama-30b", "bloomz-560m")]
+    found = {}
+    for cards, extra in ((80, []), (40, ["--configfile", "cards.yaml"])):
+        proc = subprocess.run([sys.executable, "-m", "snakemake", "--dry-run", "--profile", "profiles/slurm",
+                               *extra, "--config", "suite=paper", "--", *targets],
+                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+        log = proc.stdout + proc.stderr
+        assert proc.returncode == 0, log[-4000:]
+        for block in re.split(r"\n(?=(?:local)?rule \S+:\n)", log):
+            out = re.search(r"results/experiments/lm_score/(\S+)\.json", block)
+            gpu = re.search(r"^\s+resources: .*\bgpu=(\d+)", block, re.M)
+            if block.startswith("rule lm_score:") and out and gpu:
+                found[cards, out.group(1)] = (int(gpu.group(1)), "--device-map auto" in block)
+    assert found == {(80, "llama3-70b"): (3, True), (80, "llama-30b"): (1, False), (80, "bloomz-560m"): (1, False),
+                     (40, "llama3-70b"): (5, True), (40, "llama-30b"): (2, True), (40, "bloomz-560m"): (1, False)}
