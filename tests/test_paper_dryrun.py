@@ -9,6 +9,7 @@ the rest the CPU partition (decided by the executor plugin's own partition scori
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -157,12 +158,19 @@ def test_dry_run_prints_gpu_hours_reserved_and_estimated(plan):
         assert 0 < rows[family][2] < rows[family][1], family  # estimated use below the reservation
 
 
-def test_gpu_count_follows_the_configured_card_memory(tmp_path):
-    """cluster.gpu_memory_gb drives both the job's GPUs and --device-map auto (one formula)."""
+@pytest.fixture(scope="module")
+def paper_copy(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("paper_copy")
     for folder in ("workflow", "profiles"):
-        shutil.copytree(ROOT / folder, tmp_path / folder)
+        shutil.copytree(ROOT / folder, tmp / folder)
     for name in ("Snakefile", "params.yaml"):
-        shutil.copy(ROOT / name, tmp_path / name)
+        shutil.copy(ROOT / name, tmp / name)
+    return tmp
+
+
+def test_gpu_count_follows_the_configured_card_memory(paper_copy):
+    """cluster.gpu_memory_gb drives both the job's GPUs and --device-map auto (one formula)."""
+    tmp_path = paper_copy
     (tmp_path / "cards.yaml").write_text("cluster: {gpu_memory_gb: 40}\n")
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
     targets = [f"results/experiments/lm_score/{m}.json" for m in ("llama3-70b", "llama-30b", "bloomz-560m")]
@@ -180,3 +188,16 @@ def test_gpu_count_follows_the_configured_card_memory(tmp_path):
                 found[cards, out.group(1)] = (int(gpu.group(1)), "--device-map auto" in block)
     assert found == {(80, "llama3-70b"): (3, True), (80, "llama-30b"): (1, False), (80, "bloomz-560m"): (1, False),
                      (40, "llama3-70b"): (5, True), (40, "llama-30b"): (2, True), (40, "bloomz-560m"): (1, False)}
+
+
+def test_plan_cost_command_saves_the_dry_runs_table(paper_copy):
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+    proc = subprocess.run([str(BIN / "prh"), "plan-cost", "--json", "cost.json", "--", "--profile", "profiles/slurm",
+                           "--config", "suite=paper", "--", "results/experiments/lm_score/llama3-70b.json"],
+                          cwd=paper_copy, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    cost = json.loads((paper_copy / "cost.json").read_text())
+    # one job: 3 GPUs x (30 + 70.5537) minutes = 5.03 GPU-hours reserved
+    assert cost["total"]["gpu_jobs"] == 1 and cost["total"]["reserved_gpu_h"] == pytest.approx(3 * 100 / 60)
+    assert 0 < cost["families"]["LM score"]["estimated_gpu_h"] < cost["total"]["reserved_gpu_h"]
+    assert "LM score" in proc.stdout and "reserved" in proc.stdout

@@ -213,10 +213,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--json", default=None, help="also write the summary as JSON here")
     p.add_argument("snakemake_args", nargs=argparse.REMAINDER, help="arguments of the dry run (after --)")
     a = p.parse_args(argv)
-    args = [x for x in a.snakemake_args if x != "--"] or ["--profile", "profiles/slurm", "--config", "suite=paper"]
+    args = a.snakemake_args[1:] if a.snakemake_args[:1] == ["--"] else a.snakemake_args
+    args = args or ["--profile", "profiles/slurm", "--config", "suite=paper"]
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "cost.json"
-        proc = subprocess.run([sys.executable, "-m", "snakemake", "--dry-run", "--quiet", "rules", *args],
+        proc = subprocess.run([sys.executable, "-m", "snakemake", "--dry-run", *args],
                               env={**os.environ, "PRH_PLAN_COST_JSON": str(out)}, capture_output=True, text=True)
         if proc.returncode != 0 or not out.exists():
             sys.exit(f"prh plan-cost: the dry run failed or planned no GPU job:\n{(proc.stdout + proc.stderr)[-4000:]}")
