@@ -20,7 +20,6 @@ import sys
 STAGES: dict[str, dict[str, tuple[str, str]]] = {
     "config": {
         "check-config": ("prh.config:main", "validate params.yaml against the schema and its references"),
-        "plan-cost": ("prh.cluster:main", "dry-run a plan; GPU-hours reserved vs estimated per rule family"),
     },
     "data": {
         "make-shapes": ("prh.data.shapes:main", "generate a shapes-world dataset (images, captions, scenes)"),
@@ -80,6 +79,7 @@ STAGES: dict[str, dict[str, tuple[str, str]]] = {
     },
     "costs": {
         "bench-summary": ("prh.bench:main", "CPU seconds per rule family from the run's benchmark files"),
+        "plan-cost": ("prh.cluster:main", "dry-run a plan; GPU-hours reserved vs estimated per rule family"),
     },
 }
 COMMANDS: dict[str, str] = {name: target for cmds in STAGES.values() for name, (target, _) in cmds.items()}
