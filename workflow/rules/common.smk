@@ -5,6 +5,7 @@ import json
 import os
 import re
 import shlex
+import sys
 
 from prh.cluster import format_plan_cost, gpus_needed, plan_cost
 from prh.config import all_models
@@ -541,7 +542,7 @@ def planned_jobs(dag):
 def report_plan_cost():
     """`snakemake -n`: print GPU-hours reserved vs estimated per rule family (or, under `prh plan-cost`,
     write them to $PRH_PLAN_COST_JSON). Runs at exit, once Snakemake has printed its plan."""
-    if workflow.dag is None:
+    if workflow.dag is None or not len(workflow.dag):
         return
     jobs = planned_jobs(workflow.dag)
     cost = plan_cost(jobs=jobs, config=config, results=R)
@@ -551,7 +552,7 @@ def report_plan_cost():
         with open(os.environ["PRH_PLAN_COST_JSON"], "w") as f:
             json.dump(cost, f, indent=1)
     else:
-        print(format_plan_cost(cost), flush=True)
+        print(format_plan_cost(cost), file=sys.stderr, flush=True)  # stderr: `-n --dag | dot` stays clean
 
 
 if _DRY_RUN and workflow.is_main_process:
