@@ -4,13 +4,23 @@ paper suite's per-layer features out of its cache and remote."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
 import pytest
 import yaml
 
-from prh.cluster import estimate_gpu_seconds, format_plan_cost, gpu_table, gpus_needed, job_tokens, plan_cost
+from prh.cluster import (
+    PLAN_COST_ENV,
+    emit_plan_cost,
+    estimate_gpu_seconds,
+    format_plan_cost,
+    gpu_table,
+    gpus_needed,
+    job_tokens,
+    plan_cost,
+)
 from prh.config import schema_defaults
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -142,3 +152,17 @@ def test_plan_cost_of_a_tiny_plan(tmp_path):
     (tmp_path / "data" / "imgs" / "meta.json").write_text('{"count": 10}')
     assert job_tokens(rule="extract_vision", wildcards=jobs[0]["wildcards"], config=config,
                       results=tmp_path) == (1970, 0)
+
+
+def test_emit_plan_cost_prints_to_stderr_or_writes_json_for_prh_plan_cost(tmp_path, monkeypatch, capsys):
+    cost = plan_cost(jobs=[{"rule": "bridge_arm", "wildcards": {}, "resources": {"gpu": 2, "runtime": 30}}],
+                     config={"datasets": {}})
+    monkeypatch.delenv(PLAN_COST_ENV, raising=False)
+    emit_plan_cost(cost)
+    out = capsys.readouterr()
+    assert out.out == "" and re.search(r"^total\s+1\s+1\.0\s+1\.0$", out.err, re.M)
+    monkeypatch.setenv(PLAN_COST_ENV, str(tmp_path / "cost.json"))
+    emit_plan_cost(cost)
+    assert json.loads((tmp_path / "cost.json").read_text())["total"]["reserved_gpu_h"] == 1.0
+    emit_plan_cost(plan_cost(jobs=[], config={}))  # no GPU job: nothing written, nothing printed
+    assert capsys.readouterr().err == ""

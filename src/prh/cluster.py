@@ -34,7 +34,7 @@ from pathlib import Path
 from prh.io import write_json
 
 __all__ = ["gpus_needed", "gpu_table", "job_tokens", "estimate_gpu_seconds", "plan_cost", "format_plan_cost",
-           "main", "PEAK_FLOPS", "MFU", "STARTUP_S", "LOAD_BYTES_PER_S", "HBM_BYTES_PER_S"]
+           "emit_plan_cost", "main", "PLAN_COST_ENV", "PEAK_FLOPS", "MFU", "STARTUP_S", "LOAD_BYTES_PER_S", "HBM_BYTES_PER_S"]
 
 BYTES_PER_PARAM = 2            # bf16 weights
 ACTIVATION_OVERHEAD = 0.2      # activations, KV cache and CUDA context on top of the weights
@@ -46,6 +46,7 @@ HBM_BYTES_PER_S = 3.35e12      # H100 SXM memory bandwidth (decoding reads every
 CAPTION_TOKENS = 32            # tokens of one paired caption (WIT-style alt text; assumed)
 DENSE_CAPTION_TOKENS = 1400    # tokens of one dense DCI caption (issue 22)
 TOKENS_PER_WORD = 1.33
+PLAN_COST_ENV = "PRH_PLAN_COST_JSON"  # set by `prh plan-cost`: the dry run writes its summary there
 UNKNOWN_ITEMS = 10_000         # items of a dataset whose size neither meta.json nor params give
 
 # rule -> family of the summary (rules not listed are their own family)
@@ -204,6 +205,18 @@ def format_plan_cost(cost: dict) -> str:
     return "\n".join(lines)
 
 
+def emit_plan_cost(cost: dict) -> None:
+    """What a dry run does with its summary: write it as JSON to $PRH_PLAN_COST_JSON when ``prh plan-cost``
+    set it, else print the table to stderr (so ``snakemake -n --dag | dot`` stays clean). Nothing for a
+    plan without GPU jobs."""
+    if not cost["families"]:
+        return
+    if os.environ.get(PLAN_COST_ENV):
+        write_json(os.environ[PLAN_COST_ENV], cost)
+    else:
+        print(format_plan_cost(cost), file=sys.stderr, flush=True)
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(
         prog="prh plan-cost",
@@ -218,7 +231,7 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "cost.json"
         proc = subprocess.run([sys.executable, "-m", "snakemake", "--dry-run", *args],
-                              env={**os.environ, "PRH_PLAN_COST_JSON": str(out)}, capture_output=True, text=True)
+                              env={**os.environ, PLAN_COST_ENV: str(out)}, capture_output=True, text=True)
         if proc.returncode != 0 or not out.exists():
             sys.exit(f"prh plan-cost: the dry run failed or planned no GPU job:\n{(proc.stdout + proc.stderr)[-4000:]}")
         cost = json.loads(out.read_text())

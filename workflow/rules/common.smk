@@ -5,9 +5,8 @@ import json
 import os
 import re
 import shlex
-import sys
 
-from prh.cluster import format_plan_cost, gpus_needed, plan_cost
+from prh.cluster import emit_plan_cost, gpus_needed, plan_cost
 from prh.config import all_models
 from prh.figures import FIGURES
 from prh.metrics import SUPPORTED_METRICS
@@ -540,19 +539,10 @@ def planned_jobs(dag):
 
 
 def report_plan_cost():
-    """`snakemake -n`: print GPU-hours reserved vs estimated per rule family (or, under `prh plan-cost`,
-    write them to $PRH_PLAN_COST_JSON). Runs at exit, once Snakemake has printed its plan."""
-    if workflow.dag is None or not len(workflow.dag):
-        return
-    jobs = planned_jobs(workflow.dag)
-    cost = plan_cost(jobs=jobs, config=config, results=R)
-    if not cost["families"]:
-        return
-    if os.environ.get("PRH_PLAN_COST_JSON"):
-        with open(os.environ["PRH_PLAN_COST_JSON"], "w") as f:
-            json.dump(cost, f, indent=1)
-    else:
-        print(format_plan_cost(cost), file=sys.stderr, flush=True)  # stderr: `-n --dag | dot` stays clean
+    """`snakemake -n`: GPU-hours reserved vs estimated per rule family, once Snakemake has printed its plan
+    (prh.cluster.emit_plan_cost: a table on stderr, or JSON for `prh plan-cost`)."""
+    if workflow.dag is not None and len(workflow.dag):
+        emit_plan_cost(plan_cost(jobs=planned_jobs(workflow.dag), config=config, results=R))
 
 
 if _DRY_RUN and workflow.is_main_process:
