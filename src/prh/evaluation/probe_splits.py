@@ -18,6 +18,10 @@ hub-dataset``: ``labels.npy``; features at ``<features-root>/<folder name>/<mode
         --tasks '{"caltech101": {"train": "results/data/vtab_caltech101_train",
                                  "test": "results/data/vtab_caltech101_test"}}' \\
         --out results/experiments/paper/vtab_probes.json
+
+The workflow runs one such job per VTAB task and gathers them with ``merge_split_probes``
+(``prh merge-probe-splits``): per-task results depend on that task alone, so the gathered file
+equals the one a single job over every task writes.
 """
 
 from __future__ import annotations
