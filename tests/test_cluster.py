@@ -133,12 +133,12 @@ def test_plan_cost_of_a_tiny_plan(tmp_path):
     rates = dict(peak_flops=1e15, mfu=0.5, startup_s=100, load_bytes_per_s=1e9)
     cost = plan_cost(jobs=jobs, config=config, results=tmp_path, **rates)
     fam = cost["families"]
-    assert fam["extract vision"]["reserved_gpu_h"] == pytest.approx(0.5)
+    assert fam["extract_vision"]["reserved_gpu_h"] == pytest.approx(0.5)
     # 100 + 0.2 + 2e8 x 197000 / 5e14 = 100.2788 s
-    assert fam["extract vision"]["estimated_gpu_h"] == pytest.approx((100 + 0.2 + 2e8 * 197_000 / 5e14) / 3600)
-    assert fam["extract language"]["estimated_gpu_h"] == pytest.approx((100 + 20 + 2e10 * 16_000 / 5e14) / 3600)
-    assert fam["LM score"]["reserved_gpu_h"] == pytest.approx(3.0)
-    assert fam["LM score"]["estimated_gpu_h"] == pytest.approx(2 * (100 + 20 + 2e10 * 1e6 / 5e14) / 3600)
+    assert fam["extract_vision"]["estimated_gpu_h"] == pytest.approx((100 + 0.2 + 2e8 * 197_000 / 5e14) / 3600)
+    assert fam["extract_language"]["estimated_gpu_h"] == pytest.approx((100 + 20 + 2e10 * 16_000 / 5e14) / 3600)
+    assert fam["lm_score"]["reserved_gpu_h"] == pytest.approx(3.0)
+    assert fam["lm_score"]["estimated_gpu_h"] == pytest.approx(2 * (100 + 20 + 2e10 * 1e6 / 5e14) / 3600)
     assert fam["bridge_arm"] == {"gpu_jobs": 1, "reserved_gpu_h": 10.0, "estimated_gpu_h": 10.0, "modelled": False}
     assert "align" not in fam
     total = cost["total"]

@@ -154,7 +154,7 @@ def test_dry_run_prints_gpu_hours_reserved_and_estimated(plan):
     assert rows["total"][0] == len(gpu_jobs)
     reserved = sum(j["resources"]["gpu"] * j["resources"]["runtime"] for j in gpu_jobs) / 60
     assert rows["total"][1] == pytest.approx(reserved, abs=0.1)
-    for family in ("extract vision", "extract language", "LM score"):
+    for family in ("extract_vision", "extract_language", "lm_score"):
         assert 0 < rows[family][2] < rows[family][1], family  # estimated use below the reservation
 
 
@@ -199,5 +199,5 @@ def test_plan_cost_command_saves_the_dry_runs_table(paper_copy):
     cost = json.loads((paper_copy / "cost.json").read_text())
     # one job: 3 GPUs x (30 + 70.5537) minutes = 5.03 GPU-hours reserved
     assert cost["total"]["gpu_jobs"] == 1 and cost["total"]["reserved_gpu_h"] == pytest.approx(3 * 100 / 60)
-    assert 0 < cost["families"]["LM score"]["estimated_gpu_h"] < cost["total"]["reserved_gpu_h"]
-    assert "LM score" in proc.stdout and "reserved" in proc.stdout
+    assert 0 < cost["families"]["lm_score"]["estimated_gpu_h"] < cost["total"]["reserved_gpu_h"]
+    assert "lm_score" in proc.stdout and "reserved" in proc.stdout

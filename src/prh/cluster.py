@@ -49,12 +49,6 @@ TOKENS_PER_WORD = 1.33
 PLAN_COST_ENV = "PRH_PLAN_COST_JSON"  # set by `prh plan-cost`: the dry run writes its summary there
 UNKNOWN_ITEMS = 10_000         # items of a dataset whose size neither meta.json nor params give
 
-# rule -> family of the summary (rules not listed are their own family)
-FAMILIES = {"extract_vision": "extract vision", "extract_language": "extract language",
-            "extract_language_density": "extract language (density)", "lm_score": "LM score",
-            "summarise_captions": "summarise captions"}
-
-
 def gpus_needed(*, n_params: float, gpu_memory_gb: float, overhead: float = ACTIVATION_OVERHEAD,
                 bytes_per_param: int = BYTES_PER_PARAM) -> int:
     """GPUs to hold a model: ``max(1, ceil(n_params x bytes_per_param x (1 + overhead) / (gpu_memory_gb x 1e9)))``.
@@ -151,14 +145,15 @@ def _job_model(rule: str, wildcards: dict, config: dict) -> str | None:
 
 
 def plan_cost(*, jobs: list[dict], config: dict, results: str | Path = "results", **rates) -> dict:
-    """GPU-hours reserved and estimated of the planned jobs that ask for a GPU, per rule family.
+    """GPU-hours reserved and estimated of the planned jobs that ask for a GPU, per rule family (rule name,
+    as ``prh bench-summary`` counts what a run used).
 
     jobs : ``[{"rule", "wildcards": {...}, "resources": {"gpu", "runtime", ...}}]`` (a dry run's plan).
     config : the merged Snakemake config (n_params of ``paper.models``, dataset sizes, density settings).
     rates : overrides of ``estimate_gpu_seconds``'s rates (peak_flops, mfu, startup_s, ...).
 
     reserved = gpu x runtime / 60; estimated = ``estimate_gpu_seconds`` / 3600 for modelled jobs,
-    else the reservation (``modelled: false``). Returns ``{"families": {family: {"jobs", "gpu_jobs",
+    else the reservation (``modelled: false``). Returns ``{"families": {rule: {"gpu_jobs",
     "reserved_gpu_h", "estimated_gpu_h", "modelled"}}, "total": {...}, "assumptions": {...}}``.
     """
     models = (config.get("paper") or {}).get("models") or {}
@@ -174,7 +169,7 @@ def plan_cost(*, jobs: list[dict], config: dict, results: str | Path = "results"
         modelled = bool(name in models and (tokens or steps))
         estimated = (estimate_gpu_seconds(n_params=models[name]["n_params"], gpus=gpus, tokens=tokens,
                                           decode_steps=steps, **rates) / 3600 if modelled else reserved)
-        fam = families.setdefault(FAMILIES.get(rule, rule), {"gpu_jobs": 0, "reserved_gpu_h": 0.0,
+        fam = families.setdefault(rule, {"gpu_jobs": 0, "reserved_gpu_h": 0.0,
                                                              "estimated_gpu_h": 0.0, "modelled": True})
         fam["gpu_jobs"] += 1
         fam["reserved_gpu_h"] += reserved
