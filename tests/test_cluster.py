@@ -54,6 +54,8 @@ def test_rules_have_one_gpu_formula():
     for name, text in rules.items():
         assert "math.ceil" not in text and "GPU_MEM_GB" not in text, f"{name} computes a GPU count of its own"
     assert "gpu=lambda w: gpus_for(w.model)" in rules["phase.smk"] and "gpu=gpus_for(" in rules["density.smk"]
+    # and --device-map auto wherever a hub LM may need more than one GPU
+    assert "device_map=device_map_arg(" in rules["density.smk"] and "device_map_arg(w.model)" in rules["paper_data.smk"]
 
 
 def test_profile_notes_agree_with_the_formula():

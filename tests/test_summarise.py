@@ -214,3 +214,16 @@ def test_bad_input_names_the_problem(tmp_path):
     model, tok = sharp_llama()
     with pytest.raises(ValueError, match="unique"):
         summarise_captions(model=model, tokenizer=tok, captions=["a", "b"], ids=[1, 1], num_words=[5])
+
+
+def test_device_map_spreads_the_captioner_and_changes_no_summary(lm_dir, tmp_path):
+    """Issue 22: a captioner the GPU formula gives several GPUs is loaded with device_map=auto
+    (on this CPU machine accelerate places it on the CPU): the summaries are the same."""
+    data = make_data(tmp_path / "data", 3)
+    kw = dict(data=data, model=str(lm_dir), num_words=[4], batch_size=2, max_new_tokens=6, device="cpu",
+              progress=False)
+    run_summarise(out=tmp_path / "plain", **kw)
+    main(["--data", str(data), "--model", str(lm_dir), "--num-words", "4", "--batch-size", "2",
+          "--max-new-tokens", "6", "--device", "cpu", "--device-map", "auto", "--no-progress",
+          "--out", str(tmp_path / "spread")])
+    assert read_jsonl(tmp_path / "spread" / "captions.jsonl") == read_jsonl(tmp_path / "plain" / "captions.jsonl")

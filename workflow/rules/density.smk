@@ -42,6 +42,8 @@ rule summarise_captions:
         batch_size=DENS["batch_size"],
         seed=DENS["seed"],
         device=config["device"],
+        # a captioner larger than one GPU is spread over the job's GPUs (the same formula as its gpu count)
+        device_map=device_map_arg(DENS.get("captioner", "llama3-8b-instruct")) if SUITE == "paper" else "",
     log:
         log_path("summarise_captions", DENS_DATASET),
     benchmark:
@@ -56,7 +58,7 @@ rule summarise_captions:
     shell:
         "prh summarise-captions --data {params.data} --model {params.model} --revision {params.revision}"
         " --num-words {params.num_words} --batch-size {params.batch_size}"
-        " {params.options} --seed {params.seed} --device {params.device} --out {params.out} > {log} 2>&1"
+        " {params.options} --seed {params.seed} --device {params.device} {params.device_map} --out {params.out} > {log} 2>&1"
 
 
 use rule extract_language as extract_language_density with:

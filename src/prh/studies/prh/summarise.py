@@ -283,6 +283,7 @@ def run_summarise(
     *, data, model: str, out, num_words, revision: str | None = None, batch_size: int = 8,
     max_items: int | None = None, seed: int = 0, device: str = "auto", dtype: str = "auto",
     max_new_tokens: int | None = None, do_sample: bool = False, checkpoint=None, progress: bool = True,
+    device_map: str | None = None,
 ) -> dict:
     """Summaries of ``<data>/captions.jsonl`` (field ``text``) at every ``num_words``, written to ``out``.
 
@@ -296,6 +297,8 @@ def run_summarise(
     max_items : summarise only the first ``max_items`` captions; None: all.
     checkpoint : resumable JSONL (default ``<out>.partial.jsonl``), deleted after the outputs are written.
     batch_size, seed, device, dtype, max_new_tokens, do_sample : see ``summarise_captions``.
+    device_map : ``"auto"`` spreads a captioner too large for one GPU over the job's GPUs (the
+        workflow passes it when ``prh.cluster.gpus_needed`` gives more than one).
 
     Returns
     -------
@@ -317,7 +320,7 @@ def run_summarise(
     ids = [r.get("id", n) for n, r in enumerate(rows)]
     dev = resolve_device(device)
     dt = resolve_dtype(dtype, dev)
-    net, tok = loaders.load_language_model(model, revision=revision, dtype=dt)
+    net, tok = loaders.load_language_model(model, revision=revision, dtype=dt, device_map=device_map)
     if not loaders.is_causal_lm(net.config):
         raise ValueError(f"model={model!r} is not a causal LM (architectures {net.config.architectures}); "
                          "summaries need an instruct LLM such as meta-llama/Meta-Llama-3-8B-Instruct")
@@ -379,6 +382,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--seed", type=int, default=0, help="seeds sampling (only with --do-sample)")
     p.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"])
     p.add_argument("--dtype", default="auto", choices=["auto", *DTYPES])
+    p.add_argument("--device-map", default=None, help="'auto' to spread a large captioner over the GPUs")
     p.add_argument("--max-new-tokens", type=none_or(int), default=None,
                    help="generation cap; default ceil(2.5 * num_words) + 16 per level")
     p.add_argument("--do-sample", action="store_true", help="sample (model's generation config) instead of greedy")
@@ -389,7 +393,7 @@ def main(argv: list[str] | None = None) -> None:
         meta = run_summarise(data=a.data, model=a.model, out=a.out, num_words=a.num_words, revision=a.revision,
                              batch_size=a.batch_size, max_items=a.max_items, seed=a.seed, device=a.device,
                              dtype=a.dtype, max_new_tokens=a.max_new_tokens, do_sample=a.do_sample,
-                             checkpoint=a.checkpoint, progress=not a.no_progress)
+                             checkpoint=a.checkpoint, progress=not a.no_progress, device_map=a.device_map)
     except ModelNotAvailableError as e:
         raise SystemExit(str(e)) from None
     print(f"{a.out}: {meta['count']} captions x {len(meta['num_words'])} summary lengths")
