@@ -149,6 +149,13 @@ def test_plan_cost_of_a_tiny_plan(tmp_path):
     text = format_plan_cost(cost)
     assert "reserved" in text and "bridge_arm" in text and "not modelled" in text
     assert re.search(r"^total\s+4\s+14\.5\s+", text, re.M)
+    # the model's input side (timm name) below the stored 518 px; DINOv2 (no size in its name) reads 518
+    config["datasets"]["big"] = {"kind": "hub", "n": 10, "image_size": 518}
+    config["paper"]["models"]["dino"] = {"repo": "vit_small_patch14_dinov2.lvd142m", "n_params": 2e7}
+    assert job_tokens(rule="extract_vision", wildcards={"dataset": "big", "model": "vit"}, config=config,
+                      results=tmp_path) == (1970, 0)
+    assert job_tokens(rule="extract_vision", wildcards={"dataset": "big", "model": "dino"}, config=config,
+                      results=tmp_path) == (10 * (37 ** 2 + 1), 0)
     # a materialised dataset's own count wins over params' n
     (tmp_path / "data" / "imgs").mkdir(parents=True)
     (tmp_path / "data" / "imgs" / "meta.json").write_text('{"count": 10}')

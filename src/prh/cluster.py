@@ -86,7 +86,9 @@ def _items(dataset: str, datasets: dict, results: str | Path) -> int:
 def job_tokens(*, rule: str, wildcards: dict, config: dict, results: str | Path = "results") -> tuple[float, float]:
     """(tokens of forward passes, decoding steps) of one planned job; (0, 0) for a rule the estimate does not model.
 
-    - ``extract_vision``: items x ((image_size / patch)^2 + 1) (ViT tokens; patch from the timm name, else 16)
+    - ``extract_vision``: items x ((side / patch)^2 + 1) ViT tokens: patch and side from the timm name
+      (``vit_base_patch16_224``: 16 and 224), side capped by the dataset's stored ``image_size``;
+      a name without a size (DINOv2) reads the stored size; no patch: 16
     - ``extract_language``: items x CAPTION_TOKENS; ``extract_language_density`` level l: items x
       TOKENS_PER_WORD x num_words[l], the last level (the dense caption) DENSE_CAPTION_TOKENS
     - ``lm_score``: paper.lm_score.n_bytes / 4 (about 4 bytes per token)
@@ -96,10 +98,12 @@ def job_tokens(*, rule: str, wildcards: dict, config: dict, results: str | Path 
     datasets = config.get("datasets", {})
     ds = wildcards.get("dataset")
     if rule == "extract_vision":
-        spec = datasets.get(ds, {})
-        repo = str(config.get("paper", {}).get("models", {}).get(wildcards["model"], {}).get("repo", ""))
-        patch = int(m.group(1)) if (m := re.search(r"patch(\d+)", repo)) else 16
-        return _items(ds, datasets, results) * ((int(spec.get("image_size", 224)) // patch) ** 2 + 1), 0.0
+        stored = int(datasets.get(ds, {}).get("image_size", 224))
+        arch = str(config.get("paper", {}).get("models", {}).get(wildcards["model"], {}).get("repo", "")).split(".")[0]
+        patch = int(m.group(1)) if (m := re.search(r"patch(\d+)", arch)) else 16
+        # timm names carry their input size (vit_base_patch16_224); DINOv2's do not: it reads the stored 518 px
+        side = min(stored, int(m.group(1))) if (m := re.search(r"_(\d{3,4})$", arch)) else stored
+        return _items(ds, datasets, results) * ((side // patch) ** 2 + 1), 0.0
     if rule == "extract_language":
         return _items(ds, datasets, results) * CAPTION_TOKENS, 0.0
     num_words = list((config.get("density") or {}).get("num_words") or [])
