@@ -35,6 +35,8 @@ __all__ = [
     "load_features",
     "features_meta_path",
     "open_features",
+    "features_layout",
+    "read_features_layer",
     "json_object",
     "none_or",
 ]
@@ -217,6 +219,69 @@ def load_features(path: str | os.PathLike, *, with_meta: bool = False):
     meta_path = features_meta_path(path)
     meta = read_json(meta_path) if meta_path.exists() else {}
     return feats, meta
+
+
+_SAFETENSORS_DTYPES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16"}
+
+
+def features_layout(path: str | os.PathLike) -> dict:
+    """Where the ``feats`` tensor of a features file lies, from its safetensors header alone.
+
+    Returns ``{"shape": [N, L, D], "dtype": torch dtype, "offset": byte offset of item 0's
+    layer 0, "itemsize": bytes per element}``; element (i, l, j) is at
+    ``offset + ((i * L + l) * D + j) * itemsize`` (safetensors: C order, little endian).
+    A missing file says how to make it; an unreadable header raises ``CorruptFileError``.
+    """
+    import struct
+
+    import torch
+
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"features file {path} does not exist: run the workflow (snakemake {path}) "
+                                "or fetch it with `dvc pull results/features`")
+    size = path.stat().st_size
+    try:
+        with open(path, "rb") as f:
+            (n_header,) = struct.unpack("<Q", f.read(8))
+            if n_header > size - 8:
+                raise ValueError(f"header of {n_header} bytes in a file of {size}")
+            entry = json.loads(f.read(n_header))["feats"]
+        begin, end = entry["data_offsets"]
+        dtype = getattr(torch, _SAFETENSORS_DTYPES[entry["dtype"]])
+        shape = [int(s) for s in entry["shape"]]
+        itemsize = torch.empty(0, dtype=dtype).element_size()
+        if len(shape) != 3 or end - begin != math.prod(shape) * itemsize or 8 + n_header + end > size:
+            raise ValueError(f"feats of shape {shape} ({entry['dtype']}) does not fit bytes {begin}..{end} "
+                             f"of a {size}-byte file")
+    except (ValueError, KeyError, struct.error, UnicodeDecodeError) as err:
+        raise CorruptFileError(path, "safetensors features file", err) from err
+    return {"shape": shape, "dtype": dtype, "offset": 8 + n_header + begin, "itemsize": itemsize}
+
+
+def read_features_layer(path: str | os.PathLike, layer: int, *, n_items: int | None = None, layout=None):
+    """One layer of an N x L x D features file, ``feats[:n_items, layer, :]``, as an n x D tensor
+    in the stored dtype, read with plain file reads (no memory map): memory is one layer,
+    whatever L. ``layout``: ``features_layout(path)`` when the caller already has it.
+    """
+    import torch
+
+    layout = layout or features_layout(path)
+    n, n_layers, width = layout["shape"]
+    if not 0 <= layer < n_layers:
+        raise ValueError(f"layer={layer} must be in 0..{n_layers - 1} ({path} has {n_layers} layers)")
+    n = n if n_items is None else n_items
+    if not 1 <= n <= layout["shape"][0]:
+        raise ValueError(f"n_items={n_items} must be between 1 and the {layout['shape'][0]} items of {path}")
+    out = torch.empty(n, width, dtype=layout["dtype"])
+    row = width * layout["itemsize"]
+    buf = memoryview(out.view(torch.uint8).numpy()).cast("B")
+    with open(path, "rb", buffering=0) as f:
+        for i in range(n):
+            f.seek(layout["offset"] + (i * n_layers + layer) * row)
+            if f.readinto(buf[i * row:(i + 1) * row]) != row:
+                raise CorruptFileError(path, "safetensors features file", EOFError(f"item {i} layer {layer} cut short"))
+    return out
 
 
 # ---- argparse types for the `prh` commands

@@ -26,19 +26,23 @@ import torch
 from tqdm import tqdm
 
 from prh.device import resolve_device
-from prh.io import load_features, write_json
+from prh.io import features_layout, features_meta_path, read_features_layer, read_json, write_json
 from prh.metrics.calibration import best_pair, cell_seed, permutation_null
 from prh.metrics.registry import (
+    abs_quantile,
     as_tensor,
     check_metric,
+    layer_state,
     layer_states,
     pair_scores,
-    prepare_features,
+    stack_states,
 )
 
-__all__ = ["LayerPairScores", "layer_pair_scores", "alignment_table", "main"]
+__all__ = ["LayerPairScores", "layer_pair_scores", "file_layer_states", "alignment_table", "main"]
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
+# elements of |x| histogrammed at once while the clamp quantile is found (2^22: 32 MiB as int64)
+QUANTILE_CHUNK = 1 << 22
 
 
 @dataclass
@@ -110,6 +114,48 @@ def layer_pair_scores(
     return LayerPairScores(scores=scores, best_score=best, best_pair=pair, calibration=calib)
 
 
+def file_layer_states(metric: str, path, *, quantile: float = 0.95, n_items: int | None = None, topk: int = 10,
+                      cca_dim: int = 10, normalize: bool = True, device: str = "cpu", dtype=torch.float32,
+                      block_rows: int | None = None) -> tuple:
+    """``layer_states(metric, prepare_features(feats[:n_items], q=quantile, layer_dims))`` of a
+    features file, read one layer at a time: memory is one N × D layer plus the states
+    (L × N × k indices for the k-NN metrics), not the N × L × D file.
+
+    The clamp c (the ``quantile`` of |x| over the file's real entries, ``layer_dims`` of its
+    meta excluding zero padding) comes from ``abs_quantile`` over the layers streamed from
+    disk (two reads of the file for float32), then each layer is read again, clamped to
+    ±c, cast to ``dtype`` and turned into its state: the same elementwise operations as the
+    in-memory path, so the states are identical. Returns ``(states, n_items, n_layers)``.
+    """
+    layout = features_layout(path)
+    n_all, n_layers, width = layout["shape"]
+    if n_items is not None and not 1 <= n_items <= n_all:
+        raise ValueError(f"n_items={n_items} must be between 1 and the {n_all} items of {path}")
+    n = n_all if n_items is None else n_items
+    meta_path = features_meta_path(path)
+    dims = (read_json(meta_path) if meta_path.exists() else {}).get("layer_dims") or [width] * n_layers
+    if len(dims) != n_layers or max(dims) > width:
+        raise ValueError(f"layer_dims {list(dims)} in {meta_path} does not fit features of shape {layout['shape']}")
+    if not 0 < quantile <= 1:
+        raise ValueError(f"q must be in (0, 1], got {quantile}")
+
+    def chunks():
+        rows = max(1, QUANTILE_CHUNK // width)
+        for layer, d in enumerate(dims):
+            x = read_features_layer(path, layer, n_items=n, layout=layout)
+            yield from (x[i:i + rows, :d] for i in range(0, n, rows))
+
+    c = abs_quantile(chunks, quantile) if quantile < 1 else None
+    per_layer = []
+    for layer in range(n_layers):
+        x = read_features_layer(path, layer, n_items=n, layout=layout)
+        x = as_tensor(x if c is None else x.clamp(-c, c), ndim=2, name=str(path), dtype=dtype)
+        per_layer.append(layer_state(metric, x, topk=topk, cca_dim=cca_dim, normalize=normalize, device=device,
+                                     block_rows=block_rows))
+        del x
+    return stack_states(metric, per_layer), n, n_layers
+
+
 def _n_layers(state) -> int:
     return int((state["idx"] if isinstance(state, dict) else state).shape[0])
 
@@ -142,8 +188,9 @@ def alignment_table(
 ) -> dict:
     """Best-layer-pair alignment of every x model with every y model, written as one JSON.
 
-    Each model's features are read once, clamped (``prepare_features(q=quantile)``),
-    L2-normalised per layer, and turned into per-layer states once. The y
+    Each model's features are clamped (``prepare_features(q=quantile)``), L2-normalised
+    per layer and turned into per-layer states once, streamed from its file one layer at a
+    time (``file_layer_states``: memory is one N × D layer, not the N × L × D file). The y
     states are kept for the whole run (memory: the Σ over y models of L × N × k
     indices for k-NN metrics, L × N² floats for cka/unbiased_cka); x models are
     streamed. When y is omitted or lists the same files as x, the set is scored
@@ -199,16 +246,11 @@ def alignment_table(
     item_counts: dict[str, int] = {}
 
     def state_of(name: str, path: str):
-        feats, meta = load_features(path, with_meta=True)
-        if n_items is not None:  # files may be longer: their first n_items rows are the shared items
-            if not 1 <= n_items <= feats.shape[0]:
-                raise ValueError(f"n_items={n_items} must be between 1 and the {feats.shape[0]} items of {path}")
-            feats = feats[:n_items]
-        item_counts[name] = feats.shape[0]
+        # one layer of the file in memory at a time (file_layer_states), whatever its number of layers
+        state, item_counts[name], _ = file_layer_states(metric, path, quantile=quantile, n_items=n_items, **kw)
         if len(set(item_counts.values())) > 1:
             raise ValueError(f"all feature files must have the same items; item counts per model: {item_counts}")
-        clamped = prepare_features(feats, q=quantile, layer_dims=meta.get("layer_dims"))
-        return layer_states(metric, clamped, **kw)
+        return state
 
     y_states = {}
     for name, path in tqdm(list(zip(y_names, y_features)), desc="y models"):

@@ -29,7 +29,10 @@ __all__ = [
     "KNN_METRICS",
     "as_tensor",
     "prepare_features",
+    "abs_quantile",
     "layer_states",
+    "layer_state",
+    "stack_states",
     "pair_scores",
     "permute_state",
     "measure",
@@ -95,19 +98,64 @@ def prepare_features(feats, q: float = 0.95, *, layer_dims=None):
         raise ValueError(f"feats must be N x L x D (3-D), got shape {tuple(t.shape)}")
     if q == 1:
         return t
-    if layer_dims is not None:
-        if len(layer_dims) != t.shape[1] or max(layer_dims) > t.shape[2]:
-            raise ValueError(f"layer_dims {list(layer_dims)} does not fit features of shape {tuple(t.shape)}")
-        flat = torch.cat([t[:, i, :d].abs().reshape(-1) for i, d in enumerate(layer_dims)])
-    else:
-        flat = t.abs().reshape(-1)
-    pos = q * (flat.numel() - 1)
-    lo = int(np.floor(pos))
-    # kthvalue is a selection, O(n): torch.quantile refuses tensors over 2^24 elements.
-    v_lo = torch.kthvalue(flat, lo + 1).values.double()
-    v_hi = torch.kthvalue(flat, min(lo + 2, flat.numel())).values.double() if pos > lo else v_lo
-    c = float(v_lo + (pos - lo) * (v_hi - v_lo))
+    if layer_dims is not None and (len(layer_dims) != t.shape[1] or max(layer_dims) > t.shape[2]):
+        raise ValueError(f"layer_dims {list(layer_dims)} does not fit features of shape {tuple(t.shape)}")
+    dims = layer_dims if layer_dims is not None else [t.shape[2]] * t.shape[1]
+    c = abs_quantile(lambda: (t[:, i, :d] for i, d in enumerate(dims)), q)
     return t.clamp(-c, c)
+
+
+# float dtype -> the signed integer of the same width: for x >= 0 the bit patterns order as the values
+_BITS = {torch.float16: torch.int16, torch.bfloat16: torch.int16, torch.float32: torch.int32,
+         torch.float64: torch.int64}
+
+
+def abs_quantile(chunks, q: float) -> float:
+    """The q-quantile of |x| over every element of ``chunks()`` (an iterable of float tensors,
+    one dtype), exactly as ``numpy.quantile``'s linear rule on the order statistics:
+    ``pos = q (n - 1)``, ``c = v_(lo) + (pos - lo) (v_(lo+1) - v_(lo))`` with ``lo = floor(pos)``.
+
+    The order statistics are found by a radix selection on the bit patterns of |x| (for
+    x >= 0 they order as the values), 16 bits per pass: a histogram of 65,536 counts per
+    pass, so memory is one chunk, however many chunks there are (a features file read
+    layer by layer). ``chunks`` is called once per pass (2 for float32, 1 for 16-bit
+    floats) and must give the same elements each time.
+    """
+    if not 0 < q <= 1:
+        raise ValueError(f"q must be in (0, 1], got {q}")
+    n, nbits, dtype = 0, 0, None
+    ranks: list[int] = []      # the wanted order statistics (1-based), as ranks left within the prefix
+    prefixes: list[int] = []   # their bit patterns' high digits found so far
+    level = 0
+    while level == 0 or 16 * level < nbits:
+        hists: dict = {}
+        for chunk in chunks():
+            if dtype is None:
+                if chunk.dtype not in _BITS:
+                    raise ValueError(f"abs_quantile needs float chunks ({list(_BITS)}), got {chunk.dtype}")
+                dtype, nbits = chunk.dtype, 8 * chunk.element_size()
+            bits = chunk.abs().contiguous().view(_BITS[dtype]).reshape(-1).long()
+            n += bits.numel() if level == 0 else 0
+            shift = nbits - 16 * (level + 1)
+            digits = (bits >> shift) & 0xFFFF
+            for p in set(prefixes) or {None}:
+                sel = digits if p is None else digits[(bits >> (shift + 16)) == p]
+                hists[p] = hists.get(p, 0) + torch.bincount(sel, minlength=1 << 16)
+        if n == 0:
+            raise ValueError("abs_quantile got no elements")
+        if level == 0:
+            pos = q * (n - 1)
+            lo = int(np.floor(pos))
+            ranks = [lo + 1, min(lo + 2, n)] if pos > lo else [lo + 1]
+            prefixes = [None] * len(ranks)
+        for r, p in enumerate(prefixes):
+            cum = hists[p].cumsum(0)
+            digit = int(torch.searchsorted(cum, torch.tensor(ranks[r])))  # first digit with cum >= rank
+            ranks[r] -= int(cum[digit - 1]) if digit else 0
+            prefixes[r] = digit if p is None else (p << 16 | digit)
+        level += 1
+    v_lo, v_hi = (float(torch.tensor([p], dtype=_BITS[dtype]).view(dtype)) for p in (prefixes[0], prefixes[-1]))
+    return float(v_lo + (pos - lo) * (v_hi - v_lo))
 
 
 def layer_states(
@@ -137,25 +185,38 @@ def layer_states(
     """
     check_metric(metric)
     x = as_tensor(feats, ndim=3, name="feats", dtype=dtype, device="cpu")
-    n, n_layers, _ = x.shape
+    n_layers = x.shape[1]
+    kw = dict(topk=topk, cca_dim=cca_dim, normalize=normalize, device=device, block_rows=block_rows)
+    per_layer = [layer_state(metric, x[:, layer, :], **kw)
+                 for layer in tqdm(range(n_layers), desc=f"{metric} states", disable=not progress, leave=False)]
+    return stack_states(metric, per_layer)
+
+
+def layer_state(metric: str, h: torch.Tensor, *, topk: int = 10, cca_dim: int = 10, normalize: bool = True,
+                device="cpu", block_rows: int | None = None):
+    """The state of one layer ``h`` (N × D, already in the working dtype): what ``layer_states``
+    stacks. ``normalize``: ``h_i / ||h_i||`` first; then the k-NN lists (N × k), the unit
+    centred Gram (N × N), ``kernel.cknna_state`` or ``kernel.svcca_state`` (N × cca_dim)."""
+    n = h.shape[0]
     if metric in GRAM_METRICS and n > MAX_GRAM_ITEMS:
         raise ValueError(
             f"{metric} needs an N x N Gram per layer and N={n} > {MAX_GRAM_ITEMS}; "
             "use a k-NN metric (mutual_knn, cknna) or fewer items"
         )
-    per_layer = []
-    for layer in tqdm(range(n_layers), desc=f"{metric} states", disable=not progress, leave=False):
-        h = x[:, layer, :].to(device)
-        if normalize:
-            h = F.normalize(h, dim=1)
-        if metric in KNN_METRICS:
-            per_layer.append(knn_lib.knn(h, topk, block_rows=block_rows)[0])
-        elif metric in GRAM_METRICS:
-            per_layer.append(GRAM_METRICS[metric](h))
-        elif metric == "cknna":
-            per_layer.append(kernel.cknna_state(h, topk, block_rows=block_rows))
-        else:
-            per_layer.append(kernel.svcca_state(h, cca_dim))
+    h = h.to(device)
+    if normalize:
+        h = F.normalize(h, dim=1)
+    if metric in KNN_METRICS:
+        return knn_lib.knn(h, topk, block_rows=block_rows)[0]
+    if metric in GRAM_METRICS:
+        return GRAM_METRICS[metric](h)
+    if metric == "cknna":
+        return kernel.cknna_state(h, topk, block_rows=block_rows)
+    return kernel.svcca_state(h, cca_dim)
+
+
+def stack_states(metric: str, per_layer: list):
+    """Layer-stack a list of ``layer_state`` results (dim 0 = layer), as ``layer_states`` returns them."""
     if metric == "cknna":
         return {key: torch.stack([s[key] for s in per_layer]) for key in per_layer[0]}
     return torch.stack(per_layer)

@@ -1,0 +1,119 @@
+"""Issue 22, blocking defect 3 (memory): alignment reads a features file one layer at a time.
+
+``alignment_table`` used to load each N x L x D file whole (about 20 GB for a 65B model on
+DCI); it now streams layers from disk (``file_layer_states``), so its memory must not grow
+with L and its numbers must equal the in-memory path exactly.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from prh.io import features_layout, read_features_layer, save_features
+from prh.metrics import layer_pair_scores, prepare_features
+from prh.metrics.engine import alignment_table, file_layer_states
+from prh.metrics.registry import abs_quantile, layer_states
+
+
+def kthvalue_clamp(t: torch.Tensor, q: float, layer_dims=None) -> float:
+    """The clamp of the old in-memory ``prepare_features``: kthvalue on the flattened |x|."""
+    dims = layer_dims or [t.shape[2]] * t.shape[1]
+    flat = torch.cat([t[:, i, :d].abs().reshape(-1) for i, d in enumerate(dims)])
+    pos = q * (flat.numel() - 1)
+    lo = int(np.floor(pos))
+    v_lo = torch.kthvalue(flat, lo + 1).values.double()
+    v_hi = torch.kthvalue(flat, min(lo + 2, flat.numel())).values.double() if pos > lo else v_lo
+    return float(v_lo + (pos - lo) * (v_hi - v_lo))
+
+
+def features(n, layers, width, seed, dtype=torch.float32):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, layers, width, generator=g) * torch.rand(n, layers, 1, generator=g) * 5
+    x[:, :, 0] += 40 * (torch.rand(n, layers, generator=g) > 0.9)  # heavy tail: the clamp matters
+    return x.to(dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64])
+@pytest.mark.parametrize("q", [0.95, 0.5, 0.999, 1e-3])
+def test_radix_quantile_equals_kthvalue_exactly(dtype, q):
+    t = features(37, 3, 11, seed=1, dtype=dtype)
+    t[:10] = 0.25  # ties across the quantile
+    dims = [11, 7, 4]
+    got = abs_quantile(lambda: (t[:, i, :d] for i, d in enumerate(dims)), q)
+    assert got == kthvalue_clamp(t, q, dims)
+    assert torch.equal(prepare_features(t, q, layer_dims=dims), t.clamp(-got, got))
+
+
+def test_a_layer_read_from_disk_equals_the_tensor_slice(tmp_path):
+    x = features(13, 5, 6, seed=2)
+    save_features(tmp_path / "m.safetensors", x, {"model": "m"})
+    layout = features_layout(tmp_path / "m.safetensors")
+    assert layout["shape"] == [13, 5, 6] and layout["dtype"] == torch.float32
+    for layer in range(5):
+        assert torch.equal(read_features_layer(tmp_path / "m.safetensors", layer), x[:, layer])
+    assert torch.equal(read_features_layer(tmp_path / "m.safetensors", 3, n_items=4), x[:4, 3])
+    with pytest.raises(ValueError, match="layer=5 must be in 0..4"):
+        read_features_layer(tmp_path / "m.safetensors", 5)
+
+
+@pytest.mark.parametrize("metric", ["mutual_knn", "cknna", "unbiased_cka", "svcca", "cycle_knn"])
+def test_streamed_table_equals_the_in_memory_path(tmp_path, metric):
+    """Scores and best pairs identical (not close) to load -> prepare_features -> layer_states."""
+    files, feats = [], {"a": features(40, 4, 16, seed=3), "b": features(40, 3, 24, seed=4)}
+    meta = {"a": {"layer_dims": [16, 9, 12, 16]}, "b": {}}
+    for name, x in feats.items():
+        if meta[name]:
+            for i, d in enumerate(meta[name]["layer_dims"]):
+                x[:, i, d:] = 0
+        save_features(tmp_path / f"{name}.safetensors", x, {"model": name, **meta[name]})
+        files.append(str(tmp_path / f"{name}.safetensors"))
+    table = alignment_table(metric, x_names=["a"], x_features=files[:1], y_names=["b"], y_features=files[1:],
+                            topk=5, quantile=0.95, cca_dim=4, n_items=33, layer_scores=True)
+    a = prepare_features(feats["a"][:33], q=0.95, layer_dims=meta["a"]["layer_dims"])
+    b = prepare_features(feats["b"][:33], q=0.95)
+    ref = layer_pair_scores(metric, a, b, topk=5, cca_dim=4)
+    np.testing.assert_array_equal(np.asarray(table["layer_scores"]["a__b"]), ref.scores)
+    assert table["scores"][0][0] == ref.best_score and table["best_pairs"][0][0] == list(ref.best_pair)
+    state, n, n_layers = file_layer_states(metric, files[0], quantile=0.95, n_items=33, topk=5, cca_dim=4)
+    expected = layer_states(metric, a, topk=5, cca_dim=4)
+    for got, want in (zip(state.values(), expected.values()) if metric == "cknna" else [(state, expected)]):
+        assert torch.equal(got, want)
+    assert (n, n_layers) == (33, 4)
+
+
+PEAK_SCRIPT = """
+import json, resource, sys
+from prh.metrics.engine import alignment_table
+warm, path = sys.argv[1], sys.argv[2]
+alignment_table("mutual_knn", x_names=["w"], x_features=[warm], topk=5, quantile=0.95)  # imports, allocator
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+alignment_table("mutual_knn", x_names=["m"], x_features=[path], topk=5, quantile=0.95)
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps({"added_mb": (after - before) / 1024}))
+"""
+
+
+def test_align_peak_memory_does_not_grow_with_the_number_of_layers(tmp_path):
+    """Peak RSS added by aligning an L-layer file (a fresh process each): L = 32 vs L = 4.
+
+    The 32-layer file is 105 MB (the 4-layer one 13 MB); loading a file whole costs at
+    least its size again, twice or more with the clamp's copies. Streaming costs one
+    400 x 2048 layer (3.3 MB) plus the neighbour lists, whatever L.
+    """
+    n, width = 400, 2048
+    save_features(tmp_path / "warm.safetensors", features(n, 2, width, seed=5), {"model": "w"})
+    added = {}
+    for layers in (4, 32):
+        path = tmp_path / f"m{layers}.safetensors"
+        save_features(path, features(n, layers, width, seed=layers), {"model": "m"})
+        out = subprocess.run([sys.executable, "-c", PEAK_SCRIPT, str(tmp_path / "warm.safetensors"), str(path)],
+                             capture_output=True, text=True, check=True)
+        added[layers] = json.loads(out.stdout.strip().splitlines()[-1])["added_mb"]
+    file_mb = (32 - 4) * n * width * 4 / 2**20  # 87.5 MB more on disk
+    assert added[32] - added[4] < 0.25 * file_mb, added
