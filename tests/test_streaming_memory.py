@@ -117,3 +117,29 @@ def test_align_peak_memory_does_not_grow_with_the_number_of_layers(tmp_path):
         added[layers] = json.loads(out.stdout.strip().splitlines()[-1])["added_mb"]
     file_mb = (32 - 4) * n * width * 4 / 2**20  # 87.5 MB more on disk
     assert added[32] - added[4] < 0.25 * file_mb, added
+
+
+def sparse_features_file(path, shape):
+    """A features file with a real header and a sparse (unwritten) N x L x D float32 body."""
+    header = json.dumps({"feats": {"dtype": "F32", "shape": list(shape),
+                                   "data_offsets": [0, int(np.prod(shape)) * 4]}}).encode()
+    header += b" " * (-len(header) % 8)
+    with open(path, "wb") as f:
+        f.write(len(header).to_bytes(8, "little") + header)
+        f.truncate(8 + len(header) + int(np.prod(shape)) * 4)
+
+
+def test_align_memory_follows_one_layer_not_the_file(tmp_path):
+    """The paper's largest case (81 layers x 8192 wide x 7,500 items, 20 GB): under 4 GB."""
+    from prh.metrics.engine import align_memory_mb
+
+    big, vit = tmp_path / "llama65b.safetensors", tmp_path / "vit.safetensors"
+    sparse_features_file(big, (7500, 81, 8192))
+    sparse_features_file(vit, (7500, 25, 1024))
+    assert features_layout(big)["shape"] == [7500, 81, 8192]
+    mb = align_memory_mb(x_features=[str(big)], y_features=[str(vit)], metric="mutual_knn")
+    one_layer = 7500 * 8192 * 4 / 2**20
+    assert 2000 + 4 * one_layer < mb < 4000
+    assert align_memory_mb(x_features=[str(big)] * 12, y_features=[str(vit)], metric="mutual_knn") == mb
+    missing = align_memory_mb(x_features=[str(tmp_path / "none.safetensors")], y_features=[], metric="cka")
+    assert missing == 2000 + 64

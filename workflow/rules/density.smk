@@ -114,7 +114,10 @@ rule density:
         bench_path("density", DENS_DATASET)
     threads: 2
     resources:
-        mem_mb=4000,
+        # one layer of one file in memory at a time (align_memory_mb), not a whole feature file
+        mem_mb=lambda w, input: align_memory_mb(x_features=list(input.language), y_features=list(input.vision),
+                                                metric=ALIGN["metric"], topk=ALIGN["topk"],
+                                                cca_dim=ALIGN["cca_dim"], dtype=ALIGN["dtype"]),
         runtime=60,
     conda:
         CONDA_ENV

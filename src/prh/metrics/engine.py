@@ -38,7 +38,7 @@ from prh.metrics.registry import (
     stack_states,
 )
 
-__all__ = ["LayerPairScores", "layer_pair_scores", "file_layer_states", "alignment_table", "main"]
+__all__ = ["LayerPairScores", "layer_pair_scores", "file_layer_states", "align_memory_mb", "alignment_table", "main"]
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 # elements of |x| histogrammed at once while the clamp quantile is found (2^22: 32 MiB as int64)
@@ -154,6 +154,35 @@ def file_layer_states(metric: str, path, *, quantile: float = 0.95, n_items: int
                                      block_rows=block_rows))
         del x
     return stack_states(metric, per_layer), n, n_layers
+
+
+def align_memory_mb(*, x_features: list[str], y_features: list[str], metric: str, topk: int = 10, cca_dim: int = 10,
+                    dtype: str = "float32", base_mb: int = 2000) -> int:
+    """Host memory (MB) of one ``alignment_table`` job, from the files' headers (what a rule's
+    ``resources: mem_mb`` asks for).
+
+    ``base_mb`` (Python, torch) + 4 working copies of the largest single layer (read, clamped,
+    cast, normalised: N × D × bytes of ``dtype``) + one 64 MiB k-NN similarity block + the
+    states that stay resident: every y model's and one x model's, L × N × s bytes with
+    s = 24 k (k-NN lists; cknna's indices, values and back-pointers) or 4 N (cka, unbiased_cka:
+    an N × N Gram per layer) or 4 cca_dim (svcca). Independent of how many layers are read at
+    once, since only one is. A file that does not exist yet (a dry run) counts 0.
+    """
+    check_metric(metric)
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {list(DTYPES)}, got {dtype!r}")
+    size = torch.empty(0, dtype=DTYPES[dtype]).element_size()
+
+    def sizes(path):
+        if not os.path.exists(path):
+            return 0.0, 0.0
+        n, n_layers, width = features_layout(path)["shape"]
+        per_item = {"cka": 4 * n, "unbiased_cka": 4 * n, "svcca": 4 * cca_dim}.get(metric, 24 * topk)
+        return n * width * size / 2**20, n_layers * n * per_item / 2**20
+
+    x, y = [sizes(p) for p in x_features], [sizes(p) for p in y_features]
+    layer = max((s[0] for s in x + y), default=0.0)
+    return int(base_mb + 64 + 4 * layer + sum(s[1] for s in y) + max((s[1] for s in x), default=0.0))
 
 
 def _n_layers(state) -> int:
