@@ -24,7 +24,7 @@ from tqdm.auto import tqdm
 
 from prh.device import place_model, resolve_device, resolve_dtype
 
-__all__ = ["BatchCheckpoint", "fingerprint", "model_id", "length_batches", "pad_batch", "forward_inputs",
+__all__ = ["BatchCheckpoint", "fingerprint", "model_id", "length_batches", "activation_bytes", "pad_batch", "forward_inputs",
            "encode_texts", "check_texts", "group_starts", "run_batches", "remove_checkpoint"]
 
 class BatchCheckpoint:
@@ -82,13 +82,15 @@ def model_id(model) -> list:
 
 
 def length_batches(lengths, batch_size: int, *, group_by_length: bool = True,
-                   max_tokens: int | None = None) -> list[np.ndarray]:
+                   max_tokens: int | None = None, item_bytes=None, max_bytes: float | None = None) -> list[np.ndarray]:
     """Index batches of at most ``batch_size`` items.
 
     Grouped: sorted longest first (a batch too large for memory fails at once), and with
     ``max_tokens`` a batch also stops growing before ``items x longest`` exceeds it, so
     short captions go in large batches and long ones in small (peak memory ~ max_tokens).
-    Not grouped: input order, ``max_tokens`` ignored.
+    With ``max_bytes`` and ``item_bytes(length)`` (bytes of activations of one item padded
+    to ``length``, e.g. ``activation_bytes``) likewise ``items x item_bytes(longest) <= max_bytes``
+    (at least one item per batch). Not grouped: input order, ``max_tokens`` and ``max_bytes`` ignored.
     """
     lengths = np.asarray(lengths)
     if not group_by_length:
@@ -98,11 +100,31 @@ def length_batches(lengths, batch_size: int, *, group_by_length: bool = True,
     batches, start = [], 0
     while start < len(order):
         size = batch_size
-        if max_tokens is not None:  # the first item is the batch's longest
-            size = max(1, min(batch_size, max_tokens // max(int(lengths[order[start]]), 1)))
+        longest = max(int(lengths[order[start]]), 1)  # the first item is the batch's longest
+        if max_tokens is not None:
+            size = max(1, min(size, max_tokens // longest))
+        if max_bytes is not None:
+            size = max(1, min(size, int(max_bytes // max(item_bytes(longest), 1))))
         batches.append(order[start : start + size])
         start += size
     return batches
+
+
+def activation_bytes(config, length: int, dtype_bytes: int) -> int:
+    """Estimated accelerator bytes of activations for one item of ``length`` tokens, hidden states streamed.
+
+    ``length x (4 H + 2 I) x b + A x length^2 x 4``: a few H-wide tensors (the residual stream,
+    the normed input, the attention output, the streamed hidden state) and the MLP's two
+    I-wide intermediates in the working dtype (b bytes), plus one fp32 attention-score matrix per
+    head (A heads; 0 with a fused kernel, counted anyway as the bound). H, I, A from the model
+    config (``intermediate_size`` / ``n_inner`` / ``ffn_dim``, else 4 H).
+    """
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    hidden = int(getattr(text, "hidden_size", None) or getattr(text, "n_embd"))
+    inner = next((int(v) for k in ("intermediate_size", "n_inner", "ffn_dim")
+                  if (v := getattr(text, k, None))), 4 * hidden)
+    heads = int(getattr(text, "num_attention_heads", None) or getattr(text, "n_head", 1))
+    return int(length * (4 * hidden + 2 * inner) * dtype_bytes + heads * length**2 * 4)
 
 
 def pad_batch(encodings: list[dict], *, pad_id: int, side: str, length: int | None = None) -> dict:
@@ -159,19 +181,36 @@ def group_starts(samples_per_item, n_texts: int) -> np.ndarray:
 
 
 def run_batches(model, tokenizer, encodings, *, batch_size, device, dtype, group_by_length, checkpoint_dir,
-                  tag, key, progress, step, max_tokens=None) -> list:
-    """Shared loop: length-grouped batches, ``step(inputs, mask) -> per-item tensor``, input order restored."""
+                  tag, key, progress, step, max_tokens=None, memory_budget_gb=None) -> list:
+    """Shared loop: length-grouped batches, ``step(inputs, mask) -> per-item tensor``, input order restored.
+
+    ``memory_budget_gb``: activation bytes a batch may use (``activation_bytes`` per item), in GB;
+    "auto": 80 % of the CUDA memory free once the model is placed (no cap on a CPU); None: no cap.
+    """
     if batch_size < 1:
         raise ValueError(f"batch_size={batch_size} must be >= 1")
+    if not (memory_budget_gb is None or memory_budget_gb == "auto"
+            or (isinstance(memory_budget_gb, (int, float)) and memory_budget_gb > 0)):
+        raise ValueError(f"memory_budget_gb={memory_budget_gb!r} must be a number of GB > 0, 'auto' or None")
     dtype = resolve_dtype(dtype, resolve_device(device))
     dev = place_model(model, device, dtype)
+    max_bytes = memory_budget_gb * 1e9 if isinstance(memory_budget_gb, (int, float)) else None
+    if memory_budget_gb == "auto" and torch.device(dev).type == "cuda":
+        # whole GB, so a resumed job on the same card gets the same batches (and keeps its checkpoint)
+        max_bytes = max(1, int(0.8 * torch.cuda.mem_get_info(torch.device(dev))[0] // 1e9)) * 1e9
+    item_bytes = None
+    if max_bytes is not None:
+        size = torch.empty(0, dtype=dtype).element_size()
+        item_bytes = lambda length: activation_bytes(model.config, length, size)  # noqa: E731
     lengths = [len(e["input_ids"]) for e in encodings]
-    batches = length_batches(lengths, batch_size, group_by_length=group_by_length, max_tokens=max_tokens)
+    batches = length_batches(lengths, batch_size, group_by_length=group_by_length, max_tokens=max_tokens,
+                             item_bytes=item_bytes, max_bytes=max_bytes)
     pad_to = None if group_by_length else max(lengths)
     ckpt = None
     if checkpoint_dir is not None:
         ckpt = BatchCheckpoint(checkpoint_dir, tag, fingerprint(
-            tag, key, batch_size, group_by_length, max_tokens, str(dtype), model_id(model),
+            tag, key, batch_size, group_by_length, max_tokens, *([max_bytes] if max_bytes else []), str(dtype),
+            model_id(model),
             [e["input_ids"] for e in encodings]))
     results = [None] * len(encodings)
     for k, idx in enumerate(tqdm(batches, desc=f"{tag} batches", disable=not progress)):

@@ -28,14 +28,16 @@ from prh.config import schema_defaults
 from prh.device import DTYPES, resolve_device, resolve_dtype
 from prh.evaluation.likelihood import bits_per_byte
 from prh.features import (
+    LAYERS,
     PRH_PROMPT,
+    check_layers,
     extract_language_features,
     extract_vision_features,
     pool_blocks,
     preprocess_images,
     resize_side,
 )
-from prh.io import read_json, read_jsonl, save_features
+from prh.io import none_or, read_json, read_jsonl, save_features
 from prh.models import loaders
 
 
@@ -111,12 +113,15 @@ def _check_resolution(data, images, pre) -> dict:
 
 
 def extract_vision_dataset(*, model, data, out, name=None, revision=None, batch_size=64, device="auto",
-                           dtype=None, progress=True) -> None:
+                           dtype=None, progress=True, layers="all") -> None:
     """Features of ``model`` (zoo dir or timm name) on ``data/images.npy``, saved to ``out``.
 
     ``dtype`` None: the schema default of ``features.vision_dtype`` (float32, as the reference
     runs its vision models); "auto" is bfloat16 on CUDA, float32 on the CPU.
+    ``layers="last"``: only the last block / stage is kept (N x 1 x D; the meta's ``layer_indices``
+    says which block of the model it is): for datasets whose only reader is a linear probe.
     """
+    check_layers(layers)
     dev = resolve_device(device)
     dt = resolve_dtype(schema_defaults("features")["vision_dtype"] if dtype is None else dtype, dev)
     images = _read_images(data)
@@ -124,12 +129,14 @@ def extract_vision_dataset(*, model, data, out, name=None, revision=None, batch_
     resolution = _check_resolution(data, images, pre)
     kw = {k: pre[k] for k in ("pooling", "mean", "std", "input_size", "interpolation", "crop_pct")}
     feats = extract_vision_features(net, images, batch_size=batch_size, device=dev, dtype=dt,
-                                       checkpoint_dir=_partial_dir(out), progress=progress, **kw)
+                                       checkpoint_dir=_partial_dir(out), progress=progress, layers=layers, **kw)
     layer_dims = _layer_dims(net, images[:1], pre, dt)
+    indices = list(range(len(layer_dims)))[-feats.shape[1]:]
     meta = {
         "model": name or Path(str(model)).name, "source": str(model), "revision": revision,
         "dataset": Path(data).name, "modality": "vision", "dtype": str(dt).removeprefix("torch."),
-        "n_params": loaders.count_params(net), "n_layers": int(feats.shape[1]), "layer_dims": layer_dims, **kw,
+        "n_params": loaders.count_params(net), "n_layers": int(feats.shape[1]),
+        "layer_dims": [layer_dims[i] for i in indices], "layers": layers, "layer_indices": indices, **kw,
         **resolution,
     }
     save_features(out, feats, meta)
@@ -141,7 +148,7 @@ def extract_vision_dataset(*, model, data, out, name=None, revision=None, batch_
 def extract_language_dataset(*, model, data, out, name=None, revision=None, pooling="mean", prompt_template=None,
                              text_field="text", text_index=None, average_samples=False, batch_size=32,
                              device="auto", dtype="auto", device_map=None, load_in_4bit=False, bpb=True,
-                             max_batch_tokens=None, progress=True) -> None:
+                             max_batch_tokens=None, progress=True, layers="all", gpu_memory_budget_gb=None) -> None:
     """Features (and bits-per-byte for causal LMs) of ``model`` on ``data/captions.jsonl``, saved to ``out``.
 
     The text of item i is ``captions.jsonl``'s ``text_field`` (entry ``text_index`` when it is a
@@ -150,7 +157,12 @@ def extract_language_dataset(*, model, data, out, name=None, revision=None, pool
     (each caption pooled alone), bits per byte ``sum_k bits(t_ik) / sum_k bytes(t_ik)``; all
     sum_i K_i captions run in one length-grouped, resumable pass (``samples_per_item`` of
     ``extract_language_features`` and ``bits_per_byte``).
+
+    Hidden states are streamed to the CPU layer by layer; ``gpu_memory_budget_gb`` (GB, "auto"
+    or None) caps a batch's estimated activations (``extract_language_features``). ``layers="last"``
+    keeps only the final hidden state (N x 1 x D, ``layer_indices`` in the meta).
     """
+    check_layers(layers)
     if prompt_template == "prh":
         prompt_template = PRH_PROMPT
     dev = resolve_device(device)
@@ -160,7 +172,9 @@ def extract_language_dataset(*, model, data, out, name=None, revision=None, pool
                                        load_in_4bit=load_in_4bit)
     common = dict(batch_size=batch_size, device=dev, dtype=dt, max_batch_tokens=max_batch_tokens,
                   checkpoint_dir=_partial_dir(out), progress=progress, samples_per_item=counts)
-    feats = extract_language_features(net, tok, texts, pooling=pooling, prompt_template=prompt_template, **common)
+    feats = extract_language_features(net, tok, texts, pooling=pooling, prompt_template=prompt_template,
+                                      layers=layers, gpu_memory_budget_gb=gpu_memory_budget_gb, **common)
+    n_hidden = net.config.get_text_config().num_hidden_layers + 1
     meta = {
         "model": name or Path(str(model)).name, "source": str(model), "revision": revision,
         "dataset": Path(data).name, "modality": "language", "pooling": pooling,
@@ -169,6 +183,8 @@ def extract_language_dataset(*, model, data, out, name=None, revision=None, pool
         "samples_per_item": {"min": min(counts), "max": max(counts), "total": len(texts)} if counts else None,
         "dtype": str(dt).removeprefix("torch."), "n_params": loaders.count_params(net), "n_layers": int(feats.shape[1]),
         "causal_lm": loaders.is_causal_lm(net.config), "load_in_4bit": load_in_4bit,
+        "layers": layers, "layer_indices": list(range(n_hidden))[-feats.shape[1]:],
+        "gpu_memory_budget_gb": gpu_memory_budget_gb,
     }
     if bpb and meta["causal_lm"]:
         per_item = bits_per_byte(net, tok, texts, **common)
@@ -177,6 +193,10 @@ def extract_language_dataset(*, model, data, out, name=None, revision=None, pool
     remove_checkpoint(_partial_dir(out))
     del net
     loaders.free_model_memory()
+
+
+def _budget(text: str):
+    return text if text == "auto" else float(text)
 
 
 def _common_args(parser: argparse.ArgumentParser) -> None:
@@ -188,6 +208,8 @@ def _common_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"])
     parser.add_argument("--dtype", default="auto", choices=["auto", *DTYPES])
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--layers", default="all", choices=list(LAYERS),
+                        help="all: every block | last: the last one only (a linear probe's only input)")
 
 
 def vision_main(argv: list[str] | None = None) -> None:
@@ -198,7 +220,8 @@ def vision_main(argv: list[str] | None = None) -> None:
     parser.set_defaults(dtype=schema_defaults("features")["vision_dtype"])
     a = parser.parse_args(argv)
     extract_vision_dataset(model=a.model, data=a.data, out=a.out, name=a.name, revision=a.revision,
-                           batch_size=a.batch_size, device=a.device, dtype=a.dtype, progress=not a.no_progress)
+                           batch_size=a.batch_size, device=a.device, dtype=a.dtype, progress=not a.no_progress,
+                           layers=a.layers)
 
 
 def language_main(argv: list[str] | None = None) -> None:
@@ -218,9 +241,13 @@ def language_main(argv: list[str] | None = None) -> None:
     parser.add_argument("--no-bpb", action="store_true", help="skip bits-per-byte for causal LMs")
     parser.add_argument("--max-batch-tokens", type=int, default=None,
                         help="cap items x longest tokens per batch (bounds memory); default: no cap")
+    parser.add_argument("--gpu-memory-budget-gb", type=none_or(_budget), default=None,
+                        help="cap a batch's estimated activations at this many GB ('auto': 80%% of free GPU "
+                             "memory after loading; default: no cap)")
     a = parser.parse_args(argv)
     extract_language_dataset(model=a.model, data=a.data, out=a.out, name=a.name, revision=a.revision,
                              pooling=a.pooling, prompt_template=a.prompt_template, text_field=a.text_field,
                              text_index=a.text_index, average_samples=a.average_samples, batch_size=a.batch_size, device=a.device, dtype=a.dtype,
                              device_map=a.device_map, load_in_4bit=a.load_in_4bit, bpb=not a.no_bpb,
-                             max_batch_tokens=a.max_batch_tokens, progress=not a.no_progress)
+                             max_batch_tokens=a.max_batch_tokens, progress=not a.no_progress, layers=a.layers,
+                             gpu_memory_budget_gb=a.gpu_memory_budget_gb)

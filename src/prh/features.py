@@ -14,6 +14,8 @@ Texts run in length-grouped, resumable batches (``prh.batching``). ``prh extract
 from __future__ import annotations
 
 import math
+import warnings
+import weakref
 
 import numpy as np
 import torch
@@ -32,10 +34,18 @@ from prh.batching import (
 )
 from prh.device import place_model, resolve_device, resolve_dtype
 
-__all__ = ["PRH_PROMPT", "resize_side", "preprocess_images", "pool_blocks", "extract_vision_features", "extract_language_features"]
+__all__ = ["PRH_PROMPT", "LAYERS", "check_layers", "resize_side", "preprocess_images", "pool_blocks",
+           "extract_vision_features", "hidden_state_blocks", "streamed_hidden_pools", "extract_language_features"]
 
 # PRH appendix C.2; the model's next token would be the <fill>.
 PRH_PROMPT = "An image with the caption '{caption}'. This is an image of a"
+# which layers a features file keeps: every block, or only the last (all a linear probe reads)
+LAYERS = ("all", "last")
+
+
+def check_layers(layers: str) -> None:
+    if layers not in LAYERS:
+        raise ValueError(f"layers={layers!r}; choose 'all' (every block) or 'last' (a probe's only input)")
 
 
 # ---------------------------------------------------------------- vision
@@ -73,13 +83,16 @@ def preprocess_images(images: np.ndarray, *, input_size, mean, std, interpolatio
     return (x - mean) / std
 
 
-def pool_blocks(model, x: torch.Tensor, pooling: str) -> list[torch.Tensor]:
-    """One B x D_l tensor per block (ViT) or stage (CNN)."""
+def pool_blocks(model, x: torch.Tensor, pooling: str, layers: str = "all") -> list[torch.Tensor]:
+    """One B x D_l tensor per block (ViT) or stage (CNN); ``layers="last"``: the last one only
+    (timm then keeps only that block's output, not every block's)."""
     if not hasattr(model, "forward_intermediates"):
         raise ValueError(f"{type(model).__name__} has no forward_intermediates; use a timm model that has it")
+    check_layers(layers)
+    indices = 1 if layers == "last" else None  # timm: an int n = the last n blocks
     if hasattr(model, "num_prefix_tokens"):  # ViT-like: a token sequence per block
         outs = model.forward_intermediates(
-            x, indices=None, return_prefix_tokens=True, output_fmt="NLC", intermediates_only=True
+            x, indices=indices, return_prefix_tokens=True, output_fmt="NLC", intermediates_only=True
         )
         if pooling == "cls":
             if not model.num_prefix_tokens:
@@ -88,7 +101,7 @@ def pool_blocks(model, x: torch.Tensor, pooling: str) -> list[torch.Tensor]:
         return [(o[0] if isinstance(o, tuple) else o).mean(dim=1) for o in outs]
     if pooling != "avg":
         raise ValueError(f"pooling={pooling!r} needs a class token; {type(model).__name__} is a CNN: use 'avg'")
-    return [o.mean(dim=(2, 3)) for o in model.forward_intermediates(x, indices=None, intermediates_only=True)]
+    return [o.mean(dim=(2, 3)) for o in model.forward_intermediates(x, indices=indices, intermediates_only=True)]
 
 
 def _stack_layers(layers: list[torch.Tensor]) -> torch.Tensor:
@@ -100,7 +113,7 @@ def _stack_layers(layers: list[torch.Tensor]) -> torch.Tensor:
 @torch.inference_mode()
 def extract_vision_features(
     model, images, *, pooling, mean, std, input_size, batch_size=64, device="cpu", dtype=torch.float32,
-    interpolation="bilinear", crop_pct=1.0, checkpoint_dir=None, progress=True,
+    interpolation="bilinear", crop_pct=1.0, checkpoint_dir=None, progress=True, layers="all",
 ) -> torch.Tensor:
     """Pooled output of every block (ViT) or stage (CNN) of a timm model.
 
@@ -112,6 +125,7 @@ def extract_vision_features(
     mean, std, input_size, interpolation, crop_pct : the preprocess dict of ``load_vision_model``.
     batch_size, device ("auto"|"cuda"|"cpu"), dtype : how to run it.
     checkpoint_dir : save each finished batch there and resume from it (the caller removes it).
+    layers : "all", or "last" for the last block / stage only (L = 1: what a linear probe reads).
 
     Returns
     -------
@@ -128,14 +142,14 @@ def extract_vision_features(
     if checkpoint_dir is not None:
         ckpt = BatchCheckpoint(checkpoint_dir, "vision", fingerprint(
             "vision", pooling, batch_size, str(dtype), list(input_size), list(mean), list(std),
-            interpolation, crop_pct, model_id(model), np.asarray(images)))
+            interpolation, crop_pct, model_id(model), np.asarray(images), *(["last"] if layers == "last" else [])))
     out = []
     for k, start in enumerate(tqdm(range(0, n, batch_size), desc="vision batches", disable=not progress)):
         feats = ckpt.get(k) if ckpt else None
         if feats is None:
             x = preprocess_images(images[start : start + batch_size], input_size=input_size, mean=mean,
                                   std=std, interpolation=interpolation, crop_pct=crop_pct)
-            feats = _stack_layers(pool_blocks(model, x.to(dev, dtype), pooling)).cpu()
+            feats = _stack_layers(pool_blocks(model, x.to(dev, dtype), pooling, layers)).cpu()
             if ckpt:
                 ckpt.put(k, feats)
         out.append(feats)
@@ -145,11 +159,64 @@ def extract_vision_features(
 # ---------------------------------------------------------------- language
 
 
+# model -> whether its streamed hidden states matched output_hidden_states (checked once per model)
+_HOOKS_CHECKED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def hidden_state_blocks(model):
+    """``(base model, its list of transformer blocks)`` of a transformers model, or None.
+
+    The blocks are the base model's first ``nn.ModuleList`` with ``num_hidden_layers`` entries
+    (``model.layers`` of LLaMA, ``h`` of GPT-2 and BLOOM, ``encoder.layer`` of BERT/RoBERTa).
+    """
+    config = getattr(model, "config", None)
+    base = getattr(model, "base_model", None)
+    if config is None or base is None:
+        return None
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    n = getattr(text, "num_hidden_layers", None)
+    for module in base.modules():
+        if isinstance(module, torch.nn.ModuleList) and len(module) == n:
+            return base, module
+    return None
+
+
+def streamed_hidden_pools(model, blocks, batch, dev, pool, *, layers="all") -> list[torch.Tensor]:
+    """``pool(h_l, mask)`` of every hidden state h_0..h_L of one batch, each on the CPU as soon as it exists.
+
+    ``blocks = hidden_state_blocks(model)``. With ``output_hidden_states=True``, transformers
+    returns h_0 = the input of block 0, h_l = the output of block l - 1, and h_L = the base
+    model's ``last_hidden_state`` (after the final norm where there is one), all alive until the
+    forward ends. Here forward hooks pool h_0..h_(L-1) when they are made and keep only the
+    pooled B x D (float32, CPU); h_L is pooled from the base model's output (no LM head runs).
+    ``layers="last"``: h_L only, no hooks.
+    """
+    base, module_list = blocks
+    mask = batch["attention_mask"].bool()
+    pooled: list[torch.Tensor] = []
+
+    def keep(h):
+        pooled.append(pool(h[0] if isinstance(h, tuple) else h, mask).cpu())
+
+    handles = []
+    if layers == "all":
+        handles.append(module_list[0].register_forward_pre_hook(
+            lambda mod, args, kwargs: keep(args[0] if args else kwargs["hidden_states"]), with_kwargs=True))
+        handles += [block.register_forward_hook(lambda mod, args, out: keep(out)) for block in module_list[:-1]]
+    try:
+        out = base(**forward_inputs(base, batch, dev, use_cache=False))
+    finally:
+        for handle in handles:
+            handle.remove()
+    keep(out[0] if isinstance(out, tuple) else out.last_hidden_state)
+    return pooled
+
+
 @torch.inference_mode()
 def extract_language_features(
     model, tokenizer, texts, *, batch_size=32, device="cpu", dtype=torch.float32, pooling="mean",
     prompt_template=None, group_by_length=True, max_batch_tokens=None, checkpoint_dir=None, progress=True,
-    samples_per_item=None,
+    samples_per_item=None, layers="all", gpu_memory_budget_gb=None,
 ) -> torch.Tensor:
     """Every hidden state (embeddings included), pooled over each text's valid tokens.
 
@@ -171,10 +238,21 @@ def extract_language_features(
     group_by_length : sort by token length before batching (False: input order, padded to the longest text).
     max_batch_tokens : with grouping, cap items x longest per batch (bounds peak memory); None: no cap.
     checkpoint_dir : save each finished batch there and resume from it (the caller removes it).
+    layers : "all" (embeddings and every block) or "last" (the final hidden state only).
+    gpu_memory_budget_gb : bytes of activations one batch may use, in GB (``prh.batching.activation_bytes``
+        estimates them per item from the model config); length-grouped batches shrink to fit.
+        "auto": 80 % of the accelerator memory free after the weights are placed; None: no cap.
+
+    Hidden states are streamed (``streamed_hidden_pools``): hooks on the transformer blocks pool
+    each layer's hidden state as soon as it exists and move the B x D result to the CPU, so at
+    most a couple of full B x T x D hidden states are alive at once instead of all L + 1. On the
+    first batch the hooks are checked against ``output_hidden_states=True`` on one text; an
+    architecture where they disagree (or whose blocks are not found) falls back to it, with a warning.
 
     Returns
     -------
-    float32 CPU tensor N x (num_layers + 1) x D (N texts, or N items with ``samples_per_item``).
+    float32 CPU tensor N x (num_layers + 1) x D (N texts, or N items with ``samples_per_item``);
+    N x 1 x D with ``layers="last"``.
     """
     if pooling not in ("mean", "last"):
         raise ValueError(f"pooling={pooling!r}; choose 'mean' or 'last'")
@@ -185,24 +263,45 @@ def extract_language_features(
             raise ValueError(f"prompt_template={prompt_template!r} must contain '{{caption}}'")
         texts = [prompt_template.replace("{caption}", t) for t in texts]
 
-    def step(batch, dev):
+    check_layers(layers)
+
+    def pool(h, mask):
+        if pooling == "mean":
+            m = mask.to(h.device).unsqueeze(-1)
+            # where(), not multiply: a fully masked (padding) query row may hold NaN.
+            return torch.where(m, h.float(), 0.0).sum(1) / m.sum(1)
+        pos = torch.arange(mask.shape[1], device=h.device)
+        last = torch.where(mask.to(h.device), pos, -1).argmax(dim=1)
+        return h.float()[torch.arange(h.shape[0], device=h.device), last]
+
+    def all_hidden_states(batch, dev):
+        """The reference path: every hidden state held at once (``output_hidden_states=True``)."""
         extra = {"logits_to_keep": 1, "use_cache": False}
         hs = model(**forward_inputs(model, batch, dev, **extra), output_hidden_states=True).hidden_states
-        mask = batch["attention_mask"].to(hs[0].device).bool()
-        if pooling == "mean":
-            m = mask.unsqueeze(-1)
-            # where(), not multiply: a fully masked (padding) query row may hold NaN.
-            pooled = [torch.where(m, h.float(), 0.0).sum(1) / m.sum(1) for h in hs]
-        else:
-            pos = torch.arange(mask.shape[1], device=mask.device)
-            last = torch.where(mask, pos, -1).argmax(dim=1)
-            pooled = [h.float()[torch.arange(h.shape[0], device=h.device), last.to(h.device)] for h in hs]
-        return torch.stack([p.to(pooled[0].device) for p in pooled], dim=1)
+        mask = batch["attention_mask"].bool()
+        return torch.stack([pool(h, mask).cpu() for h in (hs[-1:] if layers == "last" else hs)], dim=1)
+
+    blocks = hidden_state_blocks(model)
+
+    def step(batch, dev):
+        streamed = blocks is not None and _HOOKS_CHECKED.get(model)
+        if blocks is not None and streamed is None:  # once per model: check the hooks on one text
+            one = {k: v[:1] for k, v in batch.items()}
+            ref = all_hidden_states(one, dev)
+            got = torch.stack(streamed_hidden_pools(model, blocks, one, dev, pool, layers=layers), dim=1)
+            streamed = _HOOKS_CHECKED[model] = got.shape == ref.shape and torch.allclose(got, ref, rtol=1e-3, atol=1e-4)
+            if not streamed:
+                warnings.warn(f"{type(model).__name__}: per-block hooks do not reproduce output_hidden_states; "
+                              "falling back to holding every hidden state (more accelerator memory)", stacklevel=2)
+        if not streamed:
+            return all_hidden_states(batch, dev)
+        return torch.stack(streamed_hidden_pools(model, blocks, batch, dev, pool, layers=layers), dim=1)
 
     rows = run_batches(model, tokenizer, encode_texts(tokenizer, texts), batch_size=batch_size, device=device,
                          dtype=dtype, group_by_length=group_by_length, checkpoint_dir=checkpoint_dir,
-                         max_tokens=max_batch_tokens,
-                         tag="language", key=[pooling, prompt_template], progress=progress, step=step)
+                         max_tokens=max_batch_tokens, memory_budget_gb=gpu_memory_budget_gb,
+                         tag="language", key=[pooling, prompt_template, *(["last"] if layers == "last" else [])],
+                         progress=progress, step=step)
     if starts is None:
         return torch.stack(rows)
     bounds = [*starts.tolist(), len(rows)]

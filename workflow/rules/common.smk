@@ -273,6 +273,18 @@ def runtime(wildcards):
     return 20 if _is_zoo(wildcards) else int(30 + 4 * _gb_params(wildcards))
 
 
+# Datasets whose features only a linear probe reads (probe_vtab: the VTAB train/test splits, the
+# same `vtab_<task>_train`/`_test` names as convergence.smk's VTAB_TASKS) and that no suite aligns:
+# their extraction keeps the last layer only (`--layers last`), ~30x less disk than every layer.
+_SUITE_DATASETS = {v for cfg in config["suites"].values() for v in cfg.values() if isinstance(v, str)}
+PROBE_ONLY_DATASETS = {name for name in config["datasets"] if name.startswith("vtab_")
+                       and name.endswith(("_train", "_test")) and name not in _SUITE_DATASETS}
+
+
+def layers_arg(wildcards):
+    return "last" if wildcards.dataset in PROBE_ONLY_DATASETS else "all"
+
+
 def language_args(wildcards):
     """Optional flags; a function, not a string, so the template's {caption} is not read as a wildcard."""
     args = []
@@ -280,6 +292,8 @@ def language_args(wildcards):
         args.append(f"--prompt-template {shlex.quote(FEAT['prompt_template'])}")
     if FEAT.get("max_batch_tokens"):
         args.append(f"--max-batch-tokens {int(FEAT['max_batch_tokens'])}")
+    if FEAT.get("gpu_memory_budget_gb"):
+        args.append(f"--gpu-memory-budget-gb {FEAT['gpu_memory_budget_gb']}")
     return " ".join(args)
 
 

@@ -20,6 +20,7 @@ rule extract_vision:
         revision=revision_arg,
         data=lambda w, input: os.path.dirname(input.images),
         batch_size=FEAT["vision_batch_size"],
+        layers=layers_arg,  # "last" where a linear probe is the only reader (PROBE_ONLY_DATASETS)
         device=config["device"],
         dtype=FEAT["vision_dtype"],  # float32 as the reference (schema default)
     log:
@@ -36,7 +37,7 @@ rule extract_vision:
     shell:
         "prh extract-vision --model {params.model} {params.revision} --data {params.data}"
         " --out {output.feats} --name {wildcards.model} --batch-size {params.batch_size}"
-        " --device {params.device} --dtype {params.dtype} > {log} 2>&1"
+        " --layers {params.layers} --device {params.device} --dtype {params.dtype} > {log} 2>&1"
 
 
 rule extract_language:

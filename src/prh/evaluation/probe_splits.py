@@ -73,13 +73,15 @@ def load_probe_layers(path: str | Path, layer: str = "last") -> tuple[np.ndarray
 
     Returns
     -------
-    (features, index of the first returned layer in the file)
+    (features, index of the first returned layer: in the file, or with ``layer="last"`` the
+    model's block, ``layer_indices[-1]`` of the meta when the file keeps only some layers)
     """
     path = Path(path)
     if layer not in ("last", "best"):
         raise ValueError(f"layer={layer!r} must be 'last' or 'best'")
     meta_path = features_meta_path(path)
-    dims = (read_json(meta_path) if meta_path.exists() else {}).get("layer_dims")
+    meta = read_json(meta_path) if meta_path.exists() else {}
+    dims = meta.get("layer_dims")
     with open_features(path) as f:
         sl = f.get_slice("feats")
         shape = list(sl.get_shape())
@@ -90,7 +92,9 @@ def load_probe_layers(path: str | Path, layer: str = "last") -> tuple[np.ndarray
             raise ValueError(f"layer_dims {list(dims)} in {meta_path} does not fit features of shape {shape}")
         if layer == "best":
             return sl[:].float().numpy(), 0
-        return sl[:, n_layers - 1:n_layers, :int(dims[-1]) if dims else width].float().numpy(), n_layers - 1
+        # a last-layer-only file (`prh extract-vision --layers last`) names the model's block in layer_indices
+        last = (meta.get("layer_indices") or [n_layers - 1])[-1]
+        return sl[:, n_layers - 1:n_layers, :int(dims[-1]) if dims else width].float().numpy(), last
 
 
 def _read_labels(data_dir: str | Path) -> np.ndarray:

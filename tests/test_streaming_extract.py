@@ -1,0 +1,165 @@
+"""Issue 22, blocking defect 3 (memory) and the VTAB disk: extraction streams hidden states.
+
+``extract_language_features`` used ``output_hidden_states=True``, which keeps all L + 1
+B x T x D hidden states alive until the forward ends (~36 GB extra for a 30B model at batch
+32 on 1.4k-token DCI captions). It now pools each one as it is made (hooks on the blocks),
+batches shrink to a GPU-memory budget, and features read only by a probe keep the last layer.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import weakref
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from tiny_models import CORPUS, make_tokenizer, save_encoder, save_language_model, save_vision_zoo
+
+from prh.batching import activation_bytes
+from prh.evaluation.probe_splits import load_probe_layers
+from prh.features import extract_language_features, extract_vision_features
+from prh.io import load_features, write_npy
+from prh.models.loaders import load_language_model, load_vision_model
+
+ROOT = Path(__file__).resolve().parents[1]
+TEXTS = [CORPUS[0], "a", CORPUS[1], CORPUS[3], "two spheres", CORPUS[2] + " and " + CORPUS[0], "café", CORPUS[1]]
+
+
+@pytest.fixture(scope="module")
+def lm_dirs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("lms")
+    dirs = {k: save_language_model(k, root / k) for k in ("gpt2", "llama", "bloom")}
+    dirs["bert"] = save_encoder(root / "bert")
+    return dirs
+
+
+def all_hidden_states(model, tok, text, pooling):
+    """The reference: every hidden state of one unpadded text (output_hidden_states=True), pooled."""
+    ids = tok(text, return_tensors="pt")
+    with torch.no_grad():
+        hs = model(**ids, output_hidden_states=True).hidden_states
+    return torch.stack([h[0].mean(0) if pooling == "mean" else h[0, -1] for h in hs])
+
+
+@pytest.mark.parametrize("kind", ["gpt2", "llama", "bloom", "bert"])
+@pytest.mark.parametrize("pooling", ["mean", "last"])
+def test_streamed_features_equal_the_all_hidden_states_path(lm_dirs, kind, pooling, recwarn):
+    model, tok = load_language_model(lm_dirs[kind])
+    feats = extract_language_features(model, tok, TEXTS, batch_size=3, pooling=pooling, progress=False)
+    assert not [w for w in recwarn if "falling back" in str(w.message)], "the hooks were not used"
+    assert feats.shape == (len(TEXTS), 3, 16)
+    for i, text in enumerate(TEXTS):
+        torch.testing.assert_close(feats[i], all_hidden_states(model, tok, text, pooling), atol=1e-5, rtol=1e-5)
+    last = extract_language_features(model, tok, TEXTS, batch_size=3, pooling=pooling, progress=False, layers="last")
+    assert last.shape == (len(TEXTS), 1, 16)
+    torch.testing.assert_close(last, feats[:, -1:], atol=1e-6, rtol=1e-6)
+
+
+def deep_llama(n_layers=6):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    tok = make_tokenizer("llama")
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(vocab_size=len(tok), hidden_size=16, intermediate_size=32,
+                                         num_hidden_layers=n_layers, num_attention_heads=2, num_key_value_heads=1,
+                                         max_position_embeddings=128, bos_token_id=2, eos_token_id=3, pad_token_id=0))
+    return model.eval(), tok
+
+
+def test_at_most_a_few_full_hidden_states_are_alive_at_once():
+    """Weak references to every block's input and output (B x T x D, batches of 4): at each
+    block, count those still alive. All hidden states held at once would be 6 here."""
+    model, tok = deep_llama(6)
+    blocks = model.model.layers
+    alive, peak = [], {"n": 0}
+
+    def track(h):
+        if h.shape[0] == 4:  # the batches, not the one-text check of the hooks
+            alive.append(weakref.ref(h))
+            peak["n"] = max(peak["n"], sum(r() is not None for r in alive))
+
+    def start(mod, args, kwargs):
+        alive.clear()
+        track(args[0] if args else kwargs["hidden_states"])
+
+    handles = [blocks[0].register_forward_pre_hook(start, with_kwargs=True)]
+    handles += [b.register_forward_hook(lambda m, a, out: track(out[0] if isinstance(out, tuple) else out))
+                for b in blocks]
+    feats = extract_language_features(model, tok, TEXTS, batch_size=4, progress=False)
+    for h in handles:
+        h.remove()
+    assert feats.shape == (len(TEXTS), 7, 16)
+    assert 1 <= peak["n"] <= 3, f"{peak['n']} full hidden states alive at once (of 7)"
+
+
+def test_a_gpu_memory_budget_shrinks_batches_and_changes_no_number(lm_dirs):
+    model, tok = load_language_model(lm_dirs["llama"])
+    shapes = []
+    hook = model.get_input_embeddings().register_forward_pre_hook(lambda m, args: shapes.append(tuple(args[0].shape)))
+    free = extract_language_features(model, tok, TEXTS, batch_size=8, progress=False)
+    free_shapes, shapes[:] = list(shapes), []
+    longest = max(len(tok(t)["input_ids"]) for t in TEXTS)
+    budget = 2.5 * activation_bytes(model.config, longest, 4) / 1e9  # room for about 2 of the longest
+    capped = extract_language_features(model, tok, TEXTS, batch_size=8, progress=False, gpu_memory_budget_gb=budget)
+    hook.remove()
+    torch.testing.assert_close(capped, free, atol=1e-5, rtol=1e-5)
+    assert max(b for b, _ in free_shapes) == 8
+    batches = [(b, t) for b, t in shapes if b > 1 or t == longest]
+    assert max(b for b, _ in batches) < 8
+    assert all(b * activation_bytes(model.config, t, 4) <= budget * 1e9 for b, t in batches if b > 1)
+    assert sum(b for b, _ in shapes) >= len(TEXTS)
+    with pytest.raises(ValueError, match="memory_budget_gb"):
+        extract_language_features(model, tok, TEXTS, progress=False, gpu_memory_budget_gb=-1)
+
+
+@pytest.mark.parametrize("kind", ["vit", "resnet"])
+def test_last_layer_only_features_are_what_the_probe_reads(tmp_path, kind):
+    from prh.cli import main
+
+    images = np.random.default_rng(0).integers(0, 256, size=(6, 32, 32, 3), dtype=np.uint8)
+    write_npy(tmp_path / "data" / "images.npy", images)
+    ckpt = save_vision_zoo(kind, tmp_path / kind)
+    outs = {}
+    for layers in ("all", "last"):
+        outs[layers] = tmp_path / layers / f"{kind}.safetensors"
+        main(["extract-vision", "--model", str(ckpt), "--data", str(tmp_path / "data"), "--out", str(outs[layers]),
+              "--device", "cpu", "--no-progress", "--layers", layers])
+    every, meta_all = load_features(outs["all"], with_meta=True)
+    last, meta = load_features(outs["last"], with_meta=True)
+    assert last.shape[1] == 1 and every.shape[1] > 1
+    assert meta["layers"] == "last" and meta["layer_indices"] == [every.shape[1] - 1]
+    assert meta["layer_dims"] == meta_all["layer_dims"][-1:]
+    torch.testing.assert_close(last[:, :, :meta["layer_dims"][0]], every[:, -1:, :meta["layer_dims"][0]])
+    probe_last, probe_all = load_probe_layers(outs["last"]), load_probe_layers(outs["all"])
+    np.testing.assert_allclose(probe_last[0], probe_all[0], atol=1e-6)
+    assert probe_last[1] == probe_all[1] == every.shape[1] - 1  # the model's block, not the file's row
+    model, pre = load_vision_model(ckpt)
+    kw = {k: pre[k] for k in ("pooling", "mean", "std", "input_size", "interpolation", "crop_pct")}
+    direct = extract_vision_features(model, images, progress=False, layers="last", **kw)
+    torch.testing.assert_close(direct, last)
+
+
+def test_paper_dry_run_extracts_only_the_last_layer_for_the_probes(tmp_path):
+    """`snakemake -n --config suite=paper` plans; VTAB features (read only by the probes) are
+    extracted with `--layers last`, every other vision extraction with `--layers all`."""
+    for folder in ("workflow", "profiles"):
+        shutil.copytree(ROOT / folder, tmp_path / folder)
+    for name in ("Snakefile", "params.yaml"):
+        shutil.copy(ROOT / name, tmp_path / name)
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "-n", "-p", "--config", "suite=paper"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, log[-4000:]
+    commands = re.findall(r"prh extract-vision .*?--out results/features/(\S+)/\S+\.safetensors.*?--layers (\w+)", log)
+    assert commands
+    vtab = {ds for ds, _ in commands if ds.startswith("vtab_")}
+    assert len(vtab) >= 2 * 9, sorted(vtab)  # train and test of every VTAB task the probes read
+    for ds, layers in commands:
+        assert layers == ("last" if ds.startswith("vtab_") else "all"), (ds, layers)
