@@ -163,3 +163,38 @@ def test_paper_dry_run_extracts_only_the_last_layer_for_the_probes(tmp_path):
     assert len(vtab) >= 2 * 9, sorted(vtab)  # train and test of every VTAB task the probes read
     for ds, layers in commands:
         assert layers == ("last" if ds.startswith("vtab_") else "all"), (ds, layers)
+
+
+@pytest.mark.parametrize("pooling", ["cls", "avg"])
+def test_vit_blocks_are_pooled_as_they_finish(pooling, recwarn):
+    """Every ViT block's output pooled by hooks equals forward_intermediates' (which holds all 6
+    of them), and at most two block outputs (a block's input and its output) are alive at once."""
+    import timm
+
+    from prh.features import pool_blocks
+
+    torch.manual_seed(0)
+    model = timm.create_model("vit_tiny_patch16_224", pretrained=False, img_size=32, patch_size=8, depth=6,
+                              embed_dim=16, num_heads=2, num_classes=0).eval()
+    x = torch.randn(3, 3, 32, 32)
+    with torch.inference_mode():
+        got = pool_blocks(model, x, pooling)
+        outs = model.forward_intermediates(x, return_prefix_tokens=True, output_fmt="NLC", intermediates_only=True)
+    ref = [prefix[:, 0] if pooling == "cls" else spatial.mean(1) for spatial, prefix in outs]
+    assert not [w for w in recwarn if "hooks do not reproduce" in str(w.message)]
+    assert len(got) == len(ref) == 6
+    for a, b in zip(got, ref):
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-6)
+    alive, peak = [], []
+
+    def track(m, a, out):
+        if out.shape[0] == 3:
+            alive.append(weakref.ref(out))
+            peak.append(sum(r() is not None for r in alive))
+
+    handles = [b.register_forward_hook(track) for b in model.blocks]
+    with torch.inference_mode():
+        pool_blocks(model, x, pooling)
+    for h in handles:
+        h.remove()
+    assert max(peak) <= 2, peak  # forward_intermediates: 6

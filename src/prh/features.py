@@ -1,9 +1,11 @@
 """Per-layer pooled features (PRH section 3, appendix C.2).
 
-Vision: every block's output of a timm model, through ``forward_intermediates``;
+Vision: every block's output of a timm model, through ``forward_intermediates`` (ViTs: pooled
+by hooks as each block finishes, checked once against it);
 ViTs give the class (prefix) token of each block (the reference's ``blocks.i.add_1``
 output, before the final norm), CNNs the global average pool of each stage.
-Language: ``output_hidden_states=True``; every hidden state, embeddings included,
+Language: the hidden states of ``output_hidden_states=True`` (streamed: pooled by hooks on the
+blocks as each is made, checked once against it); every hidden state, embeddings included,
 mean-pooled over the valid tokens (or the last valid token, optionally after the
 appendix C.2 prompt ``An image with the caption '<caption>'. This is an image of a``).
 Texts run in length-grouped, resumable batches (``prh.batching``). ``prh extract-vision`` /
@@ -39,6 +41,9 @@ __all__ = ["PRH_PROMPT", "LAYERS", "check_layers", "resize_side", "preprocess_im
 
 # PRH appendix C.2; the model's next token would be the <fill>.
 PRH_PROMPT = "An image with the caption '{caption}'. This is an image of a"
+# model -> whether its per-block hooks reproduce output_hidden_states / forward_intermediates
+# (checked once per model, on one text or image)
+_HOOKS_CHECKED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 # which layers a features file keeps: every block, or only the last (all a linear probe reads)
 LAYERS = ("all", "last")
 
@@ -91,17 +96,49 @@ def pool_blocks(model, x: torch.Tensor, pooling: str, layers: str = "all") -> li
     check_layers(layers)
     indices = 1 if layers == "last" else None  # timm: an int n = the last n blocks
     if hasattr(model, "num_prefix_tokens"):  # ViT-like: a token sequence per block
-        outs = model.forward_intermediates(
-            x, indices=indices, return_prefix_tokens=True, output_fmt="NLC", intermediates_only=True
-        )
-        if pooling == "cls":
-            if not model.num_prefix_tokens:
-                raise ValueError("pooling='cls' but the model has no class token; use pooling='avg'")
-            return [prefix[:, 0] for _, prefix in outs]
-        return [(o[0] if isinstance(o, tuple) else o).mean(dim=1) for o in outs]
+        if pooling == "cls" and not model.num_prefix_tokens:
+            raise ValueError("pooling='cls' but the model has no class token; use pooling='avg'")
+
+        def intermediates(x):
+            outs = model.forward_intermediates(
+                x, indices=indices, return_prefix_tokens=True, output_fmt="NLC", intermediates_only=True
+            )
+            if pooling == "cls":
+                return [prefix[:, 0] for _, prefix in outs]
+            return [(o[0] if isinstance(o, tuple) else o).mean(dim=1) for o in outs]
+
+        if layers == "all" and isinstance(getattr(model, "blocks", None), torch.nn.Sequential):
+            streamed = _HOOKS_CHECKED.get(model)
+            if streamed is None:  # once per model: the hooks against forward_intermediates on one image
+                ref, got = intermediates(x[:1]), _streamed_blocks(model, x[:1], pooling)
+                streamed = _HOOKS_CHECKED[model] = len(ref) == len(got) and all(
+                    torch.allclose(a.float(), b.float(), rtol=1e-3, atol=1e-4) for a, b in zip(ref, got))
+                if not streamed:
+                    warnings.warn(f"{type(model).__name__}: block hooks do not reproduce forward_intermediates; "
+                                  "holding every block's output instead", stacklevel=2)
+            if streamed:
+                return _streamed_blocks(model, x, pooling)
+        return intermediates(x)
     if pooling != "avg":
         raise ValueError(f"pooling={pooling!r} needs a class token; {type(model).__name__} is a CNN: use 'avg'")
     return [o.mean(dim=(2, 3)) for o in model.forward_intermediates(x, indices=indices, intermediates_only=True)]
+
+
+def _streamed_blocks(model, x: torch.Tensor, pooling: str) -> list[torch.Tensor]:
+    """``pool_blocks`` of a timm ViT with every block's output pooled as it is made (forward hooks,
+    then ``forward_features``), so one B x T x D block output is alive at a time, not all L."""
+    pooled = []
+
+    def keep(module, args, out):
+        pooled.append(out[:, 0] if pooling == "cls" else out[:, model.num_prefix_tokens:].mean(dim=1))
+
+    handles = [block.register_forward_hook(keep) for block in model.blocks]
+    try:
+        model.forward_features(x)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return pooled
 
 
 def _stack_layers(layers: list[torch.Tensor]) -> torch.Tensor:
@@ -157,10 +194,6 @@ def extract_vision_features(
 
 
 # ---------------------------------------------------------------- language
-
-
-# model -> whether its streamed hidden states matched output_hidden_states (checked once per model)
-_HOOKS_CHECKED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def hidden_state_blocks(model):
