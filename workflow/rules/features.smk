@@ -3,6 +3,7 @@
 # rules); hub models are fetched by name at a pinned revision and run on a GPU.
 # A killed job resumes from its last finished batch (<out>.partial/, see prh.features).
 # Shapes datasets' language features are the mean over each scene's caption samples (caption_args).
+# Datasets read only by a linear probe (PROBE_ONLY_DATASETS: VTAB) keep the last layer (--layers last).
 import os
 
 rule extract_vision:
