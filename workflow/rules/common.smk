@@ -273,7 +273,7 @@ def runtime(wildcards):
     return 20 if _is_zoo(wildcards) else int(30 + 4 * _gb_params(wildcards))
 
 
-# Datasets whose features only a linear probe reads (probe_vtab: the VTAB train/test splits, the
+# Datasets whose features only a linear probe reads (probe_vtab_task: the VTAB train/test splits, the
 # same `vtab_<task>_train`/`_test` names as convergence.smk's VTAB_TASKS) and that no suite aligns:
 # their extraction keeps the last layer only (`--layers last`), ~30x less disk than every layer.
 _SUITE_DATASETS = {v for cfg in config["suites"].values() for v in cfg.values() if isinstance(v, str)}
