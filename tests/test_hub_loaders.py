@@ -167,7 +167,7 @@ def test_uncached_model_offline_gives_one_clear_error(offline_cache, load, repo)
     msg = str(err.value)
     assert isinstance(err.value, ValueError)
     assert repo in msg and REV_A in msg
-    assert f"hf download {repo} --revision {REV_A}" in msg and "dvc pull results/features" in msg
+    assert f"hf download {repo} --revision {REV_A}" in msg and "make pull" in msg
 
 
 
@@ -198,7 +198,7 @@ def test_offline_paper_check_lists_every_missing_hub_item_at_once(tmp_path, offl
                  "dataset wit: minhuh/prh (revision wit_1024): `hf download minhuh/prh --repo-type dataset",
                  "dataset cifar: uoft-cs/cifar10", f"dataset places: folder {tmp_path / 'places'} does not exist"):
         assert line in message
-    assert "dvc pull results/features results/data" in message and "shapes" not in message
+    assert "dvc pull results/data" in message and "make pull" in message and "shapes" not in message
 
     # cached items drop out of the list: a model snapshot, a dataset prepared by `datasets`, the folder
     weights = tmp_path / "weights"

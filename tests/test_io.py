@@ -47,7 +47,7 @@ def test_features_round_trip_with_meta(tmp_path):
     assert meta["model"] == "m" and meta["shape"] == [5, 3, 4]
     with pytest.raises(ValueError, match="N x L x D"):
         save_features(tmp_path / "bad.safetensors", feats[0], {})
-    with pytest.raises(FileNotFoundError, match="dvc pull"):
+    with pytest.raises(FileNotFoundError, match="make pull"):
         load_features(tmp_path / "missing.safetensors")
 
 

@@ -259,7 +259,7 @@ def test_split_probes_refuse_bad_inputs(tmp_path):
         run_split_probes(tasks={"x": {"train": str(unlabelled), "test": tasks["two"]["test"]}}, **kw)
     with pytest.raises(ValueError, match="'train'"):
         run_split_probes(tasks={"x": {"train": tasks["two"]["train"]}}, **kw)
-    with pytest.raises(FileNotFoundError, match="dvc pull"):
+    with pytest.raises(FileNotFoundError, match="make pull"):
         run_split_probes(tasks={"two": tasks["two"]}, **{**kw, "names": ["absent"]})
 
 

@@ -167,7 +167,7 @@ def open_features(path: str | os.PathLike):
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"features file {path} does not exist: run the workflow (snakemake {path}) "
-                                "or fetch it with `dvc pull results/features`")
+                                "(features are not versioned by DVC: `make pull` fetches the alignment tables computed from them)")
     try:
         handle = safe_open(str(path), framework="pt")
     except Exception as err:
@@ -208,7 +208,7 @@ def load_features(path: str | os.PathLike, *, with_meta: bool = False):
     if not path.exists():
         raise FileNotFoundError(
             f"features file {path} does not exist: run the workflow (snakemake {path}) "
-            "or fetch it with `dvc pull results/features`"
+            "(features are not versioned by DVC: `make pull` fetches the alignment tables computed from them)"
         )
     try:
         feats = load_file(str(path))["feats"]
@@ -239,7 +239,7 @@ def features_layout(path: str | os.PathLike) -> dict:
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"features file {path} does not exist: run the workflow (snakemake {path}) "
-                                "or fetch it with `dvc pull results/features`")
+                                "(features are not versioned by DVC: `make pull` fetches the alignment tables computed from them)")
     size = path.stat().st_size
     try:
         with open(path, "rb") as f:

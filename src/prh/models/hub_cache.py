@@ -87,6 +87,6 @@ def check_hub_cache(cfg: dict, **caches) -> dict:
             f"the hub is offline (HF_HUB_OFFLINE) and {len(missing)} hub items of the paper suite are not in "
             "the Hugging Face cache:\n" + "\n".join(missing) + "\nEither download them into the cache on a "
             "machine with network, with the same HF_HOME (the commands above), or fetch what was computed "
-            "elsewhere: `dvc pull results/features results/data`."
+            "elsewhere: `dvc pull results/data` (per-layer features are not versioned: `make pull` fetches the alignment tables, experiments and figures computed from them)."
         )
     return cfg

@@ -54,7 +54,7 @@ def _unavailable(repo: str, revision: str | None) -> ModelNotAvailableError:
         f"downloaded (HF_HUB_OFFLINE is set or there is no network). Either download it into "
         f"the cache on a machine with network: `hf download {repo} --revision {rev}` "
         f"(older huggingface_hub: `huggingface-cli download {repo} --revision {rev}`), "
-        f"or fetch the features computed elsewhere: `dvc pull results/features`."
+        f"or fetch the results computed elsewhere (`make pull`: alignment tables, experiments and figures; per-layer features are not versioned and are recomputed)."
     )
 
 
