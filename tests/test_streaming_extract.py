@@ -139,6 +139,8 @@ def test_last_layer_only_features_are_what_the_probe_reads(tmp_path, kind):
     probe_last, probe_all = load_probe_layers(outs["last"]), load_probe_layers(outs["all"])
     np.testing.assert_allclose(probe_last[0], probe_all[0], atol=1e-6)
     assert probe_last[1] == probe_all[1] == every.shape[1] - 1  # the model's block, not the file's row
+    with pytest.raises(ValueError, match="last layer only"):  # "best" cannot choose among one layer
+        load_probe_layers(outs["last"], layer="best")
     model, pre = load_vision_model(ckpt)
     kw = {k: pre[k] for k in ("pooling", "mean", "std", "input_size", "interpolation", "crop_pct")}
     direct = extract_vision_features(model, images, progress=False, layers="last", **kw)

@@ -91,6 +91,9 @@ def load_probe_layers(path: str | Path, layer: str = "last") -> tuple[np.ndarray
         if dims is not None and (len(dims) != n_layers or max(dims) > width):
             raise ValueError(f"layer_dims {list(dims)} in {meta_path} does not fit features of shape {shape}")
         if layer == "best":
+            if meta.get("layers") == "last":
+                raise ValueError(f"{path} holds the last layer only (`--layers last`), so layer='best' cannot "
+                                 "choose among layers: probe with layer='last', or re-extract with --layers all")
             return sl[:].float().numpy(), 0
         # a last-layer-only file (`prh extract-vision --layers last`) names the model's block in layer_indices
         last = (meta.get("layer_indices") or [n_layers - 1])[-1]
