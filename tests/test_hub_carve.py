@@ -108,3 +108,19 @@ def test_cli_carves_as_the_rule_calls_it(test_only_repo, tmp_path):
     assert r.returncode == 0, r.stderr
     assert [c["source_index"] for c in read_jsonl(tmp_path / "te" / "captions.jsonl")] == \
         carve_indices(20, parts=PARTS, part="test", seed=0).tolist()
+
+
+def test_check_config_refuses_carves_that_could_overlap(repo_root):
+    """Editing the seed (or parts) of one of two datasets carved from one split would make their rows
+    overlap silently: the config check names both datasets."""
+    from prh.config import ConfigError, check_references
+
+    cfg = yaml.safe_load((repo_root / "params.yaml").read_text())
+    check_references(cfg)
+    cfg["datasets"]["vtab_sun397_test"]["carve"] = {**cfg["datasets"]["vtab_sun397_test"]["carve"], "seed": 1}
+    with pytest.raises(ConfigError, match=r"vtab_sun397_train, vtab_sun397_test: carved from the same split"):
+        check_references(cfg)
+    cfg["datasets"]["vtab_sun397_test"]["carve"]["seed"] = 0
+    cfg["datasets"]["vtab_sun397_test"]["split"] = "validation"
+    with pytest.raises(ConfigError, match=r"vtab_sun397_test.split: 'validation' is not one of its carve parts"):
+        check_references(cfg)

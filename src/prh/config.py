@@ -253,12 +253,35 @@ def check_references(cfg: dict) -> dict:
                     f"  suites.{suite_name}.{key}: unknown dataset {value!r}; "
                     f"choose one of: {', '.join(sorted(datasets))}"
                 )
+    problems += _carve_problems(datasets)
     suite = cfg.get("suite")
     if suite is not None and suite not in (cfg.get("suites") or {}):
         problems.append(f"  suite: unknown suite {suite!r}; choose one of: {', '.join(cfg.get('suites') or {})}")
     if problems:
         raise ConfigError("params.yaml refers to names that do not exist:\n" + "\n".join(problems))
     return cfg
+
+
+def _carve_problems(datasets: dict) -> list[str]:
+    """Datasets carved from one source split (same repo, revision, config, data_files and ``carve.from``)
+    get disjoint rows only when they share ``carve`` (parts and seed) and each takes one of its parts."""
+    groups: dict[str, list[tuple[str, dict]]] = {}
+    for name, spec in datasets.items():
+        carve = (spec or {}).get("carve")
+        if carve:
+            key = repr((spec.get("repo"), spec.get("revision"), spec.get("config"), spec.get("data_files"), carve.get("from")))
+            groups.setdefault(key, []).append((name, spec))
+    problems = []
+    for members in groups.values():
+        names = ", ".join(n for n, _ in members)
+        if len({repr(sorted(s["carve"].items())) for _, s in members}) > 1:
+            problems.append(f"  datasets {names}: carved from the same split with different `carve` (parts or seed), "
+                            "so their rows could overlap; give them the same carve")
+        for name, spec in members:
+            if spec.get("split") not in (spec["carve"].get("parts") or {}):
+                problems.append(f"  datasets.{name}.split: {spec.get('split')!r} is not one of its carve parts "
+                                f"{sorted(spec['carve'].get('parts') or {})}")
+    return problems
 
 
 def check_data_limits(cfg: dict) -> dict:
