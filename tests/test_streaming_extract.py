@@ -185,6 +185,9 @@ def test_vit_blocks_are_pooled_as_they_finish(pooling, recwarn):
     assert len(got) == len(ref) == 6
     for a, b in zip(got, ref):
         torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-6)
+        # a pooled block owns only its B x D values: a view of the class token would keep the whole
+        # B x T x D block output's storage alive (the Python objects die, the memory does not)
+        assert a.untyped_storage().nbytes() == a.numel() * a.element_size()
     alive, peak = [], []
 
     def track(m, a, out):

@@ -257,6 +257,8 @@ def test_dvc_push_clone_pull_plans_nothing(smoke, tmp_path):
         p.name for p in (smoke / "results" / "figures").iterdir()
     )
     assert planned_jobs(clone) == {}
+    # and DVC agrees: nothing pulled is missing (an uncached out would be, and `dvc repro` would fail)
+    assert "up to date" in run(["dvc", "status"], clone).stdout
 
     # issue 17: a parameter of a job without inputs, changed after the pull, replans that job and
     # what reads its output, and DVC sees the stage's params change

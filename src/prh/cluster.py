@@ -34,11 +34,13 @@ from pathlib import Path
 from prh.io import write_json
 
 __all__ = ["gpus_needed", "gpu_table", "job_tokens", "estimate_gpu_seconds", "plan_cost", "format_plan_cost",
-           "emit_plan_cost", "main", "PLAN_COST_ENV", "PEAK_FLOPS", "MFU", "STARTUP_S", "LOAD_BYTES_PER_S", "HBM_BYTES_PER_S"]
+           "emit_plan_cost", "main", "PLAN_COST_ENV", "PEAK_FLOPS", "FP32_PEAK_FLOPS", "MFU", "STARTUP_S", "LOAD_BYTES_PER_S", "HBM_BYTES_PER_S"]
 
 BYTES_PER_PARAM = 2            # bf16 weights
 ACTIVATION_OVERHEAD = 0.2      # activations, KV cache and CUDA context on top of the weights
 PEAK_FLOPS = 989e12            # H100 SXM, bf16 dense
+FP32_PEAK_FLOPS = 67e12        # H100 SXM, fp32 on CUDA cores: vision runs in features.vision_dtype (float32, as the
+                               # reference) and PyTorch leaves TF32 matmuls off by default
 MFU = 0.4                      # sustained share of the peak for batched bf16 forward passes (assumed)
 STARTUP_S = 60.0               # per job: interpreter, imports, CUDA context, dataset read (assumed)
 LOAD_BYTES_PER_S = 2e9         # weights from a shared file system into GPU memory (assumed)
@@ -172,7 +174,8 @@ def plan_cost(*, jobs: list[dict], config: dict, results: str | Path = "results"
         tokens, steps = job_tokens(rule=rule, wildcards=wc, config=config, results=results)
         modelled = bool(name in models and (tokens or steps))
         estimated = (estimate_gpu_seconds(n_params=models[name]["n_params"], gpus=gpus, tokens=tokens,
-                                          decode_steps=steps, **rates) / 3600 if modelled else reserved)
+                                          decode_steps=steps, **_rates_of(rule, config, rates)) / 3600
+                     if modelled else reserved)
         fam = families.setdefault(rule, {"gpu_jobs": 0, "reserved_gpu_h": 0.0,
                                                              "estimated_gpu_h": 0.0, "modelled": True})
         fam["gpu_jobs"] += 1
@@ -181,18 +184,34 @@ def plan_cost(*, jobs: list[dict], config: dict, results: str | Path = "results"
         fam["modelled"] = fam["modelled"] and modelled
     total = {k: sum(f[k] for f in families.values()) for k in ("gpu_jobs", "reserved_gpu_h", "estimated_gpu_h")}
     total["estimated_modelled_gpu_h"] = sum(f["estimated_gpu_h"] for f in families.values() if f["modelled"])
-    assumptions = {"peak_flops": PEAK_FLOPS, "mfu": MFU, "startup_s": STARTUP_S, "load_bytes_per_s": LOAD_BYTES_PER_S,
+    assumptions = {"peak_flops": PEAK_FLOPS, "fp32_peak_flops": FP32_PEAK_FLOPS,
+                   "vision_dtype": _vision_dtype(config), "mfu": MFU, "startup_s": STARTUP_S, "load_bytes_per_s": LOAD_BYTES_PER_S,
                    "hbm_bytes_per_s": HBM_BYTES_PER_S, "caption_tokens": CAPTION_TOKENS,
                    "dense_caption_tokens": DENSE_CAPTION_TOKENS, **rates}
     return {"families": dict(sorted(families.items(), key=lambda kv: -kv[1]["reserved_gpu_h"])), "total": total,
             "assumptions": assumptions}
 
 
+def _vision_dtype(config: dict) -> str:
+    return str((config.get("features") or {}).get("vision_dtype") or "float32")
+
+
+def _rates_of(rule: str, config: dict, rates: dict) -> dict:
+    """``estimate_gpu_seconds`` rates of one job: vision extraction in float32 runs at the fp32 peak."""
+    rates = dict(rates)
+    fp32_peak = rates.pop("fp32_peak_flops", FP32_PEAK_FLOPS)
+    if rule == "extract_vision" and _vision_dtype(config) == "float32":
+        rates["peak_flops"] = fp32_peak
+    return rates
+
+
 def format_plan_cost(cost: dict) -> str:
     """The summary table ``snakemake -n`` and ``prh plan-cost`` print."""
     a = cost["assumptions"]
     lines = ["GPU-hours of the planned jobs (reserved: gpu x runtime asked of SLURM; estimated: H100 at "
-             f"{a['mfu']:.0%} of {a['peak_flops'] / 1e12:.0f} TFLOP/s bf16, {a['startup_s']:.0f} s startup, "
+             f"{a['mfu']:.0%} of {a['peak_flops'] / 1e12:.0f} TFLOP/s bf16 (vision in {a['vision_dtype']}"
+             f"{', %.0f TFLOP/s' % (a['fp32_peak_flops'] / 1e12) if a['vision_dtype'] == 'float32' else ''}), "
+             f"{a['startup_s']:.0f} s startup, "
              f"weights loaded at {a['load_bytes_per_s'] / 1e9:.0f} GB/s)",
              f"{'rule family':<30}{'GPU jobs':>9}{'reserved':>11}{'estimated':>11}"]
     for name, f in cost["families"].items():

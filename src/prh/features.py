@@ -130,7 +130,8 @@ def _streamed_blocks(model, x: torch.Tensor, pooling: str) -> list[torch.Tensor]
     pooled = []
 
     def keep(module, args, out):
-        pooled.append(out[:, 0] if pooling == "cls" else out[:, model.num_prefix_tokens:].mean(dim=1))
+        # clone: a view of the class token would keep the whole B x T x D block output's storage alive
+        pooled.append(out[:, 0].clone() if pooling == "cls" else out[:, model.num_prefix_tokens:].mean(dim=1))
 
     handles = [block.register_forward_hook(keep) for block in model.blocks]
     try:
