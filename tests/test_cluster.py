@@ -161,6 +161,10 @@ def test_plan_cost_of_a_tiny_plan(tmp_path):
                       results=tmp_path) == (1970, 0)
     assert job_tokens(rule="extract_vision", wildcards={"dataset": "big", "model": "dino"}, config=config,
                       results=tmp_path) == (10 * (37 ** 2 + 1), 0)
+    # one density job extracts every level: the num_words summaries and the dense caption
+    config["density"] = {"num_words": [5, 10]}
+    assert job_tokens(rule="extract_language_density", wildcards={"dataset": "pairs", "model": "lm"}, config=config,
+                      results=tmp_path) == (pytest.approx(500 * (1.33 * 15 + 1400)), 0)
     # a materialised dataset's own count wins over params' n
     (tmp_path / "data" / "imgs").mkdir(parents=True)
     (tmp_path / "data" / "imgs" / "meta.json").write_text('{"count": 10}')

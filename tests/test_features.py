@@ -235,3 +235,25 @@ def test_cli_writes_features_and_meta_per_contract(lm_dirs, tmp_path, images):
     assert meta["causal_lm"] and meta["bpb"] == pytest.approx(bpb.mean()) and len(meta["bpb_per_item"]) == 5
     assert json.loads(out_l.with_suffix(".json").read_text())["shape"] == [5, 3, 16]
     assert not out_l.with_name("llama.safetensors.partial").exists()
+
+
+def test_one_job_writes_every_text_index_as_separate_jobs_would(lm_dirs, tmp_path):
+    """Issue 18: Fig 9's levels in one job (the model loaded once) give, file by file, exactly the
+    features and meta of one job per level."""
+    from prh.cli import main
+
+    data = tmp_path / "data" / "tiny"
+    write_jsonl(data / "captions.jsonl", [{"id": i, "texts": [TEXTS[i][:9], TEXTS[i], "a b"]} for i in range(5)])
+    common = ["--model", str(lm_dirs["llama"]), "--data", str(data), "--name", "llama", "--text-field", "texts",
+              "--no-bpb", "--no-progress", "--batch-size", "2"]
+    together = [tmp_path / "one" / f"density{level}" / "llama.safetensors" for level in range(3)]
+    main(["extract-language", *common, "--text-index", "0", "1", "2", "--out", *map(str, together)])
+    for level, path in enumerate(together):
+        alone = tmp_path / "alone" / f"density{level}" / "llama.safetensors"
+        main(["extract-language", *common, "--text-index", str(level), "--out", str(alone)])
+        (a, meta_a), (b, meta_b) = load_features(path, with_meta=True), load_features(alone, with_meta=True)
+        assert torch.equal(a, b) and meta_a == meta_b and meta_a["text_index"] == level
+    with pytest.raises(ValueError, match="one output path per text index"):
+        main(["extract-language", *common, "--text-index", "0", "1", "--out", str(tmp_path / "x.safetensors")])
+    with pytest.raises(ValueError, match="is not a list"):
+        main(["extract-language", *common, "--out", str(tmp_path / "a.safetensors"), str(tmp_path / "b.safetensors")])

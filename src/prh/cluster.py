@@ -91,8 +91,8 @@ def job_tokens(*, rule: str, wildcards: dict, config: dict, results: str | Path 
     - ``extract_vision``: items x ((side / patch)^2 + 1) ViT tokens: patch and side from the timm name
       (``vit_base_patch16_224``: 16 and 224), side capped by the dataset's stored ``image_size``;
       a name without a size (DINOv2) reads the stored size; no patch: 16
-    - ``extract_language``: items x CAPTION_TOKENS; ``extract_language_density`` level l: items x
-      TOKENS_PER_WORD x num_words[l], the last level (the dense caption) DENSE_CAPTION_TOKENS
+    - ``extract_language``: items x CAPTION_TOKENS; ``extract_language_density`` (every level in one
+      job): items x (TOKENS_PER_WORD x sum of num_words + DENSE_CAPTION_TOKENS, the dense caption)
     - ``lm_score``: paper.lm_score.n_bytes / 4 (about 4 bytes per token)
     - ``summarise_captions``: prefill items x levels x DENSE_CAPTION_TOKENS, and
       ceil(items / batch) x sum over levels of TOKENS_PER_WORD x num_words decoding steps
@@ -110,8 +110,8 @@ def job_tokens(*, rule: str, wildcards: dict, config: dict, results: str | Path 
         return _items(ds, datasets, results) * CAPTION_TOKENS, 0.0
     num_words = list((config.get("density") or {}).get("num_words") or [])
     if rule == "extract_language_density":
-        level = int(wildcards["level"])
-        per_item = TOKENS_PER_WORD * num_words[level] if level < len(num_words) else DENSE_CAPTION_TOKENS
+        # one job writes every level (density.smk): num_words summaries, then the dense caption
+        per_item = sum(TOKENS_PER_WORD * w for w in num_words) + DENSE_CAPTION_TOKENS
         return _items(ds, datasets, results) * per_item, 0.0
     if rule == "lm_score":
         return float((config.get("paper", {}).get("lm_score") or {}).get("n_bytes", 16e6)) / 4, 0.0

@@ -158,52 +158,76 @@ def extract_language_dataset(*, model, data, out, name=None, revision=None, pool
     sum_i K_i captions run in one length-grouped, resumable pass (``samples_per_item`` of
     ``extract_language_features`` and ``bits_per_byte``).
 
+    Several entries of a list field in one job (caption densities, Fig 9): ``text_index`` a list
+    of J indices and ``out`` a list of J paths; the model is loaded once and entry ``text_index[j]``
+    is written to ``out[j]``, each file exactly what a job with that one index writes.
+
     Hidden states are streamed to the CPU layer by layer; ``gpu_memory_budget_gb`` (GB, "auto"
     or None) caps a batch's estimated activations (``extract_language_features``). ``layers="last"``
     keeps only the final hidden state (N x 1 x D, ``layer_indices`` in the meta).
     """
     check_layers(layers)
+    indices, outs = _jobs(text_index, out)
     if prompt_template == "prh":
         prompt_template = PRH_PROMPT
     dev = resolve_device(device)
     dt = resolve_dtype(dtype, dev)
-    texts, counts = _read_texts(data, text_field, text_index, average_samples)
+    inputs = [_read_texts(data, text_field, index, average_samples) for index in indices]
     net, tok = loaders.load_language_model(model, revision=revision, dtype=dt, device_map=device_map,
                                        load_in_4bit=load_in_4bit)
-    common = dict(batch_size=batch_size, device=dev, dtype=dt, max_batch_tokens=max_batch_tokens,
-                  checkpoint_dir=_partial_dir(out), progress=progress, samples_per_item=counts)
-    feats = extract_language_features(net, tok, texts, pooling=pooling, prompt_template=prompt_template,
-                                      layers=layers, gpu_memory_budget_gb=gpu_memory_budget_gb, **common)
     n_hidden = net.config.get_text_config().num_hidden_layers + 1
-    meta = {
-        "model": name or Path(str(model)).name, "source": str(model), "revision": revision,
-        "dataset": Path(data).name, "modality": "language", "pooling": pooling,
-        "prompt_template": prompt_template, "text_field": text_field, "text_index": text_index,
-        "average_samples": bool(average_samples),
-        "samples_per_item": {"min": min(counts), "max": max(counts), "total": len(texts)} if counts else None,
-        "dtype": str(dt).removeprefix("torch."), "n_params": loaders.count_params(net), "n_layers": int(feats.shape[1]),
-        "causal_lm": loaders.is_causal_lm(net.config), "load_in_4bit": load_in_4bit,
-        "layers": layers, "layer_indices": list(range(n_hidden))[-feats.shape[1]:],
-        "gpu_memory_budget_gb": gpu_memory_budget_gb,
-    }
-    if bpb and meta["causal_lm"]:
-        per_item = bits_per_byte(net, tok, texts, **common)
-        meta.update(bpb=float(per_item.mean()), bpb_per_item=per_item.tolist())
-    save_features(out, feats, meta)
-    remove_checkpoint(_partial_dir(out))
+    for index, path, (texts, counts) in zip(indices, outs, inputs):
+        common = dict(batch_size=batch_size, device=dev, dtype=dt, max_batch_tokens=max_batch_tokens,
+                      checkpoint_dir=_partial_dir(path), progress=progress, samples_per_item=counts)
+        feats = extract_language_features(net, tok, texts, pooling=pooling, prompt_template=prompt_template,
+                                          layers=layers, gpu_memory_budget_gb=gpu_memory_budget_gb, **common)
+        meta = {
+            "model": name or Path(str(model)).name, "source": str(model), "revision": revision,
+            "dataset": Path(data).name, "modality": "language", "pooling": pooling,
+            "prompt_template": prompt_template, "text_field": text_field, "text_index": index,
+            "average_samples": bool(average_samples),
+            "samples_per_item": {"min": min(counts), "max": max(counts), "total": len(texts)} if counts else None,
+            "dtype": str(dt).removeprefix("torch."), "n_params": loaders.count_params(net),
+            "n_layers": int(feats.shape[1]), "causal_lm": loaders.is_causal_lm(net.config),
+            "load_in_4bit": load_in_4bit, "layers": layers, "layer_indices": list(range(n_hidden))[-feats.shape[1]:],
+            "gpu_memory_budget_gb": gpu_memory_budget_gb,
+        }
+        if bpb and meta["causal_lm"]:
+            per_item = bits_per_byte(net, tok, texts, **common)
+            meta.update(bpb=float(per_item.mean()), bpb_per_item=per_item.tolist())
+        save_features(path, feats, meta)
+        remove_checkpoint(_partial_dir(path))
     del net
     loaders.free_model_memory()
+
+
+def _jobs(text_index, out) -> tuple[list, list]:
+    """(indices, out paths) of equal length: one (index, path) for a single job, J of each for a list."""
+    if not isinstance(text_index, (list, tuple)):
+        if isinstance(out, (list, tuple)):
+            raise ValueError(f"out is a list of {len(out)} paths but text_index={text_index!r} is not a list: "
+                             "pass one text index per output (--text-index 0 1 ... with --out a b ...)")
+        return [text_index], [out]
+    outs = list(out) if isinstance(out, (list, tuple)) else [out]
+    if not text_index or len(outs) != len(text_index):
+        raise ValueError(f"text_index has {len(text_index)} entries and out {len(outs)} paths: "
+                         "pass one output path per text index, in the same order")
+    if len(set(map(str, outs))) != len(outs):
+        raise ValueError(f"out names a path twice ({[str(o) for o in outs]}): each text index needs its own file")
+    return list(text_index), outs
 
 
 def _budget(text: str):
     return text if text == "auto" else float(text)
 
 
-def _common_args(parser: argparse.ArgumentParser) -> None:
+def _common_args(parser: argparse.ArgumentParser, *, several_outs: bool = False) -> None:
     parser.add_argument("--model", required=True, help="zoo checkpoint dir or hub name")
     parser.add_argument("--revision", default=None, help="hub revision (commit hash); ignored for a dir")
     parser.add_argument("--data", required=True, help="dataset dir, e.g. results/data/shapes_eval")
-    parser.add_argument("--out", required=True, help="results/features/<dataset>/<model>.safetensors")
+    parser.add_argument("--out", required=True, nargs="+" if several_outs else None,
+                        help="results/features/<dataset>/<model>.safetensors"
+                             + ("; one per --text-index when several are given" if several_outs else ""))
     parser.add_argument("--name", default=None, help="model name recorded in the meta (default: dir name)")
     parser.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"])
     parser.add_argument("--dtype", default="auto", choices=["auto", *DTYPES])
@@ -226,13 +250,15 @@ def vision_main(argv: list[str] | None = None) -> None:
 
 def language_main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="prh extract-language", description="per-layer pooled language features")
-    _common_args(parser)
+    _common_args(parser, several_outs=True)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--pooling", default="mean", choices=["mean", "last"])
     parser.add_argument("--prompt-template", default=None,
                         help="'prh' (appendix C.2 prompt) or a format string containing {caption}")
     parser.add_argument("--text-field", default="text", help="captions.jsonl key holding the text")
-    parser.add_argument("--text-index", type=int, default=None, help="index into the field when it is a list")
+    parser.add_argument("--text-index", type=int, nargs="+", default=None,
+                        help="index into the field when it is a list; several (with as many --out paths): "
+                             "the model is loaded once and each index written to its own file (Fig 9's levels)")
     parser.add_argument("--average-samples", action="store_true",
                         help="the field is a list of captions per item (e.g. samples): features and bits per "
                              "byte are their mean over each item's captions")
@@ -245,9 +271,11 @@ def language_main(argv: list[str] | None = None) -> None:
                         help="cap a batch's estimated activations at this many GB ('auto': 80%% of free GPU "
                              "memory after loading; default: no cap)")
     a = parser.parse_args(argv)
-    extract_language_dataset(model=a.model, data=a.data, out=a.out, name=a.name, revision=a.revision,
+    one = a.text_index is None or len(a.text_index) == 1  # one index (or none): one output, as before
+    extract_language_dataset(model=a.model, data=a.data, out=a.out[0] if one and len(a.out) == 1 else a.out,
+                             name=a.name, revision=a.revision,
                              pooling=a.pooling, prompt_template=a.prompt_template, text_field=a.text_field,
-                             text_index=a.text_index, average_samples=a.average_samples, batch_size=a.batch_size, device=a.device, dtype=a.dtype,
+                             text_index=a.text_index[0] if one and a.text_index else a.text_index, average_samples=a.average_samples, batch_size=a.batch_size, device=a.device, dtype=a.dtype,
                              device_map=a.device_map, load_in_4bit=a.load_in_4bit, bpb=not a.no_bpb,
                              max_batch_tokens=a.max_batch_tokens, progress=not a.no_progress, layers=a.layers,
                              gpu_memory_budget_gb=a.gpu_memory_budget_gb)

@@ -61,17 +61,18 @@ rule summarise_captions:
         " {params.options} --seed {params.seed} --device {params.device} {params.device_map} --out {params.out} > {log} 2>&1"
 
 
+# One job per model for every level (issue 18): the model is loaded once and each level written to
+# its own file, exactly what a job per (model, level) wrote.
 use rule extract_language as extract_language_density with:
     input:
         unpack(zoo_checkpoint("language")),
         captions=DENS_CAPTIONS,
     output:
-        feats=f"{R}/features/{{dataset}}/density{{level}}/{{model}}.safetensors",
-        meta=f"{R}/features/{{dataset}}/density{{level}}/{{model}}.json",
+        feats=[f"{R}/features/{{dataset}}/density{level}/{{model}}.safetensors" for level in DENS_LEVELS],
+        meta=[f"{R}/features/{{dataset}}/density{level}/{{model}}.json" for level in DENS_LEVELS],
     wildcard_constraints:
         model=_names_regex("language"),
         dataset=DATASET,
-        level=r"\d+",
     params:
         model=model_arg,
         revision=revision_arg,
@@ -79,12 +80,16 @@ use rule extract_language as extract_language_density with:
         data=lambda w, input: os.path.dirname(input.captions),
         batch_size=FEAT["language_batch_size"],
         pooling=FEAT["language_pooling"],
-        options=lambda w: f"{language_args(w)} --text-field texts --text-index {int(w.level)} --no-bpb",
+        options=lambda w: f"{language_args(w)} --text-field texts --text-index {' '.join(map(str, DENS_LEVELS))} --no-bpb",
         device=config["device"],
     log:
-        log_path("extract_language_density", "{dataset}", "density{level}", "{model}"),
+        log_path("extract_language_density", "{dataset}", "{model}"),
     benchmark:
-        bench_path("extract_language_density", "{dataset}", "density{level}", "{model}")
+        bench_path("extract_language_density", "{dataset}", "{model}")
+    resources:
+        mem_mb=mem_mb,
+        runtime=lambda w: runtime(w) * len(DENS_LEVELS),
+        gpu=n_gpus,
 
 
 rule density:
