@@ -26,6 +26,7 @@ R = "results"
 CONDA_ENV = "../../envs/prh.yaml"
 # Its post-deploy script (envs/prh.post-deploy.sh) installs this package from the absolute path
 # exported here: Snakemake runs the script from a copy under the conda prefix, not from envs/.
+# (snakemake --lint asks for an envvars directive: that is for variables the user must set, not this one)
 os.environ["PRH_PROJECT_ROOT"] = workflow.basedir
 
 # Every rule file appends what the default run must build (figures, experiment

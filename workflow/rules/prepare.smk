@@ -34,7 +34,8 @@ for _ds_name, _ds_spec in config["datasets"].items():
         params:
             args=f"{PREPARE_FLAG[_ds_prep['command']]} {shlex.quote(_ds_prep['source'])}"
             + (f" --filelist {shlex.quote(_ds_prep['filelist'])}" if _ds_prep.get("filelist") else ""),
-            out=os.path.dirname(os.path.dirname(prepared_metadata(_ds_name)[0])),
+            # <out>/train/metadata.jsonl -> <out>, from the output (snakemake --lint: no hard-coded prefix)
+            out=lambda w, output: os.path.dirname(os.path.dirname(output[0])),
         log:
             log_path("prepare", _ds_name),
         benchmark:
