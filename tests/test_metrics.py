@@ -159,3 +159,60 @@ def test_prepare_features_ignores_zero_padding_of_narrow_layers():
 def test_bad_input_raises_one_clear_value_error(call, message):
     with pytest.raises(ValueError, match=message):
         call(gaussian(40, 8, 0))
+
+
+# ---- the k-NN list machinery (issue 18): bit-parallel DPs, position tables and their fallback ----
+
+
+def _lcs(x, y):
+    dp = [[0] * (len(y) + 1) for _ in range(len(x) + 1)]
+    for i in range(1, len(x) + 1):
+        for j in range(1, len(y) + 1):
+            dp[i][j] = dp[i - 1][j - 1] + 1 if x[i - 1] == y[j - 1] else max(dp[i - 1][j], dp[i][j - 1])
+    return dp[-1][-1]
+
+
+def _lev(x, y):
+    dp = [[i + j if i * j == 0 else 0 for j in range(len(y) + 1)] for i in range(len(x) + 1)]
+    for i in range(1, len(x) + 1):
+        for j in range(1, len(y) + 1):
+            dp[i][j] = min(dp[i - 1][j] + 1, dp[i][j - 1] + 1, dp[i - 1][j - 1] + (x[i - 1] != y[j - 1]))
+    return dp[-1][-1]
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 7, 10, 31, 62])
+def test_bit_parallel_lcs_and_edit_distance_equal_the_textbook_dp(k):
+    from prh.metrics.knn import list_scores
+
+    g = torch.Generator().manual_seed(k)
+    n = 60
+    # lists of distinct items drawn from a small pool, so they overlap in every way (reversed, shifted, disjoint)
+    idx_a = torch.stack([torch.randperm(k + 4, generator=g)[:k] for _ in range(n)])
+    idx_b = torch.stack([torch.stack([torch.randperm(k + 4, generator=g)[:k] for _ in range(n)]), idx_a.flip(1)])
+    got = list_scores(["mutual_knn", "lcs_knn", "edit_distance_knn"], idx_a, idx_b, table=None)
+    for layer in range(2):
+        pairs = list(zip(idx_a.tolist(), idx_b[layer].tolist()))
+        assert got["lcs_knn"][layer].item() == pytest.approx(np.mean([_lcs(x, y) for x, y in pairs]) / k, abs=1e-12)
+        assert got["edit_distance_knn"][layer].item() == pytest.approx(1 - np.mean([_lev(x, y) for x, y in pairs]) / k, abs=1e-12)
+        assert got["mutual_knn"][layer].item() == pytest.approx(np.mean([len(set(x) & set(y)) for x, y in pairs]) / k)
+    with pytest.raises(ValueError, match="topk <= 62"):
+        list_scores(["lcs_knn"], torch.zeros(70, 63, dtype=torch.long), torch.zeros(1, 70, 63, dtype=torch.long))
+
+
+def test_position_table_and_comparisons_give_the_same_scores(monkeypatch):
+    """Above DENSE_MAX_ITEMS the lists are matched by comparisons: the numbers must not change."""
+    from prh.metrics import knn as knn_lib
+    from prh.metrics.registry import layer_states, pair_score_set
+
+    g = torch.Generator().manual_seed(0)
+    metrics = ["mutual_knn", "cycle_knn", "lcs_knn", "edit_distance_knn", "cknna"]
+    fa, fb = torch.randn(50, 3, 6, generator=g), torch.randn(50, 2, 5, generator=g)
+    states = [{m: layer_states(m, f, topk=6) for m in metrics} for f in (fa, fb)]
+    dense = pair_score_set(metrics, *states)
+    assert knn_lib.position_table(states[0]["mutual_knn"][0]) is not None
+    monkeypatch.setattr(knn_lib, "DENSE_MAX_ITEMS", 10)
+    assert knn_lib.position_table(states[0]["mutual_knn"][0]) is None
+    compared = pair_score_set(metrics, *states)
+    for m in metrics:
+        torch.testing.assert_close(compared[m], dense[m], rtol=0, atol=1e-12)
+        assert compared[m].shape == (3, 2)

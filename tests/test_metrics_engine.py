@@ -1,6 +1,7 @@
 """The all-layer-pairs engine against a direct per-pair computation, and the model-set table + CLI."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -243,3 +244,50 @@ def test_skip_x_layers_drops_the_embedding_layer_from_scores_and_null(tmp_path, 
         alignment_table(metric, x_names=["lm", "vision"], x_features=[files["lm"], files["vision"]], skip_x_layers=2, **kw)
     with pytest.raises(ValueError, match="skip_x_layers"):
         alignment_table(metric, x_names=["lm"], x_features=[files["lm"]], skip_x_layers=-1, **kw)
+
+
+# ---- one pass over all metrics (issue 18) ----
+
+
+def test_one_pass_over_all_metrics_writes_the_tables_each_metric_gives_alone(tmp_path):
+    """The eight tables of one `prh align --metric ...` call equal eight single-metric calls:
+    scores, best pairs, layer scores and, for the metric with a null, the calibration."""
+    from prh.metrics.engine import alignment_table
+
+    paths = write_models(tmp_path)
+    files = list(map(str, paths.values()))
+    outs = [str(tmp_path / "one_pass" / f"{m}.json") for m in SUPPORTED_METRICS]
+    prh_main(["align", "--metric", *SUPPORTED_METRICS, "--topk", "4", "--quantile", "0.95", "--cca-dim", "3",
+              "--x-names", "m_deep", "m_wide", "--x-features", files[1], files[2],
+              "--y-names", *paths, "--y-features", *files, "--skip-x-layers", "1", "--layer-scores",
+              "--null-permutations", "7", "--null-metrics", "mutual_knn", "--seed", "5", "--out", *outs])
+    for metric, out in zip(SUPPORTED_METRICS, outs):
+        got = json.loads(Path(out).read_text())
+        want = alignment_table(metric, x_names=["m_deep", "m_wide"], x_features=files[1:], y_names=list(paths),
+                               y_features=files, topk=4, quantile=0.95, cca_dim=3, skip_x_layers=1, layer_scores=True,
+                               null_permutations=7 if metric == "mutual_knn" else 0, seed=5)
+        want = json.loads(json.dumps(want, default=lambda a: np.asarray(a).tolist()))
+        assert got["settings"] == want["settings"] and got["settings"]["metric"] == metric
+        assert got["best_pairs"] == want["best_pairs"], metric
+        np.testing.assert_allclose(got["scores"], want["scores"], rtol=1e-12, atol=1e-12)
+        for key, rows in want["layer_scores"].items():
+            np.testing.assert_allclose(np.array(got["layer_scores"][key], dtype=float), np.array(rows, dtype=float),
+                                       rtol=1e-12, atol=1e-12)
+        assert ("calibration" in got) == (metric == "mutual_knn")
+        if metric == "mutual_knn":
+            assert got["calibration"] == want["calibration"]  # integer counts: exactly the same null
+
+
+def test_align_rejects_outputs_that_do_not_pair_with_metrics(tmp_path):
+    from prh.metrics.engine import alignment_tables
+
+    paths = write_models(tmp_path)
+    files = list(map(str, paths.values()))
+    with pytest.raises(SystemExit):
+        prh_main(["align", "--metric", "mutual_knn", "cka", "--topk", "4", "--quantile", "0.95", "--x-names", *paths,
+                  "--x-features", *files, "--out", str(tmp_path / "only_one.json")])
+    with pytest.raises(ValueError, match="distinct"):
+        alignment_tables(["cka", "cka"], x_names=list(paths), x_features=files)
+    with pytest.raises(ValueError, match="not among the metrics"):
+        alignment_tables(["cka"], x_names=list(paths), x_features=files, null_metrics=["mutual_knn"])
+    assert not (tmp_path / "only_one.json").exists()  # nothing written

@@ -80,7 +80,8 @@ def test_streamed_table_equals_the_in_memory_path(tmp_path, metric):
     ref = layer_pair_scores(metric, a, b, topk=5, cca_dim=4)
     np.testing.assert_array_equal(np.asarray(table["layer_scores"]["a__b"]), ref.scores)
     assert table["scores"][0][0] == ref.best_score and table["best_pairs"][0][0] == list(ref.best_pair)
-    state, n, n_layers = file_layer_states(metric, files[0], quantile=0.95, n_items=33, topk=5, cca_dim=4)
+    states, n, n_layers = file_layer_states([metric], files[0], quantile=0.95, n_items=33, topk=5, cca_dim=4)
+    state = states[metric]
     expected = layer_states(metric, a, topk=5, cca_dim=4)
     for got, want in (zip(state.values(), expected.values()) if metric == "cknna" else [(state, expected)]):
         assert torch.equal(got, want)

@@ -12,6 +12,11 @@ CROSS_ALIGNMENT = alignment_json(
 )
 
 
+def _skip_language_embedding(xset):
+    """1 when every row model is a language model and the suite leaves their token-embedding layer out."""
+    return int(ALIGN["skip_language_embedding"][SUITE] and all(MODELS[m]["modality"] == "language" for m in model_set(xset)))
+
+
 rule align:
     input:
         x=lambda w: set_features(w.dataset, w.xset),
@@ -30,8 +35,7 @@ rule align:
         seed=lambda w: config["seed"] if ALIGN["null_permutations"] and w.metric == ALIGN["metric"] else 0,  # only the null uses it
         device=config["device"],
         # a language model's layer 0 is its token embeddings, a bag of words: left out of the layer search
-        skip=lambda w: int(ALIGN["skip_language_embedding"][SUITE]
-                           and all(MODELS[m]["modality"] == "language" for m in model_set(w.xset))),
+        skip=lambda w: _skip_language_embedding(w.xset),
     wildcard_constraints:
         dataset=DATASET,
         metric=METRIC,
@@ -53,3 +57,59 @@ rule align:
         " --y-names {params.y_names} --y-features {input.y}"
         " --cca-dim {params.cca_dim} --null-permutations {params.permutations} --seed {params.seed} --skip-x-layers {params.skip}"
         " --dtype {params.dtype} --device {params.device} --threads {threads} --out {output} > {log} 2>&1"
+
+
+# The tables Figs 12-14 read under all eight metrics (the vision-vision table and the language
+# panel against the vision set) are one job each: one read of every feature file, one
+# neighbour search and one centred product per layer, one position table per row layer for
+# every k-NN metric (prh align --metric <all eight>). The headline metric keeps its null.
+ALL_METRIC_TABLES = [
+    (SUITE_CFG["vision_dataset"], SUITE_CFG["vision_models"], SUITE_CFG["vision_models"]),
+    (SUITE_CFG["paired_dataset"], LANGUAGE_PANEL, SUITE_CFG["vision_models"]),
+]
+
+
+rule align_all_metrics:
+    input:
+        x=lambda w: set_features(w.dataset, w.xset),
+        y=lambda w: set_features(w.dataset, w.yset),
+    output:
+        [f"{R}/alignment/{{dataset}}/{m}/{{xset}}__{{yset}}.json" for m in SUPPORTED_METRICS],
+    params:
+        metrics=SUPPORTED_METRICS,
+        x_names=lambda w: model_set(w.xset),
+        y_names=lambda w: model_set(w.yset),
+        topk=ALIGN["topk"],
+        quantile=ALIGN["quantile"],
+        cca_dim=ALIGN["cca_dim"],
+        permutations=ALIGN["null_permutations"],
+        null_metric=ALIGN["metric"],
+        seed=config["seed"] if ALIGN["null_permutations"] else 0,
+        dtype=ALIGN["dtype"],
+        device=config["device"],
+        skip=lambda w: _skip_language_embedding(w.xset),
+    wildcard_constraints:
+        dataset=one_of({t[0] for t in ALL_METRIC_TABLES}),
+        xset=one_of({t[1] for t in ALL_METRIC_TABLES}),
+        yset=one_of({t[2] for t in ALL_METRIC_TABLES}),
+    log:
+        log_path("align", "{dataset}", "all_metrics", "{xset}__{yset}"),
+    benchmark:
+        bench_path("align", "{dataset}", "all_metrics", "{xset}__{yset}")
+    threads: 2
+    resources:
+        mem_mb=lambda w, input: align_memory_mb(x_features=list(input.x), y_features=list(input.y), metric=SUPPORTED_METRICS,
+                                                topk=ALIGN["topk"], cca_dim=ALIGN["cca_dim"], dtype=ALIGN["dtype"]),
+        runtime=120,
+    conda:
+        CONDA_ENV
+    shell:
+        "prh align --metric {params.metrics} --topk {params.topk} --quantile {params.quantile}"
+        " --x-names {params.x_names} --x-features {input.x}"
+        " --y-names {params.y_names} --y-features {input.y}"
+        " --cca-dim {params.cca_dim} --null-permutations {params.permutations} --null-metrics {params.null_metric}"
+        " --seed {params.seed} --skip-x-layers {params.skip}"
+        " --dtype {params.dtype} --device {params.device} --threads {threads} --out {output} > {log} 2>&1"
+
+
+ruleorder: align_all_metrics > align

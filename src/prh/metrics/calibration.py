@@ -5,7 +5,8 @@ leaves open what chance is. Shuffling which item of B is paired with which
 item of A keeps each model's own geometry and destroys only their
 correspondence, so it draws scores from the "no alignment" null. Shuffling is
 cheap because it re-indexes the cached per-layer state of B
-(``registry.permute_state``); nothing is recomputed from features.
+(``registry.permute_state``); nothing is recomputed from features, and a group of
+permuted states is scored in one call, as one stack of B layers.
 
 Taking the best of La × Lb layer pairs inflates the score above the
 single-pair chance level (for mutual_knn, k/(N−1)), so the test statistic is
@@ -25,9 +26,16 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from prh.metrics.registry import pair_scores, permute_state
+from prh.metrics.registry import cat_states, pair_scores, permute_state
 
 __all__ = ["best_pair", "permutation_null", "cell_seed"]
+
+# bytes of permuted B states scored in one batch (the permutations are vectorised in groups)
+NULL_CHUNK_BYTES = 256 << 20
+
+
+def _nbytes(state) -> int:
+    return sum(t.nbytes for t in state.values()) if isinstance(state, dict) else state.nbytes
 
 
 def best_pair(scores) -> tuple[float, tuple[int, int] | None]:
@@ -81,16 +89,23 @@ def permutation_null(
     if observed is None:
         observed = pair_scores(metric, state_a, state_b).cpu().numpy()
     best, pair = best_pair(observed)
-    n = (state_b["idx"] if isinstance(state_b, dict) else state_b).shape[1]
-    device = (state_b["idx"] if isinstance(state_b, dict) else state_b).device
+    idx_b = state_b["idx"] if isinstance(state_b, dict) else state_b
+    lb, n, device = idx_b.shape[0], idx_b.shape[1], idx_b.device
     gen = torch.Generator().manual_seed(seed)
+    perms = [torch.randperm(n, generator=gen).to(device) for _ in range(permutations)]
+    # permutations scored together: their permuted states stacked as one B of g × Lb layers
+    group = max(1, NULL_CHUNK_BYTES // max(1, _nbytes(state_b)))
     null_max = np.empty(permutations)
     null_pair = np.empty(permutations)
-    for p in tqdm(range(permutations), desc=f"{metric} null", disable=not progress, leave=False):
-        perm = torch.randperm(n, generator=gen).to(device)
-        s = pair_scores(metric, state_a, permute_state(metric, state_b, perm)).cpu().numpy()
-        null_max[p] = best_pair(s)[0]
-        null_pair[p] = s[pair] if pair is not None else np.nan
+    starts = range(0, permutations, group)
+    for start in tqdm(starts, desc=f"{metric} null", disable=not progress, leave=False):
+        chunk = perms[start:start + group]
+        stacked = cat_states(metric, [permute_state(metric, state_b, perm) for perm in chunk])
+        s_all = pair_scores(metric, state_a, stacked).cpu().numpy()
+        for g in range(len(chunk)):
+            s = s_all[:, g * lb:(g + 1) * lb]
+            null_max[start + g] = best_pair(s)[0]
+            null_pair[start + g] = s[pair] if pair is not None else np.nan
     # an undefined best score (all NaN) has undefined p-values, not p = 1/(P+1)
     exceed_max = np.sum(null_max >= best) if pair is not None else np.nan
     exceed_pair = np.sum(null_pair >= best) if pair is not None else np.nan

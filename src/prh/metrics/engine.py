@@ -6,13 +6,14 @@ centred Grams depend on that model alone, so they are computed once per layer
 (``registry.layer_states``) and every layer pair pays only the cheap part: set
 intersections for the k-NN metrics, one inner product for CKA.
 
-For two *sets* of models, ``alignment_table`` reads each model's features once,
-computes its states once, and writes one JSON (DESIGN.md, "Alignment")::
+For two *sets* of models, ``alignment_tables`` reads each model's features once,
+computes its states once for every metric asked for, and writes one JSON per metric
+(DESIGN.md, "Alignment")::
 
-    prh align --metric mutual_knn --topk 10 --quantile 0.95 \\
+    prh align --metric mutual_knn cka --topk 10 --quantile 0.95 \\
         --x-names gpt2 bloom --x-features f/gpt2.safetensors f/bloom.safetensors \\
         --y-names vit_s --y-features f/vit_s.safetensors \\
-        --out results/alignment/wit_1024/mutual_knn/llm__lvm.json
+        --out results/alignment/wit_1024/mutual_knn/llm__lvm.json results/alignment/wit_1024/cka/llm__lvm.json
 """
 
 from __future__ import annotations
@@ -29,16 +30,20 @@ from prh.device import resolve_device
 from prh.io import features_layout, features_meta_path, read_features_layer, read_json, write_json
 from prh.metrics.calibration import best_pair, cell_seed, permutation_null
 from prh.metrics.registry import (
+    KNN_METRICS,
     abs_quantile,
     as_tensor,
+    cat_states,
     check_metric,
-    layer_state,
+    layer_state_set,
     layer_states,
+    pair_score_set,
     pair_scores,
     stack_states,
 )
 
-__all__ = ["LayerPairScores", "layer_pair_scores", "file_layer_states", "align_memory_mb", "alignment_table", "main"]
+__all__ = ["LayerPairScores", "layer_pair_scores", "file_layer_states", "align_memory_mb", "alignment_table",
+           "alignment_tables", "main"]
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 # elements of |x| histogrammed at once while the clamp quantile is found (2^22: 32 MiB as int64)
@@ -114,19 +119,22 @@ def layer_pair_scores(
     return LayerPairScores(scores=scores, best_score=best, best_pair=pair, calibration=calib)
 
 
-def file_layer_states(metric: str, path, *, quantile: float = 0.95, n_items: int | None = None, topk: int = 10,
+def file_layer_states(metrics, path, *, quantile: float = 0.95, n_items: int | None = None, topk: int = 10,
                       cca_dim: int = 10, normalize: bool = True, device: str = "cpu", dtype=torch.float32,
                       block_rows: int | None = None) -> tuple:
-    """``layer_states(metric, prepare_features(feats[:n_items], q=quantile, layer_dims))`` of a
-    features file, read one layer at a time: memory is one N × D layer plus the states
-    (L × N × k indices for the k-NN metrics), not the N × L × D file.
+    """``{m: layer_states(m, prepare_features(feats[:n_items], q=quantile, layer_dims))}`` for the
+    metrics ``metrics`` of a features file, read one layer at a time: memory is one N × D layer
+    plus the states (L × N × k indices for the k-NN metrics), not the N × L × D file.
 
     The clamp c (the ``quantile`` of |x| over the file's real entries, ``layer_dims`` of its
     meta excluding zero padding) comes from ``abs_quantile`` over the layers streamed from
     disk (two reads of the file for float32), then each layer is read again, clamped to
-    ±c, cast to ``dtype`` and turned into its state: the same elementwise operations as the
-    in-memory path, so the states are identical. Returns ``(states, n_items, n_layers)``.
+    ±c, cast to ``dtype`` and turned into the states of every metric at once
+    (``registry.layer_state_set``: one neighbour search, one centred product): the same
+    elementwise operations as the in-memory path, so the states are identical. The four
+    k-NN metrics share one tensor of lists. Returns ``(states, n_items, n_layers)``.
     """
+    metrics = list(metrics)
     layout = features_layout(path)
     n_all, n_layers, width = layout["shape"]
     if n_items is not None and not 1 <= n_items <= n_all:
@@ -150,58 +158,81 @@ def file_layer_states(metric: str, path, *, quantile: float = 0.95, n_items: int
     for layer in range(n_layers):
         x = read_features_layer(path, layer, n_items=n, layout=layout)
         x = as_tensor(x if c is None else x.clamp(-c, c), ndim=2, name=str(path), dtype=dtype)
-        per_layer.append(layer_state(metric, x, topk=topk, cca_dim=cca_dim, normalize=normalize, device=device,
-                                     block_rows=block_rows))
+        per_layer.append(layer_state_set(metrics, x, topk=topk, cca_dim=cca_dim, normalize=normalize, device=device,
+                                         block_rows=block_rows))
         del x
-    return stack_states(metric, per_layer), n, n_layers
+    knn_lists = [m for m in metrics if m in KNN_METRICS]
+    shared = stack_states(knn_lists[0], [s[knn_lists[0]] for s in per_layer]) if knn_lists else None
+    states = {m: shared if m in KNN_METRICS else stack_states(m, [s[m] for s in per_layer]) for m in metrics}
+    return states, n, n_layers
 
 
-def align_memory_mb(*, x_features: list[str], y_features: list[str], metric: str, topk: int = 10, cca_dim: int = 10,
+def align_memory_mb(*, x_features: list[str], y_features: list[str], metric, topk: int = 10, cca_dim: int = 10,
                     dtype: str = "float32", base_mb: int = 2000) -> int:
-    """Host memory (MB) of one ``alignment_table`` job, from the files' headers (what a rule's
-    ``resources: mem_mb`` asks for).
+    """Host memory (MB) of one ``alignment_tables`` job, from the files' headers (what a rule's
+    ``resources: mem_mb`` asks for); ``metric``: one metric or the list a job computes together.
 
     ``base_mb`` (Python, torch) + 4 working copies of the largest single layer (read, clamped,
     cast, normalised: N × D × bytes of ``dtype``) + one 64 MiB k-NN similarity block + the
-    states that stay resident: every y model's and one x model's, L × N × s bytes with
-    s = 24 k (k-NN lists; cknna's indices, values and back-pointers) or 4 N (cka, unbiased_cka:
-    an N × N Gram per layer) or 4 cca_dim (svcca). Independent of how many layers are read at
+    states that stay resident: every y model's (neighbour lists twice: they are concatenated
+    into one stack of layers), and one x model's. Per layer and item: 8 k bytes of k-NN lists (shared by the four
+    k-NN metrics), 24 k for cknna (indices, values, back-pointers), 4 N for each CKA (an
+    N × N Gram per layer), 4 cca_dim for svcca. Independent of how many layers are read at
     once, since only one is. A file that does not exist yet (a dry run) counts 0.
     """
-    check_metric(metric)
+    metrics = [metric] if isinstance(metric, str) else list(metric)
+    for m in metrics:
+        check_metric(m)
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {list(DTYPES)}, got {dtype!r}")
     size = torch.empty(0, dtype=DTYPES[dtype]).element_size()
 
     def sizes(path):
         if not os.path.exists(path):
-            return 0.0, 0.0
+            return 0.0, 0.0, 0.0
         n, n_layers, width = features_layout(path)["shape"]
-        per_item = {"cka": 4 * n, "unbiased_cka": 4 * n, "svcca": 4 * cca_dim}.get(metric, 24 * topk)
-        return n * width * size / 2**20, n_layers * n * per_item / 2**20
+        lists = 8 * topk * any(m in KNN_METRICS for m in metrics) + 24 * topk * ("cknna" in metrics)
+        dense = sum({"cka": 4 * n, "unbiased_cka": 4 * n, "svcca": 4 * cca_dim}.get(m, 0) for m in metrics)
+        return n * width * size / 2**20, n_layers * n * lists / 2**20, n_layers * n * dense / 2**20
 
     x, y = [sizes(p) for p in x_features], [sizes(p) for p in y_features]
     layer = max((s[0] for s in x + y), default=0.0)
-    return int(base_mb + 64 + 4 * layer + sum(s[1] for s in y) + max((s[1] for s in x), default=0.0))
+    resident = sum(2 * s[1] + s[2] for s in y) + max((s[1] + s[2] for s in x), default=0.0)
+    return int(base_mb + 64 + 4 * layer + resident)
 
 
 def _n_layers(state) -> int:
     return int((state["idx"] if isinstance(state, dict) else state).shape[0])
 
 
-def _drop_layers(state, n: int):
-    """The per-layer state without its first ``n`` layers (every state is layer-stacked on dim 0)."""
-    return {key: value[n:] for key, value in state.items()} if isinstance(state, dict) else state[n:]
+def _layers(state, start: int, stop: int | None = None):
+    """Layers ``start:stop`` of a layer-stacked state (views, no copy)."""
+    sl = slice(start, stop)
+    return {key: value[sl] for key, value in state.items()} if isinstance(state, dict) else state[sl]
 
 
-def alignment_table(
-    metric: str,
+def _cat_models(metrics, states: list[dict]) -> dict:
+    """Every model's layers as one stack per metric (``registry.cat_states``), the k-NN metrics
+    sharing one tensor as they do per model."""
+    knn_lists = [m for m in metrics if m in KNN_METRICS]
+    shared = cat_states(knn_lists[0], [s[knn_lists[0]] for s in states]) if knn_lists else None
+    return {m: shared if m in KNN_METRICS else cat_states(m, [s[m] for s in states]) for m in metrics}
+
+
+def alignment_table(metric: str, *, out: str | None = None, **kwargs) -> dict:
+    """The table of one metric: ``alignment_tables([metric], outs=[out], **kwargs)[metric]``
+    (every argument as there)."""
+    return alignment_tables([metric], outs=None if out is None else [out], **kwargs)[metric]
+
+
+def alignment_tables(
+    metrics,
     *,
     x_names: list[str],
     x_features: list[str],
     y_names: list[str] | None = None,
     y_features: list[str] | None = None,
-    out: str | None = None,
+    outs: list[str] | None = None,
     topk: int = 10,
     quantile: float = 0.95,
     cca_dim: int = 10,
@@ -209,31 +240,38 @@ def alignment_table(
     dtype: str = "float32",
     block_rows: int | None = None,
     null_permutations: int = 0,
+    null_metrics=None,
     seed: int = 0,
     layer_scores: bool = False,
     threads: int | None = None,
     n_items: int | None = None,
     skip_x_layers: int = 0,
 ) -> dict:
-    """Best-layer-pair alignment of every x model with every y model, written as one JSON.
+    """Best-layer-pair alignment of every x model with every y model under each metric of
+    ``metrics``, in one pass: one JSON per metric.
 
     Each model's features are clamped (``prepare_features(q=quantile)``), L2-normalised
-    per layer and turned into per-layer states once, streamed from its file one layer at a
-    time (``file_layer_states``: memory is one N × D layer, not the N × L × D file). The y
-    states are kept for the whole run (memory: the Σ over y models of L × N × k
-    indices for k-NN metrics, L × N² floats for cka/unbiased_cka); x models are
-    streamed. When y is omitted or lists the same files as x, the set is scored
-    against itself and each model is computed once.
+    per layer and turned into per-layer states once for all metrics, streamed from its
+    file one layer at a time (``file_layer_states``: memory is one N × D layer, not the
+    N × L × D file; one neighbour search serves every k-NN metric and cknna, one centred
+    product both CKAs). The y states are kept for the whole run (memory: the Σ over y models
+    of L × N × k indices for k-NN metrics, L × N² floats for cka/unbiased_cka), the
+    neighbour lists of all y models as one stack of layers; x models are streamed and each
+    x layer is scored against every y layer at once (``registry.pair_score_set``: one
+    position table per x layer serves every k-NN metric and cknna). When y is omitted or lists the same files as x, the set
+    is scored against itself and each model is computed once. Every table equals the one
+    its metric gives alone.
 
     Parameters
     ----------
-    metric : one of SUPPORTED_METRICS
+    metrics : one or more of SUPPORTED_METRICS, distinct
     x_names, x_features : model names and their ``.safetensors`` feature files (rows)
     y_names, y_features : the same for the columns; default: the x set
-    out : JSON path to write (``results/alignment/<dataset>/<metric>/<xset>__<yset>.json``)
+    outs : JSON paths to write, one per metric (``results/alignment/<dataset>/<metric>/<xset>__<yset>.json``)
     topk, quantile, cca_dim : metric settings (k, outlier-clamp quantile, SVCCA dims)
     device : ``cpu``, ``cuda`` or ``auto``; dtype : ``float32`` or ``float64``
     null_permutations, seed : P > 0 adds a permutation test of every cell's best score
+    null_metrics : the metrics that get the permutation test (default: all of ``metrics``)
     layer_scores : also store every model pair's La × Lb matrix
     threads : torch intra-op threads (left as is when None)
     n_items : use only the first ``n_items`` items of every feature file (a smaller
@@ -251,13 +289,21 @@ def alignment_table(
 
     Returns
     -------
-    dict, the JSON written:
-    ``settings``, ``x_names``, ``y_names``, ``x_layers``, ``y_layers``, ``scores``
-    (len(x) × len(y)), ``best_pairs`` ([la, lb] per cell), optionally
-    ``layer_scores`` ({"x__y": La × Lb}) and ``calibration`` (per-cell matrices
+    {metric: dict, the JSON written}: ``settings``, ``x_names``, ``y_names``, ``x_layers``,
+    ``y_layers``, ``scores`` (len(x) × len(y)), ``best_pairs`` ([la, lb] per cell),
+    optionally ``layer_scores`` ({"x__y": La × Lb}) and ``calibration`` (per-cell matrices
     ``p_value``, ``corrected``, ``null_max_mean``, ``null_max_std``, ``null_pair_mean``).
     """
-    check_metric(metric)
+    metrics = [metrics] if isinstance(metrics, str) else list(metrics)
+    for metric in metrics:
+        check_metric(metric)
+    if not metrics or len(set(metrics)) != len(metrics):
+        raise ValueError(f"metrics must be a non-empty list of distinct metrics, got {metrics}")
+    null_metrics = list(metrics) if null_metrics is None else list(null_metrics)
+    if set(null_metrics) - set(metrics):
+        raise ValueError(f"null_metrics {sorted(set(null_metrics) - set(metrics))} are not among the metrics {metrics}")
+    if outs is not None and len(outs) != len(metrics):
+        raise ValueError(f"--out must name one JSON per metric: {len(metrics)} metrics, {len(outs)} outputs")
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {list(DTYPES)}, got {dtype!r}")
     if int(skip_x_layers) != skip_x_layers or skip_x_layers < 0:
@@ -274,64 +320,82 @@ def alignment_table(
     kw = dict(topk=topk, cca_dim=cca_dim, normalize=True, device=device, dtype=DTYPES[dtype], block_rows=block_rows)
     item_counts: dict[str, int] = {}
 
-    def state_of(name: str, path: str):
+    def states_of(name: str, path: str) -> dict:
         # one layer of the file in memory at a time (file_layer_states), whatever its number of layers
-        state, item_counts[name], _ = file_layer_states(metric, path, quantile=quantile, n_items=n_items, **kw)
+        states, item_counts[name], _ = file_layer_states(metrics, path, quantile=quantile, n_items=n_items, **kw)
         if len(set(item_counts.values())) > 1:
             raise ValueError(f"all feature files must have the same items; item counts per model: {item_counts}")
-        return state
+        return states
 
-    y_states = {}
-    for name, path in tqdm(list(zip(y_names, y_features)), desc="y models"):
-        y_states[os.path.realpath(path)] = state_of(name, path)
-    scores = np.full((len(x_names), len(y_names)), np.nan)
-    pairs: list[list] = [[None] * len(y_names) for _ in x_names]
-    calib = {key: np.full_like(scores, np.nan) for key in ("p_value", "corrected", "null_max_mean", "null_max_std", "null_pair_mean")}
-    per_pair, x_layers = {}, []
+    # The neighbour-list states of every y model as one stack of layers (each x layer's position
+    # table then serves all y layers in one call); y_views[j] is model j's states, views into
+    # that stack for the list metrics. Gram and SVCCA states stay per model (a matrix product
+    # gains nothing from the stack, and N x N Grams are not worth a copy).
+    stacked = [m for m in metrics if m in KNN_METRICS or m == "cknna"]
+    y_paths = [os.path.realpath(path) for path in y_features]
+    y_views = [states_of(name, path) for name, path in tqdm(list(zip(y_names, y_features)), desc="y models")]
+    y_layers = [_n_layers(st[metrics[0]]) for st in y_views]
+    y_all = _cat_models(stacked, y_views)
+    offsets = np.concatenate([[0], np.cumsum(y_layers)])
+    for j, view in enumerate(y_views):
+        view.update({m: _layers(y_all[m], offsets[j], offsets[j + 1]) for m in stacked})
+
+    shape = (len(x_names), len(y_names))
+    scores = {m: np.full(shape, np.nan) for m in metrics}
+    pairs = {m: [[None] * len(y_names) for _ in x_names] for m in metrics}
+    calib = {m: {key: np.full(shape, np.nan) for key in ("p_value", "corrected", "null_max_mean", "null_max_std", "null_pair_mean")}
+             for m in null_metrics}
+    per_pair: dict = {m: {} for m in metrics}
+    x_layers = []
     for i, (xname, xpath) in enumerate(tqdm(list(zip(x_names, x_features)), desc="x models")):
-        sx = y_states.get(os.path.realpath(xpath))
-        if sx is None:
-            sx = state_of(xname, xpath)
-        x_layers.append(_n_layers(sx))
+        real = os.path.realpath(xpath)
+        sx = y_views[y_paths.index(real)] if real in y_paths else states_of(xname, xpath)
+        x_layers.append(_n_layers(sx[metrics[0]]))
         if skip >= x_layers[-1]:
             raise ValueError(f"skip_x_layers={skip} leaves no layer of x model {xname!r} ({x_layers[-1]} layers)")
-        sx = _drop_layers(sx, skip)
-        for j, (yname, ypath) in enumerate(zip(y_names, y_features)):
-            sy = y_states[os.path.realpath(ypath)]
-            s = pair_scores(metric, sx, sy).cpu().numpy()
-            scores[i, j], pair = best_pair(s)
-            pairs[i][j] = None if pair is None else (pair[0] + skip, pair[1])  # the file's layer numbering
-            if layer_scores:
-                per_pair[f"{xname}__{yname}"] = np.concatenate([np.full((skip, s.shape[1]), np.nan), s])
-            if null_permutations > 0:
-                null = permutation_null(metric, sx, sy, permutations=null_permutations, seed=cell_seed(seed, i, j), observed=s)
-                for key in calib:
-                    calib[key][i, j] = null[key]
-    result = {
-        "settings": {
-            "metric": metric, "topk": topk, "quantile": quantile, "n": n_items or next(iter(item_counts.values())),
-            "cca_dim": cca_dim, "normalize": True, "dtype": dtype,
-            **({"skip_x_layers": skip} if skip else {}),
-        },
-        "x_names": list(x_names),
-        "y_names": list(y_names),
-        "x_layers": x_layers,
-        "y_layers": [_n_layers(y_states[os.path.realpath(path)]) for path in y_features],
-        "scores": scores,
-        "best_pairs": [[list(p) if p is not None else None for p in row] for row in pairs],
-    }
-    if layer_scores:
-        result["layer_scores"] = per_pair
-    if null_permutations > 0:
-        result["calibration"] = {"permutations": null_permutations, "seed": seed, **calib}
-    if out is not None:
-        write_json(out, result)
-    return result
+        sx = {m: _layers(sx[m], skip) for m in metrics}
+        s_all = {m: s.cpu().numpy() for m, s in pair_score_set(stacked, sx, y_all).items()}
+        for j, yname in enumerate(y_names):
+            per_y = {m: s.cpu().numpy() for m, s in pair_score_set([m for m in metrics if m not in stacked], sx, y_views[j]).items()}
+            for metric in metrics:
+                s = per_y[metric] if metric in per_y else s_all[metric][:, offsets[j]:offsets[j + 1]]
+                scores[metric][i, j], pair = best_pair(s)
+                pairs[metric][i][j] = None if pair is None else (pair[0] + skip, pair[1])  # the file's layer numbering
+                if layer_scores:
+                    per_pair[metric][f"{xname}__{yname}"] = np.concatenate([np.full((skip, s.shape[1]), np.nan), s])
+                if metric in null_metrics and null_permutations > 0:
+                    null = permutation_null(metric, sx[metric], y_views[j][metric], permutations=null_permutations,
+                                            seed=cell_seed(seed, i, j), observed=s)
+                    for key in calib[metric]:
+                        calib[metric][key][i, j] = null[key]
+    results = {}
+    for k, metric in enumerate(metrics):
+        result = {
+            "settings": {
+                "metric": metric, "topk": topk, "quantile": quantile, "n": n_items or next(iter(item_counts.values())),
+                "cca_dim": cca_dim, "normalize": True, "dtype": dtype,
+                **({"skip_x_layers": skip} if skip else {}),
+            },
+            "x_names": list(x_names),
+            "y_names": list(y_names),
+            "x_layers": x_layers,
+            "y_layers": y_layers,
+            "scores": scores[metric],
+            "best_pairs": [[list(p) if p is not None else None for p in row] for row in pairs[metric]],
+        }
+        if layer_scores:
+            result["layer_scores"] = per_pair[metric]
+        if metric in null_metrics and null_permutations > 0:
+            result["calibration"] = {"permutations": null_permutations, "seed": seed, **calib[metric]}
+        if outs is not None:
+            write_json(outs[k], result)
+        results[metric] = result
+    return results
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(prog="prh align", description=alignment_table.__doc__.split("\n")[0])
-    p.add_argument("--metric", required=True, help="one of the eight SUPPORTED_METRICS")
+    p = argparse.ArgumentParser(prog="prh align", description=alignment_tables.__doc__.split("\n")[0])
+    p.add_argument("--metric", nargs="+", required=True, help="one or more of the eight SUPPORTED_METRICS (one pass)")
     p.add_argument("--topk", type=int, required=True, help="k of the k-NN metrics and cknna")
     p.add_argument("--quantile", type=float, required=True, help="clamp |x| at this quantile first; 1 = no clamp")
     p.add_argument("--cca-dim", type=int, default=10, help="SVCCA singular directions")
@@ -339,11 +403,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--x-features", nargs="+", required=True, help="row feature files, same order")
     p.add_argument("--y-names", nargs="+", help="column model names (default: the x set)")
     p.add_argument("--y-features", nargs="+", help="column feature files (default: the x set)")
-    p.add_argument("--out", required=True, help="output JSON path")
+    p.add_argument("--out", nargs="+", required=True, help="output JSON path, one per --metric, same order")
     p.add_argument("--device", default="cpu", help="cpu | cuda | auto")
     p.add_argument("--dtype", default="float32", choices=sorted(DTYPES))
     p.add_argument("--block-rows", type=int, default=None, help="rows per k-NN similarity block")
     p.add_argument("--null-permutations", type=int, default=0, help="P > 0: permutation p-values of each best score")
+    p.add_argument("--null-metrics", nargs="+", default=None, help="metrics that get the permutation test (default: all)")
     p.add_argument("--seed", type=int, default=0, help="seeds the permutations")
     p.add_argument("--layer-scores", action="store_true", help="also store every La x Lb matrix")
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: leave as is)")
@@ -351,10 +416,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--skip-x-layers", type=int, default=0,
                    help="leave out the first N layers of every row model, in scores and null (1: an LM's embedding layer)")
     args = p.parse_args(argv)
-    alignment_table(
+    if len(args.out) != len(args.metric):
+        p.error(f"--out must name one JSON per --metric: {len(args.metric)} metrics, {len(args.out)} outputs")
+    alignment_tables(
         args.metric, x_names=args.x_names, x_features=args.x_features, y_names=args.y_names,
-        y_features=args.y_features, out=args.out, topk=args.topk, quantile=args.quantile,
+        y_features=args.y_features, outs=args.out, topk=args.topk, quantile=args.quantile,
         cca_dim=args.cca_dim, device=args.device, dtype=args.dtype, block_rows=args.block_rows,
-        null_permutations=args.null_permutations, seed=args.seed, layer_scores=args.layer_scores,
-        threads=args.threads, n_items=args.n_items, skip_x_layers=args.skip_x_layers,
+        null_permutations=args.null_permutations, null_metrics=args.null_metrics, seed=args.seed,
+        layer_scores=args.layer_scores, threads=args.threads, n_items=args.n_items, skip_x_layers=args.skip_x_layers,
     )

@@ -33,13 +33,17 @@ from __future__ import annotations
 
 import torch
 
-from prh.metrics.knn import knn, reciprocal_flags
+from prh.metrics.knn import knn, neighbour_positions, position_table, reciprocal_flags
 
 __all__ = [
+    "centered_product",
     "centered_gram",
+    "unit_gram",
     "ucentered_gram",
+    "ucentered_from_product",
     "gram_scores",
     "cknna_state",
+    "cknna_state_from_knn",
     "cknna_scores",
     "svcca_state",
     "svcca_scores",
@@ -52,19 +56,34 @@ def _unit(g: torch.Tensor) -> torch.Tensor:
     return g / norm if norm > 0 else torch.full_like(g, float("nan"))
 
 
+def centered_product(x: torch.Tensor) -> torch.Tensor:
+    """H X Xᵀ H = (HX)(HX)ᵀ (N × N): centring the features first has less cancellation."""
+    xc = x - x.mean(dim=0, keepdim=True)
+    return xc @ xc.T
+
+
 def centered_gram(x: torch.Tensor) -> torch.Tensor:
     """K̄ = H X Xᵀ H / ‖H X Xᵀ H‖_F (the CKA state of one layer, N × N)."""
-    xc = x - x.mean(dim=0, keepdim=True)  # (HX)(HX)ᵀ = H K H, with less cancellation
-    return _unit(xc @ xc.T)
+    return unit_gram(centered_product(x))
+
+
+def unit_gram(product: torch.Tensor) -> torch.Tensor:
+    """The CKA state from the centred product ``centered_product(x)``."""
+    return _unit(product)
 
 
 def ucentered_gram(x: torch.Tensor) -> torch.Tensor:
     """U(K)/‖U(K)‖_F for K = X Xᵀ (the unbiased-CKA state of one layer, N × N)."""
-    n = x.shape[0]
+    return ucentered_from_product(centered_product(x))
+
+
+def ucentered_from_product(k: torch.Tensor) -> torch.Tensor:
+    """The unbiased-CKA state from the centred product (U(·) removes additive row/column terms, so
+    centring is free); overwrites ``k``."""
+    n = k.shape[0]
     if n < 4:
         raise ValueError(f"unbiased_cka needs at least 4 items (n(n-3) > 0), got N={n}")
-    xc = x - x.mean(dim=0, keepdim=True)  # U(·) removes additive row/column terms, so centring is free
-    k = (xc @ xc.T).fill_diagonal_(0)
+    k = k.fill_diagonal_(0)
     r = k.sum(dim=1)
     u = k - r[:, None] / (n - 2) - r[None, :] / (n - 2) + r.sum() / ((n - 1) * (n - 2))
     return _unit(u.fill_diagonal_(0))
@@ -95,21 +114,38 @@ def cknna_state(x: torch.Tensor, topk: int, *, block_rows: int | None = None) ->
     n = x.shape[0]
     if topk < 2 or n < 4:
         raise ValueError(f"cknna needs topk >= 2 and N >= 4, got topk={topk}, N={n}")
-    idx, sims = knn(x, topk, block_rows=block_rows)
+    return cknna_state_from_knn(*knn(x, topk, block_rows=block_rows))
+
+
+def cknna_state_from_knn(idx: torch.Tensor, sims: torch.Tensor) -> dict:
+    """``cknna_state`` from the layer's neighbour lists and similarities (``knn.knn``), when they are already known."""
+    n = idx.shape[0]
     vals = sims.double()  # per-pair sums stay in float64: HSIC₁ has cancelling terms
     back = reciprocal_flags(idx)
     self_align = _hsic1_sparse(n, vals, vals, idx, (vals * vals * back).sum())
     return {"idx": idx, "vals": vals, "back": back, "self": self_align}
 
 
-def cknna_scores(a: dict, b: dict, *, layer: int) -> torch.Tensor:
-    """CKNNA of layer ``layer`` of state ``a`` against every layer of state ``b`` (Lb scores)."""
+def cknna_scores(a: dict, b: dict, *, layer: int, table=False, pos=None) -> torch.Tensor:
+    """CKNNA of layer ``layer`` of state ``a`` against every layer of state ``b`` (Lb scores).
+
+    Which of A's neighbours (i, j) are also B's, and B's kernel value and reciprocity there,
+    come from ``knn.neighbour_positions`` (N k lookups in A's position table per B layer)
+    scattered back onto A's k slots: O(N k) per layer pair. ``table`` (``knn.position_table``
+    of A's lists; False: built here) and ``pos`` (the positions) when the caller has them.
+    Memory is a few Lb × N × k tensors: callers hand in blocks of B layers.
+    """
     idx_a, vals_a, back_a = a["idx"][layer], a["vals"][layer], a["back"][layer]
     n = idx_a.shape[0]
-    eq = idx_a[None, :, :, None] == b["idx"][:, :, None, :]  # Lb × N × k(a) × k(b)
-    in_b = eq.any(dim=3)
-    l_vals = (eq * b["vals"][:, :, None, :]).sum(dim=3)  # L_ij at A's slot, 0 if j ∉ S_B(i)
-    back_b = (eq & b["back"][:, :, None, :]).any(dim=3)
+    if pos is None:
+        pos = neighbour_positions(idx_a, b["idx"], position_table(idx_a) if table is False else table)
+    found = pos >= 0  # B's slot q holds A's slot pos
+    slot = pos.clamp(min=0).long()  # a miss adds 0 to slot 0: the sums below hold one term per hit
+    l_vals = torch.zeros(found.shape, dtype=b["vals"].dtype, device=idx_a.device)
+    l_vals.scatter_add_(2, slot, torch.where(found, b["vals"], 0))  # L_ij at A's slot, 0 if j ∉ S_B(i)
+    hits = torch.zeros(found.shape, dtype=torch.int8, device=idx_a.device)
+    in_b = hits.scatter_add(2, slot, found.to(torch.int8)) > 0
+    back_b = hits.scatter_add_(2, slot, (found & b["back"]).to(torch.int8)) > 0
     m_vals = vals_a[None] * in_b
     trace = (m_vals * l_vals * (back_a[None] & back_b)).sum(dim=(1, 2))  # Σ_ij M_ij P_ji
     align = _hsic1_sparse(n, m_vals, l_vals, idx_a, trace)

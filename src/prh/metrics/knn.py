@@ -12,9 +12,12 @@ Given the ordered lists S_A(i) and S_B(i) of two layers, the metrics are::
     lcs_knn           = mean_i LCS(S_A(i), S_B(i)) / k
     edit_distance_knn = 1 − mean_i Levenshtein(S_A(i), S_B(i)) / k
 
-Every pair function takes one layer of A (N × k) and a stack of layers of B
-(Lb × N × k) and returns Lb scores: the per-layer lists are computed once and
-only these O(N k²) comparisons are paid per layer pair.
+``list_scores`` takes one layer of A (N × k) and a stack of layers of B (Lb × N × k)
+and returns Lb scores of each metric asked for: the per-layer lists are computed
+once, and a layer pair pays N k lookups in A's N × N table of list positions
+(``position_table``, ``neighbour_positions``; k comparisons per item above
+DENSE_MAX_ITEMS) plus, for LCS and edit distance, bit-parallel DPs of k word
+operations per item (a k-bit row of the DP table in one integer) instead of k².
 """
 
 from __future__ import annotations
@@ -23,16 +26,23 @@ import torch
 
 __all__ = [
     "knn",
-    "mutual_knn_scores",
-    "cycle_knn_scores",
-    "lcs_knn_scores",
-    "edit_distance_knn_scores",
+    "list_scores",
+    "b_blocks",
+    "neighbour_positions",
+    "position_table",
     "reciprocal_flags",
 ]
 
 # Elements of a (block × N) similarity block or a (Lb × N × k × k) comparison
 # tensor held at once: 2^24 float32 = 64 MiB.
 BLOCK_ELEMENTS = 1 << 24
+# Up to this many items, an A layer's neighbour lists are also held as an N × N table of
+# positions (int8: 64 MiB at the limit), so every B list is matched by N k lookups instead of
+# N k² comparisons. Above it the comparisons run; the numbers are the same.
+DENSE_MAX_ITEMS = 8192
+# lcs_knn and edit_distance_knn keep a row of their DP table as bits of one int64
+MAX_LIST_K = 62
+LIST_METRICS = ("mutual_knn", "cycle_knn", "lcs_knn", "edit_distance_knn")
 
 
 def knn(x: torch.Tensor, topk: int, *, block_rows: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -70,90 +80,127 @@ def knn(x: torch.Tensor, topk: int, *, block_rows: int | None = None) -> tuple[t
     return idx, sims
 
 
-def _b_chunks(idx_b: torch.Tensor, extra: int):
-    """Yield slices of the B-layer stack so that Lb_chunk × N × k × extra stays bounded."""
-    lb, n, k = idx_b.shape
+def b_blocks(lb: int, n: int, k: int, extra: int):
+    """Slices of a stack of Lb B layers such that block × N × k × extra stays under BLOCK_ELEMENTS."""
     step = max(1, BLOCK_ELEMENTS // max(1, n * k * extra))
     for start in range(0, lb, step):
         yield slice(start, min(lb, start + step))
 
 
-def _matches(idx_a: torch.Tensor, idx_b: torch.Tensor) -> torch.Tensor:
-    """eq[l, i, p, q] = (idx_a[i, p] == idx_b[l, i, q]) for idx_a N × k, idx_b Lb × N × k."""
-    return idx_a[None, :, :, None] == idx_b[:, :, None, :]
-
-
-def mutual_knn_scores(idx_a: torch.Tensor, idx_b: torch.Tensor) -> torch.Tensor:
-    """mean_i |S_A(i) ∩ S_B(i)| / k for one A layer (N × k) against Lb B layers (Lb × N × k)."""
+def position_table(idx_a: torch.Tensor) -> torch.Tensor | None:
+    """table[i, j] = p if j is A's p-th neighbour of i, else -1 (N × N, int8 or int16); None when
+    N > DENSE_MAX_ITEMS, where the comparisons of ``neighbour_positions`` take over."""
     n, k = idx_a.shape
-    out = []
-    for sl in _b_chunks(idx_b, k):
-        hits = _matches(idx_a, idx_b[sl]).sum(dim=(1, 2, 3))
-        out.append(hits.double() / (n * k))
-    return torch.cat(out)
+    if n > DENSE_MAX_ITEMS:
+        return None
+    dtype = torch.int8 if k <= 127 else torch.int16
+    table = torch.full((n, n), -1, dtype=dtype, device=idx_a.device)
+    ranks = torch.arange(k, dtype=dtype, device=idx_a.device).expand(n, k)
+    return table.scatter_(1, idx_a, ranks)
 
 
-def cycle_knn_scores(idx_a: torch.Tensor, idx_b: torch.Tensor) -> torch.Tensor:
-    """mean_i 1[i ∈ S_A(j) for some j ∈ S_B(i)]: leave i through B, come back through A."""
+def neighbour_positions(idx_a: torch.Tensor, idx_b: torch.Tensor, table: torch.Tensor | None = None) -> torch.Tensor:
+    """pos[l, i, q] = p where B's q-th neighbour of i is A's p-th (idx_b[l, i, q] == idx_a[i, p]), else -1.
+
+    Everything the list metrics and cknna need of a pair of neighbour lists: mutual k-NN
+    counts pos ≥ 0, LCS and edit distance read the order, cknna scatters B's kernel values
+    onto A's slots. With the position table of A (``position_table``, N ≤ DENSE_MAX_ITEMS)
+    it is N k lookups per B layer; without, k comparisons of N × k tensors. Both give the
+    same numbers. Returns Lb × N × k int32.
+    """
     n, k = idx_a.shape
-    me = torch.arange(n, device=idx_a.device)[None, :, None, None]
-    out = []
-    for sl in _b_chunks(idx_b, k):
-        back = idx_a[idx_b[sl]]  # Lb × N × k × k: A-neighbours of i's B-neighbours
-        out.append((back == me).any(dim=3).any(dim=2).double().mean(dim=1))
-    return torch.cat(out)
+    if table is not None:  # table[i, idx_b[l, i, q]] as one flat lookup
+        offsets = torch.arange(0, n * n, n, device=idx_a.device)[None, :, None]
+        return torch.take(table, idx_b + offsets).int()
+    pos = torch.full(idx_b.shape, -1, dtype=torch.int32, device=idx_a.device)
+    for p in range(k):
+        pos.masked_fill_(idx_b == idx_a[None, :, p:p + 1], p)
+    return pos
 
 
-def _lcs_lengths(eq: torch.Tensor) -> torch.Tensor:
-    """Longest common subsequence of two length-k sequences from their match table eq (B × k × k)."""
-    b, k, _ = eq.shape
-    prev = torch.zeros(b, k + 1, dtype=torch.int32, device=eq.device)
-    for i in range(k):
-        cur = torch.zeros_like(prev)
-        for j in range(k):
-            cur[:, j + 1] = torch.where(
-                eq[:, i, j], prev[:, j] + 1, torch.maximum(prev[:, j + 1], cur[:, j])
-            )
-        prev = cur
-    return prev[:, k]
+def _word(k: int) -> torch.dtype:
+    """The integer type that holds a k-bit row of the bit-parallel DPs (and their carries)."""
+    return torch.int32 if k <= 30 else torch.int64
 
 
-def _edit_distances(eq: torch.Tensor) -> torch.Tensor:
-    """Levenshtein distance (unit insert/delete/substitute) between two length-k sequences."""
-    b, k, _ = eq.shape
-    cost = (~eq).to(torch.int32)
-    prev = torch.arange(k + 1, dtype=torch.int32, device=eq.device).expand(b, k + 1).clone()
-    for i in range(k):
-        cur = torch.empty_like(prev)
-        cur[:, 0] = i + 1
-        for j in range(k):
-            cur[:, j + 1] = torch.minimum(
-                torch.minimum(prev[:, j + 1], cur[:, j]) + 1, prev[:, j] + cost[:, i, j]
-            )
-        prev = cur
-    return prev[:, k]
+def _lcs_lengths(masks: torch.Tensor, k: int) -> torch.Tensor:
+    """LCS length of A's and B's lists from B's match masks (..., k): bit p of masks[..., q] is
+    set when B's q-th element is A's p-th. Bit-parallel (Allison & Dix 1986; Hyyrö 2004): one
+    k-bit row of the DP table per element of B, k word operations in all instead of k² cells."""
+    v = torch.full(masks.shape[:-1], -1, dtype=masks.dtype, device=masks.device)
+    for q in range(k):
+        u = v & masks[..., q]
+        v = (v + u) | (v - u)
+    zeros = torch.zeros_like(v)
+    for p in range(k):  # the LCS is the number of zero bits among the low k
+        zeros += ((v >> p) & 1) ^ 1
+    return zeros
 
 
-def _list_scores(idx_a: torch.Tensor, idx_b: torch.Tensor, per_item) -> torch.Tensor:
-    """For each B layer, mean over items of ``per_item(eq)`` (eq: the k x k match tables of the
-    two ordered neighbour lists of each item, batched), in blocks of B layers."""
+def _edit_distances(masks: torch.Tensor, k: int) -> torch.Tensor:
+    """Levenshtein distance of A's and B's lists (unit insert, delete, substitute) from B's match
+    masks, by Myers' bit-vector algorithm in its global form (Myers 1999; Hyyrö 2001): the
+    vertical deltas of a DP column as two k-bit words, B's elements as the text."""
+    shape, dtype, top = masks.shape[:-1], masks.dtype, k - 1
+    pv = torch.full(shape, (1 << k) - 1, dtype=dtype, device=masks.device)
+    mv = torch.zeros(shape, dtype=dtype, device=masks.device)
+    score = torch.full(shape, k, dtype=dtype, device=masks.device)  # D[k][0] = k
+    for q in range(k):
+        eq = masks[..., q]
+        xv = eq | mv
+        xh = (((eq & pv) + pv) ^ pv) | eq
+        ph = mv | ~(xh | pv)
+        mh = pv & xh
+        score += ((ph >> top) & 1) - ((mh >> top) & 1)
+        ph = (ph << 1) | 1  # row 0 of a global alignment grows by one per text element
+        mh = mh << 1
+        pv = mh | ~(xv | ph)
+        mv = ph & xv
+    return score
+
+
+def list_scores(metrics, idx_a: torch.Tensor, idx_b: torch.Tensor, table=False, pos=None) -> dict[str, torch.Tensor]:
+    """The k-NN metrics named in ``metrics`` of one A layer (N × k) against Lb B layers (Lb × N × k):
+    {metric: Lb scores (float64)}.
+
+    mutual_knn = mean_i |S_A(i) ∩ S_B(i)| / k, lcs_knn = mean_i LCS / k and
+    edit_distance_knn = 1 − mean_i Levenshtein / k all read the same ``neighbour_positions``;
+    cycle_knn (does i come back through A from one of its B-neighbours?) reads A's position
+    table transposed, or gathers A's lists of B's neighbours when there is no table.
+    ``table``: ``position_table(idx_a)`` when the caller has it (False: built here); ``pos``:
+    ``neighbour_positions(idx_a, idx_b, table)`` likewise. Memory is a few Lb × N × k
+    tensors (Lb × N × k² for cycle_knn without a table): callers hand in blocks of B layers
+    (``registry.pair_score_set`` does).
+    """
+    unknown = set(metrics) - set(LIST_METRICS)
+    if unknown:
+        raise ValueError(f"list_scores computes {LIST_METRICS}, got {sorted(unknown)}")
     n, k = idx_a.shape
-    out = []
-    for sl in _b_chunks(idx_b, k):
-        eq = _matches(idx_a, idx_b[sl])
-        lb = eq.shape[0]
-        out.append(per_item(eq.reshape(lb * n, k, k)).reshape(lb, n).double().mean(dim=1))
-    return torch.cat(out)
-
-
-def lcs_knn_scores(idx_a: torch.Tensor, idx_b: torch.Tensor) -> torch.Tensor:
-    """mean_i LCS(S_A(i), S_B(i)) / k on the similarity-ordered neighbour lists."""
-    return _list_scores(idx_a, idx_b, _lcs_lengths) / idx_a.shape[1]
-
-
-def edit_distance_knn_scores(idx_a: torch.Tensor, idx_b: torch.Tensor) -> torch.Tensor:
-    """1 − mean_i Levenshtein(S_A(i), S_B(i)) / k (k is the largest possible distance)."""
-    return 1.0 - _list_scores(idx_a, idx_b, _edit_distances) / idx_a.shape[1]
+    lb = idx_b.shape[0]
+    if k > MAX_LIST_K and {"lcs_knn", "edit_distance_knn"} & set(metrics):
+        raise ValueError(f"lcs_knn and edit_distance_knn need topk <= {MAX_LIST_K} (one 64-bit word per list), got {k}")
+    table = position_table(idx_a) if table is False else table
+    out = {}
+    if "cycle_knn" in metrics:
+        me = torch.arange(n, device=idx_a.device)
+        if table is not None:  # i is in A's list of its B-neighbour j: table[j, i] >= 0
+            back = torch.take(table, idx_b * n + me[None, :, None]) >= 0
+        else:
+            back = (idx_a[idx_b] == me[None, :, None, None]).any(dim=3)
+        out["cycle_knn"] = back.any(dim=2).double().mean(dim=1)
+    if set(metrics) - {"cycle_knn"}:
+        pos = neighbour_positions(idx_a, idx_b, table) if pos is None else pos
+        found = pos >= 0
+        if "mutual_knn" in metrics:
+            out["mutual_knn"] = found.sum(dim=(1, 2)).double() / (n * k)
+        if {"lcs_knn", "edit_distance_knn"} & set(metrics):
+            word = _word(k)
+            masks = torch.where(found, torch.ones((), dtype=word, device=pos.device) << pos.clamp(min=0).to(word), 0)
+            if "lcs_knn" in metrics:
+                out["lcs_knn"] = _lcs_lengths(masks, k).reshape(lb, n).double().mean(dim=1) / k
+            if "edit_distance_knn" in metrics:
+                out["edit_distance_knn"] = 1.0 - _edit_distances(masks, k).reshape(lb, n).double().mean(dim=1) / k
+    return {m: out[m] for m in metrics}
 
 
 def reciprocal_flags(idx: torch.Tensor) -> torch.Tensor:

@@ -32,8 +32,11 @@ __all__ = [
     "abs_quantile",
     "layer_states",
     "layer_state",
+    "layer_state_set",
     "stack_states",
+    "cat_states",
     "pair_scores",
+    "pair_score_set",
     "permute_state",
     "measure",
 ]
@@ -48,13 +51,9 @@ SUPPORTED_METRICS = [
     "svcca",
     "edit_distance_knn",
 ]
-KNN_METRICS = {
-    "mutual_knn": knn_lib.mutual_knn_scores,
-    "cycle_knn": knn_lib.cycle_knn_scores,
-    "lcs_knn": knn_lib.lcs_knn_scores,
-    "edit_distance_knn": knn_lib.edit_distance_knn_scores,
-}
-GRAM_METRICS = {"cka": kernel.centered_gram, "unbiased_cka": kernel.ucentered_gram}
+KNN_METRICS = knn_lib.LIST_METRICS  # scored together from neighbour positions (knn.list_scores)
+# CKA states from the centred product X̄X̄ᵀ (kernel.centered_product), shared by both
+GRAM_METRICS = {"cka": kernel.unit_gram, "unbiased_cka": kernel.ucentered_from_product}
 # Above this many items an N × N Gram per layer no longer fits comfortably (1 GiB in float32).
 MAX_GRAM_ITEMS = 16384
 
@@ -197,22 +196,42 @@ def layer_state(metric: str, h: torch.Tensor, *, topk: int = 10, cca_dim: int = 
     """The state of one layer ``h`` (N × D, already in the working dtype): what ``layer_states``
     stacks. ``normalize``: ``h_i / ||h_i||`` first; then the k-NN lists (N × k), the unit
     centred Gram (N × N), ``kernel.cknna_state`` or ``kernel.svcca_state`` (N × cca_dim)."""
+    return layer_state_set([metric], h, topk=topk, cca_dim=cca_dim, normalize=normalize, device=device,
+                           block_rows=block_rows)[metric]
+
+
+def layer_state_set(metrics, h: torch.Tensor, *, topk: int = 10, cca_dim: int = 10, normalize: bool = True,
+                    device="cpu", block_rows: int | None = None) -> dict:
+    """``{metric: layer_state(metric, h)}`` for several metrics, sharing what they have in common:
+    one neighbour search serves the four k-NN metrics and cknna, one centred product X̄X̄ᵀ
+    both CKAs. The states are the same tensors the metrics compute alone."""
+    for metric in metrics:
+        check_metric(metric)
     n = h.shape[0]
-    if metric in GRAM_METRICS and n > MAX_GRAM_ITEMS:
+    grams = [m for m in metrics if m in GRAM_METRICS]
+    if grams and n > MAX_GRAM_ITEMS:
         raise ValueError(
-            f"{metric} needs an N x N Gram per layer and N={n} > {MAX_GRAM_ITEMS}; "
+            f"{grams[0]} needs an N x N Gram per layer and N={n} > {MAX_GRAM_ITEMS}; "
             "use a k-NN metric (mutual_knn, cknna) or fewer items"
         )
     h = h.to(device)
     if normalize:
         h = F.normalize(h, dim=1)
-    if metric in KNN_METRICS:
-        return knn_lib.knn(h, topk, block_rows=block_rows)[0]
-    if metric in GRAM_METRICS:
-        return GRAM_METRICS[metric](h)
-    if metric == "cknna":
-        return kernel.cknna_state(h, topk, block_rows=block_rows)
-    return kernel.svcca_state(h, cca_dim)
+    out = {}
+    if any(m in KNN_METRICS or m == "cknna" for m in metrics):
+        if "cknna" in metrics and (topk < 2 or n < 4):
+            raise ValueError(f"cknna needs topk >= 2 and N >= 4, got topk={topk}, N={n}")
+        idx, sims = knn_lib.knn(h, topk, block_rows=block_rows)
+        out.update({m: idx for m in metrics if m in KNN_METRICS})
+        if "cknna" in metrics:
+            out["cknna"] = kernel.cknna_state_from_knn(idx, sims)
+    if grams:
+        product = kernel.centered_product(h)
+        for m in grams:  # ucentered_from_product overwrites its input: the last metric gets the original
+            out[m] = GRAM_METRICS[m](product if m == grams[-1] else product.clone())
+    if "svcca" in metrics:
+        out["svcca"] = kernel.svcca_state(h, cca_dim)
+    return out
 
 
 def stack_states(metric: str, per_layer: list):
@@ -222,18 +241,57 @@ def stack_states(metric: str, per_layer: list):
     return torch.stack(per_layer)
 
 
+def cat_states(metric: str, states: list):
+    """Concatenate layer-stacked states along the layer axis (several models' or permutations' layers as one stack)."""
+    if metric == "cknna":
+        return {key: torch.cat([s[key] for s in states]) for key in states[0]}
+    return torch.cat(states)
+
+
 def pair_scores(metric: str, state_a, state_b) -> torch.Tensor:
     """La × Lb matrix (float64) of ``metric`` between every layer of A and every layer of B."""
-    check_metric(metric)
-    if metric in GRAM_METRICS:
-        return kernel.gram_scores(state_a, state_b)
-    if metric == "svcca":
-        return kernel.svcca_scores(state_a, state_b)
-    if metric == "cknna":
-        rows = [kernel.cknna_scores(state_a, state_b, layer=a) for a in range(state_a["idx"].shape[0])]
-    else:
-        rows = [KNN_METRICS[metric](idx_a, state_b) for idx_a in state_a]
-    return torch.stack(rows)
+    return pair_score_set([metric], {metric: state_a}, {metric: state_b})[metric]
+
+
+def pair_score_set(metrics, states_a: dict, states_b: dict) -> dict:
+    """``{metric: pair_scores(metric, states_a[metric], states_b[metric])}``. The k-NN metrics and
+    cknna of the set share, per A layer, one position table (``knn.position_table``) and, per
+    block of B layers, one neighbour-position lookup (``knn.neighbour_positions``)."""
+    for metric in metrics:
+        check_metric(metric)
+    out = {}
+    lists = [m for m in metrics if m in KNN_METRICS]
+    if lists or "cknna" in metrics:
+        idx_a = states_a[lists[0]] if lists else states_a["cknna"]["idx"]
+        idx_b = states_b[lists[0]] if lists else states_b["cknna"]["idx"]
+        lb, n, k = idx_b.shape
+        rows: dict = {m: [] for m in lists + (["cknna"] if "cknna" in metrics else [])}
+        for layer in range(idx_a.shape[0]):
+            table = knn_lib.position_table(idx_a[layer])
+            parts: dict = {m: [] for m in rows}
+            for sl in knn_lib.b_blocks(lb, n, k, 8 if table is not None or "cycle_knn" not in lists else 2 * k):
+                needs_pos = set(lists) - {"cycle_knn"} or "cknna" in metrics
+                pos = knn_lib.neighbour_positions(idx_a[layer], idx_b[sl], table) if needs_pos else None
+                if lists:
+                    for m, row in knn_lib.list_scores(lists, idx_a[layer], idx_b[sl], table=table, pos=pos).items():
+                        parts[m].append(row)
+                if "cknna" in metrics:
+                    a, b = states_a["cknna"], {key: value[sl] for key, value in states_b["cknna"].items()}
+                    # the same lists as the k-NN metrics' (one neighbour search, layer_state_set): share their lookups
+                    same_a = a["idx"][layer] is idx_a[layer] or torch.equal(a["idx"][layer], idx_a[layer])
+                    same = same_a and pos is not None and torch.equal(b["idx"], idx_b[sl])
+                    parts["cknna"].append(kernel.cknna_scores(a, b, layer=layer, table=table if same_a else False,
+                                                              pos=pos if same else None))
+            for m, row in rows.items():
+                row.append(torch.cat(parts[m]))
+        out.update({m: torch.stack(r) for m, r in rows.items()})
+    for metric in metrics:
+        a, b = states_a[metric], states_b[metric]
+        if metric in GRAM_METRICS:
+            out[metric] = kernel.gram_scores(a, b)
+        elif metric == "svcca":
+            out[metric] = kernel.svcca_scores(a, b)
+    return {m: out[m] for m in metrics}
 
 
 def permute_state(metric: str, state, perm: torch.Tensor):

@@ -2,7 +2,7 @@
 
 * Vision-vision (Fig 12): every metric of ``SUPPORTED_METRICS`` scores every pair
   of vision models, at the full set (one ``prh align`` JSON per metric) and at
-  smaller batch sizes (the first ``bsz`` items, ``alignment_table(n_items=bsz)``).
+  smaller batch sizes (the first ``bsz`` items, ``alignment_tables(n_items=bsz)``).
   Each (metric, bsz) variant gives a vector of scores over the model pairs i < j
   (upper triangle, diagonal excluded); Fig 12 is the Spearman rank correlation of
   every two variants, with p-values.
@@ -95,7 +95,8 @@ def vision_variants(*, vision_alignments: list[str], vision_names: list[str], vi
     """Fig 12: every (metric, bsz) variant's pair scores and the Spearman matrix between them.
 
     The full-set variant of each metric is read from its JSON; each smaller ``bsz`` is
-    computed with ``alignment_table(metric, n_items=bsz)`` on ``vision_features``.
+    computed with ``alignment_tables(metrics, n_items=bsz)`` on ``vision_features``, every
+    metric in one pass (a variant's ``seconds`` is that pass's wall time, shared by its metrics).
     Variants are ordered metric by metric (the JSON order), full set first, then bsz
     descending.
 
@@ -105,7 +106,7 @@ def vision_variants(*, vision_alignments: list[str], vision_names: list[str], vi
     seconds}]), ``pair_scores`` {label: upper triangle}, ``spearman``, ``p_value`` (V × V),
     ``summary`` (min / median / max off-diagonal ρ, max off-diagonal p).
     """
-    from prh.metrics.engine import alignment_table
+    from prh.metrics.engine import alignment_tables
 
     if len(vision_names) != len(vision_features):
         raise ValueError("--vision-names and --vision-features must be lists of equal length")
@@ -121,6 +122,13 @@ def vision_variants(*, vision_alignments: list[str], vision_names: list[str], vi
     if bad or len(set(batch_sizes)) != len(batch_sizes):
         raise ValueError(f"--batch-sizes must be distinct and below the full N={n_full} (read from the JSONs), "
                          f"got {batch_sizes}")
+    # every metric of one batch size in one pass over the features (alignment_tables)
+    small, seconds = {}, {}
+    for bsz in sorted(batch_sizes, reverse=True):
+        start = time.perf_counter()
+        small[bsz] = alignment_tables(metrics, x_names=vision_names, x_features=vision_features, topk=topk,
+                                      quantile=quantile, cca_dim=cca_dim, n_items=bsz, threads=threads, device=device)
+        seconds[bsz] = time.perf_counter() - start
     variants, vectors = [], []
     for (path, table), metric in zip(tables, metrics):
         _check_settings(table["settings"], path, topk=topk, quantile=quantile, cca_dim=cca_dim)
@@ -128,12 +136,9 @@ def vision_variants(*, vision_alignments: list[str], vision_names: list[str], vi
                          "source": str(path), "seconds": None})
         vectors.append(upper_triangle(_reorder_square(table, vision_names, path)))
         for bsz in sorted(batch_sizes, reverse=True):
-            start = time.perf_counter()
-            small = alignment_table(metric, x_names=vision_names, x_features=vision_features, topk=topk,
-                                    quantile=quantile, cca_dim=cca_dim, n_items=bsz, threads=threads, device=device)
             variants.append({"label": variant_label(metric, bsz), "metric": metric, "bsz": bsz,
-                             "source": "computed", "seconds": time.perf_counter() - start})
-            vectors.append(upper_triangle(small["scores"]))
+                             "source": "computed", "seconds": seconds[bsz]})
+            vectors.append(upper_triangle(small[bsz][metric]["scores"]))
     rho, p = spearman_matrix(vectors)
     off = ~np.eye(len(vectors), dtype=bool)
     summary = {"min_spearman": float(np.nanmin(rho[off])), "median_spearman": float(np.nanmedian(rho[off])),
