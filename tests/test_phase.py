@@ -184,26 +184,3 @@ def test_tiny_end_to_end(tmp_path):
     draw_from(tmp_path / "phase", stems, tmp_path / "fig")
     for stem in stems:
         assert (tmp_path / "fig" / f"{stem}.png").exists()
-
-
-def test_language_probe_model_is_vmapped_without_a_per_item_fallback(tmp_path):
-    """Per-item Jacobians vmap the forward; with SDPA attention torch falls back to a loop over
-    items ("no batching rule", MiniLM 220 CPU-s instead of ~15). The probe model loads eager
-    attention, so no fallback warning, and the Jacobian equals the per-item one."""
-    import warnings
-
-    from tiny_models import save_encoder
-
-    from prh.studies.seed000.models import load_probe_model
-    from prh.studies.seed000.ntk import per_sample_jacobian, random_readouts
-
-    pm = load_probe_model(name="bert", path=str(save_encoder(tmp_path / "bert")), modality="language",
-                          texts=["a red circle", "two blue squares", "one green star"])
-    assert pm.module.config._attn_implementation == "eager"
-    readouts = random_readouts(pm.dim, 2, seed=0)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        jac = per_sample_jacobian(pm.feature_fn, pm.params(), pm.items, readouts=readouts)
-    assert not [w for w in caught if "batching rule" in str(w.message)]
-    loop = per_sample_jacobian(pm.feature_fn, pm.params(), pm.items, readouts=readouts, vectorize=False)
-    torch.testing.assert_close(jac, loop, rtol=1e-4, atol=1e-6)

@@ -234,7 +234,6 @@ def load_language_model(
     dtype: torch.dtype | str | None = None,
     device_map: str | dict | None = None,
     load_in_4bit: bool = False,
-    attn_implementation: str | None = None,
 ):
     """Load a Hugging Face language model in eval mode and its (fast) tokenizer.
 
@@ -245,9 +244,6 @@ def load_language_model(
     dtype : weights dtype (``torch.bfloat16`` on GPU); None keeps the checkpoint's float32.
     device_map : e.g. ``"auto"`` to spread a model too large for one GPU (needs ``accelerate``).
     load_in_4bit : quantise the weights to 4 bit (needs ``bitsandbytes`` and a CUDA GPU).
-    attn_implementation : ``"eager"``, ``"sdpa"``, ...; None: the checkpoint's default. Code that
-        ``torch.func.vmap``s the model wants ``"eager"``: SDPA's CPU kernel has no batching rule,
-        so vmap falls back to a loop over the batch (15x slower for MiniLM in seed 000's NTK).
 
     Returns
     -------
@@ -264,8 +260,6 @@ def load_language_model(
     if local:
         verify_recorded_hashes(src)
     kwargs: dict = {}
-    if attn_implementation is not None:
-        kwargs["attn_implementation"] = attn_implementation
     if dtype is not None:
         kwargs["dtype"] = getattr(torch, dtype) if isinstance(dtype, str) else dtype
     if device_map is not None:

@@ -63,9 +63,7 @@ def _vision(name, path, images, revision):
 def _language(name, path, texts, revision):
     from torch.func import functional_call
 
-    # eager attention: the per-item Jacobians vmap the forward, and SDPA's CPU kernel has no
-    # batching rule (vmap would loop over items; MiniLM took 220 CPU-s instead of ~15)
-    net, tok = hub.load_language_model(path, revision=revision, attn_implementation="eager")
+    net, tok = hub.load_language_model(path, revision=revision)
     base = getattr(net, "base_model", net).float().eval()
     ids = [torch.tensor(e, dtype=torch.long) for e in tok(list(texts))["input_ids"]]
     buffers = dict(base.named_buffers())
