@@ -1,7 +1,7 @@
 """Peak memory of `prh align` on a synthetic L-layer x D-wide x N-item features file (issue 22).
 
 The paper's largest case: a 65B LM on DCI, 81 layers x 8192 wide x 7,500 items, float32:
-20 GB on disk. `prh align` streams the file one layer at a time (prh.metrics.engine.
+20 GB on disk. `prh align` streams the file one layer at a time (prh.metrics.files.
 file_layer_states), so its peak memory should be about one N x D layer (245 MB) times a
 few working copies plus Python and torch, whatever L. Requirement: under 4 GB.
 

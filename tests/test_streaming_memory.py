@@ -17,7 +17,8 @@ import torch
 
 from prh.io import features_layout, read_features_layer, save_features
 from prh.metrics import layer_pair_scores, prepare_features
-from prh.metrics.engine import alignment_table, file_layer_states
+from prh.metrics.engine import alignment_table
+from prh.metrics.files import file_layer_states
 from prh.metrics.registry import abs_quantile, layer_states
 
 
@@ -132,7 +133,7 @@ def sparse_features_file(path, shape):
 
 def test_align_memory_follows_one_layer_not_the_file(tmp_path):
     """The paper's largest case (81 layers x 8192 wide x 7,500 items, 20 GB): under 4 GB."""
-    from prh.metrics.engine import align_memory_mb
+    from prh.metrics.files import align_memory_mb
 
     big, vit = tmp_path / "llama65b.safetensors", tmp_path / "vit.safetensors"
     sparse_features_file(big, (7500, 81, 8192))

@@ -1,0 +1,104 @@
+"""Alignment states straight from features files, one layer at a time, and the memory that costs.
+
+``file_layer_states`` turns a ``.safetensors`` features file (N × L × D) into the per-layer
+states of one or more metrics while holding one N × D layer, not the file;
+``align_memory_mb`` is what a job that does so for two model sets asks the scheduler for.
+Both serve ``engine.alignment_tables`` and the workflow's ``resources``.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+from prh.io import features_layout, features_meta_path, read_features_layer, read_json
+from prh.metrics.registry import KNN_METRICS, abs_quantile, as_tensor, check_metric, layer_state_set, stack_states
+
+__all__ = ["DTYPES", "QUANTILE_CHUNK", "file_layer_states", "align_memory_mb"]
+
+DTYPES = {"float32": torch.float32, "float64": torch.float64}
+# elements of |x| histogrammed at once while the clamp quantile is found (2^22: 32 MiB as int64)
+QUANTILE_CHUNK = 1 << 22
+
+
+def file_layer_states(metrics, path, *, quantile: float = 0.95, n_items: int | None = None, topk: int = 10,
+                      cca_dim: int = 10, normalize: bool = True, device: str = "cpu", dtype=torch.float32,
+                      block_rows: int | None = None) -> tuple:
+    """``{m: layer_states(m, prepare_features(feats[:n_items], q=quantile, layer_dims))}`` for the
+    metrics ``metrics`` of a features file, read one layer at a time: memory is one N × D layer
+    plus the states (L × N × k indices for the k-NN metrics), not the N × L × D file.
+
+    The clamp c (the ``quantile`` of |x| over the file's real entries, ``layer_dims`` of its
+    meta excluding zero padding) comes from ``abs_quantile`` over the layers streamed from
+    disk (two reads of the file for float32), then each layer is read again, clamped to
+    ±c, cast to ``dtype`` and turned into the states of every metric at once
+    (``registry.layer_state_set``: one neighbour search, one centred product): the same
+    elementwise operations as the in-memory path, so the states are identical. The four
+    k-NN metrics share one tensor of lists. Returns ``(states, n_items, n_layers)``.
+    """
+    metrics = list(metrics)
+    layout = features_layout(path)
+    n_all, n_layers, width = layout["shape"]
+    if n_items is not None and not 1 <= n_items <= n_all:
+        raise ValueError(f"n_items={n_items} must be between 1 and the {n_all} items of {path}")
+    n = n_all if n_items is None else n_items
+    meta_path = features_meta_path(path)
+    dims = (read_json(meta_path) if meta_path.exists() else {}).get("layer_dims") or [width] * n_layers
+    if len(dims) != n_layers or max(dims) > width:
+        raise ValueError(f"layer_dims {list(dims)} in {meta_path} does not fit features of shape {layout['shape']}")
+    if not 0 < quantile <= 1:
+        raise ValueError(f"q must be in (0, 1], got {quantile}")
+
+    def chunks():
+        rows = max(1, QUANTILE_CHUNK // width)
+        for layer, d in enumerate(dims):
+            x = read_features_layer(path, layer, n_items=n, layout=layout)
+            yield from (x[i:i + rows, :d] for i in range(0, n, rows))
+
+    c = abs_quantile(chunks, quantile) if quantile < 1 else None
+    per_layer = []
+    for layer in range(n_layers):
+        x = read_features_layer(path, layer, n_items=n, layout=layout)
+        x = as_tensor(x if c is None else x.clamp(-c, c), ndim=2, name=str(path), dtype=dtype)
+        per_layer.append(layer_state_set(metrics, x, topk=topk, cca_dim=cca_dim, normalize=normalize, device=device,
+                                         block_rows=block_rows))
+        del x
+    knn_lists = [m for m in metrics if m in KNN_METRICS]
+    shared = stack_states(knn_lists[0], [s[knn_lists[0]] for s in per_layer]) if knn_lists else None
+    states = {m: shared if m in KNN_METRICS else stack_states(m, [s[m] for s in per_layer]) for m in metrics}
+    return states, n, n_layers
+
+
+def align_memory_mb(*, x_features: list[str], y_features: list[str], metric, topk: int = 10, cca_dim: int = 10,
+                    dtype: str = "float32", base_mb: int = 2000) -> int:
+    """Host memory (MB) of one ``alignment_tables`` job, from the files' headers (what a rule's
+    ``resources: mem_mb`` asks for); ``metric``: one metric or the list a job computes together.
+
+    ``base_mb`` (Python, torch) + 4 working copies of the largest single layer (read, clamped,
+    cast, normalised: N × D × bytes of ``dtype``) + one 64 MiB k-NN similarity block + the
+    states that stay resident: every y model's (neighbour lists twice: they are concatenated
+    into one stack of layers), and one x model's. Per layer and item: 8 k bytes of k-NN lists (shared by the four
+    k-NN metrics), 24 k for cknna (indices, values, back-pointers), 4 N for each CKA (an
+    N × N Gram per layer), 4 cca_dim for svcca. Independent of how many layers are read at
+    once, since only one is. A file that does not exist yet (a dry run) counts 0.
+    """
+    metrics = [metric] if isinstance(metric, str) else list(metric)
+    for m in metrics:
+        check_metric(m)
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {list(DTYPES)}, got {dtype!r}")
+    size = torch.empty(0, dtype=DTYPES[dtype]).element_size()
+
+    def sizes(path):
+        if not os.path.exists(path):
+            return 0.0, 0.0, 0.0
+        n, n_layers, width = features_layout(path)["shape"]
+        lists = 8 * topk * any(m in KNN_METRICS for m in metrics) + 24 * topk * ("cknna" in metrics)
+        dense = sum({"cka": 4 * n, "unbiased_cka": 4 * n, "svcca": 4 * cca_dim}.get(m, 0) for m in metrics)
+        return n * width * size / 2**20, n_layers * n * lists / 2**20, n_layers * n * dense / 2**20
+
+    x, y = [sizes(p) for p in x_features], [sizes(p) for p in y_features]
+    layer = max((s[0] for s in x + y), default=0.0)
+    resident = sum(2 * s[1] + s[2] for s in y) + max((s[1] + s[2] for s in x), default=0.0)
+    return int(base_mb + 64 + 4 * layer + resident)
