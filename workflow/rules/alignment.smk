@@ -12,11 +12,6 @@ CROSS_ALIGNMENT = alignment_json(
 )
 
 
-def _skip_language_embedding(xset):
-    """1 when every row model is a language model and the suite leaves their token-embedding layer out."""
-    return int(ALIGN["skip_language_embedding"][SUITE] and all(MODELS[m]["modality"] == "language" for m in model_set(xset)))
-
-
 rule align:
     input:
         x=lambda w: set_features(w.dataset, w.xset),
@@ -35,7 +30,7 @@ rule align:
         seed=lambda w: config["seed"] if ALIGN["null_permutations"] and w.metric == ALIGN["metric"] else 0,  # only the null uses it
         device=config["device"],
         # a language model's layer 0 is its token embeddings, a bag of words: left out of the layer search
-        skip=lambda w: _skip_language_embedding(w.xset),
+        skip=lambda w: skip_language_embedding(w.xset),
     wildcard_constraints:
         dataset=DATASET,
         metric=METRIC,
@@ -87,7 +82,7 @@ rule align_all_metrics:
         seed=config["seed"] if ALIGN["null_permutations"] else 0,
         dtype=ALIGN["dtype"],
         device=config["device"],
-        skip=lambda w: _skip_language_embedding(w.xset),
+        skip=lambda w: skip_language_embedding(w.xset),
     wildcard_constraints:
         dataset=one_of({t[0] for t in ALL_METRIC_TABLES}),
         xset=one_of({t[1] for t in ALL_METRIC_TABLES}),

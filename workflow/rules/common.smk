@@ -323,6 +323,11 @@ def align_mem_mb(wildcards, input):
                            topk=ALIGN["topk"], cca_dim=ALIGN["cca_dim"], dtype=ALIGN["dtype"])
 
 
+def skip_language_embedding(xset):
+    """1 when every row model is a language model and the suite leaves their token-embedding layer out."""
+    return int(ALIGN["skip_language_embedding"][SUITE] and all(MODELS[m]["modality"] == "language" for m in model_set(xset)))
+
+
 def alignment_json(dataset, xset, yset, metric=ALIGN["metric"]):
     return f"{R}/alignment/{dataset}/{metric}/{xset}__{yset}.json"
 
