@@ -164,24 +164,10 @@ def test_bad_input_raises_one_clear_value_error(call, message):
 # ---- the k-NN list machinery (issue 18): bit-parallel DPs, position tables and their fallback ----
 
 
-def _lcs(x, y):
-    dp = [[0] * (len(y) + 1) for _ in range(len(x) + 1)]
-    for i in range(1, len(x) + 1):
-        for j in range(1, len(y) + 1):
-            dp[i][j] = dp[i - 1][j - 1] + 1 if x[i - 1] == y[j - 1] else max(dp[i - 1][j], dp[i][j - 1])
-    return dp[-1][-1]
-
-
-def _lev(x, y):
-    dp = [[i + j if i * j == 0 else 0 for j in range(len(y) + 1)] for i in range(len(x) + 1)]
-    for i in range(1, len(x) + 1):
-        for j in range(1, len(y) + 1):
-            dp[i][j] = min(dp[i - 1][j] + 1, dp[i][j - 1] + 1, dp[i - 1][j - 1] + (x[i - 1] != y[j - 1]))
-    return dp[-1][-1]
-
-
 @pytest.mark.parametrize("k", [1, 2, 3, 7, 10, 31, 62])
 def test_bit_parallel_lcs_and_edit_distance_equal_the_textbook_dp(k):
+    from test_metrics_engine import lcs_length, levenshtein  # the textbook DPs
+
     from prh.metrics.knn import list_scores
 
     g = torch.Generator().manual_seed(k)
@@ -192,8 +178,8 @@ def test_bit_parallel_lcs_and_edit_distance_equal_the_textbook_dp(k):
     got = list_scores(["mutual_knn", "lcs_knn", "edit_distance_knn"], idx_a, idx_b, table=None)
     for layer in range(2):
         pairs = list(zip(idx_a.tolist(), idx_b[layer].tolist()))
-        assert got["lcs_knn"][layer].item() == pytest.approx(np.mean([_lcs(x, y) for x, y in pairs]) / k, abs=1e-12)
-        assert got["edit_distance_knn"][layer].item() == pytest.approx(1 - np.mean([_lev(x, y) for x, y in pairs]) / k, abs=1e-12)
+        assert got["lcs_knn"][layer].item() == pytest.approx(np.mean([lcs_length(x, y) for x, y in pairs]) / k, abs=1e-12)
+        assert got["edit_distance_knn"][layer].item() == pytest.approx(1 - np.mean([levenshtein(x, y) for x, y in pairs]) / k, abs=1e-12)
         assert got["mutual_knn"][layer].item() == pytest.approx(np.mean([len(set(x) & set(y)) for x, y in pairs]) / k)
     with pytest.raises(ValueError, match="topk <= 62"):
         list_scores(["lcs_knn"], torch.zeros(70, 63, dtype=torch.long), torch.zeros(1, 70, 63, dtype=torch.long))

@@ -128,7 +128,10 @@ def _cat_models(metrics, states: list[dict]) -> dict:
     sharing one tensor as they do per model."""
     knn_lists = [m for m in metrics if m in KNN_METRICS]
     shared = cat_states(knn_lists[0], [s[knn_lists[0]] for s in states]) if knn_lists else None
-    return {m: shared if m in KNN_METRICS else cat_states(m, [s[m] for s in states]) for m in metrics}
+    out = {m: shared if m in KNN_METRICS else cat_states(m, [s[m] for s in states]) for m in metrics}
+    if shared is not None and "cknna" in out:
+        out["cknna"]["idx"] = shared  # the same lists (one neighbour search): one tensor
+    return out
 
 
 def alignment_table(metric: str, *, out: str | None = None, **kwargs) -> dict:

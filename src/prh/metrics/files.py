@@ -67,6 +67,8 @@ def file_layer_states(metrics, path, *, quantile: float = 0.95, n_items: int | N
     knn_lists = [m for m in metrics if m in KNN_METRICS]
     shared = stack_states(knn_lists[0], [s[knn_lists[0]] for s in per_layer]) if knn_lists else None
     states = {m: shared if m in KNN_METRICS else stack_states(m, [s[m] for s in per_layer]) for m in metrics}
+    if shared is not None and "cknna" in states:
+        states["cknna"]["idx"] = shared  # the same lists (one neighbour search): one tensor
     return states, n, n_layers
 
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import torch
 
-from prh.metrics.knn import knn, neighbour_positions, position_table, reciprocal_flags
+from prh.metrics.knn import neighbour_positions, position_table, reciprocal_flags
 
 __all__ = [
     "centered_product",
@@ -42,7 +42,6 @@ __all__ = [
     "ucentered_gram",
     "ucentered_from_product",
     "gram_scores",
-    "cknna_state",
     "cknna_state_from_knn",
     "cknna_scores",
     "svcca_state",
@@ -109,16 +108,9 @@ def _hsic1_sparse(n, m_vals, p_vals, cols, trace_term):
     return (trace_term + sum_m * sum_p / ((n - 1) * (n - 2)) - 2 * one_mp_one / (n - 2)) / (n * (n - 3))
 
 
-def cknna_state(x: torch.Tensor, topk: int, *, block_rows: int | None = None) -> dict:
-    """Neighbour lists, kernel values, reciprocity flags and Align_knn(K, K) of one layer."""
-    n = x.shape[0]
-    if topk < 2 or n < 4:
-        raise ValueError(f"cknna needs topk >= 2 and N >= 4, got topk={topk}, N={n}")
-    return cknna_state_from_knn(*knn(x, topk, block_rows=block_rows))
-
-
 def cknna_state_from_knn(idx: torch.Tensor, sims: torch.Tensor) -> dict:
-    """``cknna_state`` from the layer's neighbour lists and similarities (``knn.knn``), when they are already known."""
+    """The cknna state of one layer from its neighbour lists and similarities (``knn.knn``): the lists,
+    kernel values, reciprocity flags and Align_knn(K, K)."""
     n = idx.shape[0]
     vals = sims.double()  # per-pair sums stay in float64: HSIC₁ has cancelling terms
     back = reciprocal_flags(idx)

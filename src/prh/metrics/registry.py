@@ -266,6 +266,13 @@ def pair_score_set(metrics, states_a: dict, states_b: dict) -> dict:
         idx_b = states_b[lists[0]] if lists else states_b["cknna"]["idx"]
         lb, n, k = idx_b.shape
         rows: dict = {m: [] for m in lists + (["cknna"] if "cknna" in metrics else [])}
+        # cknna's lists are the k-NN metrics' when one neighbour search made both (layer_state_set):
+        # then it shares their position tables and lookups (checked once per call, not per layer)
+        same_a = same_b = False
+        if lists and "cknna" in metrics:
+            ca, cb = states_a["cknna"]["idx"], states_b["cknna"]["idx"]
+            same_a = ca is idx_a or torch.equal(ca, idx_a)
+            same_b = same_a and (cb is idx_b or torch.equal(cb, idx_b))
         for layer in range(idx_a.shape[0]):
             table = knn_lib.position_table(idx_a[layer])
             parts: dict = {m: [] for m in rows}
@@ -277,11 +284,8 @@ def pair_score_set(metrics, states_a: dict, states_b: dict) -> dict:
                         parts[m].append(row)
                 if "cknna" in metrics:
                     a, b = states_a["cknna"], {key: value[sl] for key, value in states_b["cknna"].items()}
-                    # the same lists as the k-NN metrics' (one neighbour search, layer_state_set): share their lookups
-                    same_a = a["idx"][layer] is idx_a[layer] or torch.equal(a["idx"][layer], idx_a[layer])
-                    same = same_a and pos is not None and torch.equal(b["idx"], idx_b[sl])
                     parts["cknna"].append(kernel.cknna_scores(a, b, layer=layer, table=table if same_a else False,
-                                                              pos=pos if same else None))
+                                                              pos=pos if same_b else None))
             for m, row in rows.items():
                 row.append(torch.cat(parts[m]))
         out.update({m: torch.stack(r) for m, r in rows.items()})
