@@ -7,8 +7,9 @@ import torch
 
 from prh.studies.seed001.align import run_alignment
 from prh.studies.seed001.analysis import analyse, decide, paired_bootstrap
-from prh.studies.seed001.arm import expand_arms, run_arm
+from prh.studies.seed001.arm import run_arm
 from prh.studies.seed001.covariance import input_basis, off_diagonal_mass
+from prh.studies.seed001.design import expand_arms
 from prh.studies.seed001.model import build_model, load_backbone, set_bridge
 from prh.studies.seed001.outliers import outlier_stats
 from prh.studies.seed001.train import random_labels

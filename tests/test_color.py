@@ -14,7 +14,6 @@ from tiny_models import save_encoder
 from prh.figures import draw_from
 from prh.studies.prh.color import (
     color_metrics,
-    language_specs,
     run_language,
     run_nce_check,
     run_vision,
@@ -32,6 +31,7 @@ from prh.studies.prh.color_pmi import (
     sample_pixel_pairs,
     umeyama,
 )
+from prh.studies.prh.design import language_specs
 
 
 def gradient_images(n=3, size=48, seed=0):

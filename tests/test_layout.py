@@ -122,3 +122,31 @@ def test_imported_names_exist(module):
     missing = [(target, n) for target, names in imports(module) for n in names
                if not hasattr(importlib.import_module(target), n)]
     assert not missing, f"{module} imports names its sources do not define: {missing}"
+
+
+HEAVY = ("torch", "transformers", "timm", "scipy", "sklearn", "matplotlib")
+
+
+def test_the_workflow_parses_without_the_heavy_libraries():
+    """Every Snakemake start (a no-op rerun, a dry run) runs the Snakefile's and the rules' top-level
+    imports; torch alone costs ~2.7 s of it, scipy ~1.4 s (issue 18). They import only light modules."""
+    import subprocess
+    import sys
+
+    root = SRC.parent
+    files = [root / "Snakefile", *sorted((root / "workflow" / "rules").glob("*.smk"))]
+    lines = [line for f in files for line in f.read_text().splitlines() if line.startswith("from prh")]
+    assert len(lines) >= 10, lines  # the workflow's imports were found
+    check = "\n".join([*lines, "import sys", f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))"])
+    proc = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, check=True)
+    assert proc.stdout.strip() == "[]", f"the workflow's imports load {proc.stdout.strip()}:\n" + "\n".join(lines)
+
+
+def test_prh_metrics_loads_its_submodules_on_first_use():
+    import subprocess
+    import sys
+
+    code = ("import sys; from prh.metrics import SUPPORTED_METRICS; a = 'torch' in sys.modules; "
+            "import prh.metrics as m; k = m.knn; from prh.metrics import measure; print(a, k.__name__, callable(measure))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert proc.stdout.split() == ["False", "prh.metrics.knn", "True"]

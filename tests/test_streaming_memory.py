@@ -133,7 +133,7 @@ def sparse_features_file(path, shape):
 
 def test_align_memory_follows_one_layer_not_the_file(tmp_path):
     """The paper's largest case (81 layers x 8192 wide x 7,500 items, 20 GB): under 4 GB."""
-    from prh.metrics.files import align_memory_mb
+    from prh.metrics.memory import align_memory_mb
 
     big, vit = tmp_path / "llama65b.safetensors", tmp_path / "vit.safetensors"
     sparse_features_file(big, (7500, 81, 8192))

@@ -16,6 +16,7 @@ Two layers of checking, both before any job runs:
 from __future__ import annotations
 
 import argparse
+import functools
 from pathlib import Path
 
 import yaml
@@ -51,6 +52,23 @@ def config_layers(*, base: str | Path = "params.yaml", configfiles=(), overrides
     return layers
 
 
+@functools.lru_cache(maxsize=64)
+def _schema_file(path: Path, mtime_ns: int) -> dict:
+    return yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+
+
+def load_schema(path: str | Path) -> dict:
+    """A schema file's content, parsed once per process (and again if the file changes).
+
+    Every Snakemake start validates params.yaml; a ``$ref`` is retrieved each time the
+    validator meets it, so uncached loads made up seconds of a no-op rerun (issue 18).
+    Callers get a copy: validators and defaults must not edit the cached tree."""
+    import copy
+
+    path = Path(path).resolve()
+    return copy.deepcopy(_schema_file(path, path.stat().st_mtime_ns))
+
+
 def validate_schema(cfg: dict, schema_path: str | Path = SCHEMA, *, layers: list[tuple[str, dict]] | None = None) -> dict:
     """Validate ``cfg`` against the JSON schema (with ``$ref`` to sibling files) and fill defaults.
 
@@ -65,13 +83,13 @@ def validate_schema(cfg: dict, schema_path: str | Path = SCHEMA, *, layers: list
     schema_dir = schema_path.parent
 
     def retrieve(uri: str) -> Resource:
-        contents = yaml.safe_load((schema_dir / uri).read_text())
+        contents = load_schema(schema_dir / uri)
         # Without its $schema the referenced file is validated by our validator class,
         # which fills defaults; with it, jsonschema would switch to the plain class.
         contents.pop("$schema", None)
         return Resource.from_contents(contents, default_specification=DRAFT202012)
 
-    schema = yaml.safe_load(schema_path.read_text())
+    schema = load_schema(schema_path)
     validator_cls = jsonschema.validators.validator_for(schema)
     validator = _with_defaults(validator_cls)(schema, registry=Registry(retrieve=retrieve))
     errors = sorted(validator.iter_errors(cfg), key=lambda e: list(e.absolute_path))
@@ -131,7 +149,7 @@ def schema_defaults(block: str, schema_path: str | Path = SCHEMA) -> dict:
     block fills it from here instead of keeping its own copy.
     """
     schema_path = Path(schema_path)
-    root = yaml.safe_load(schema_path.read_text())
+    root = load_schema(schema_path)
     if block not in root.get("properties", {}):
         raise ValueError(f"params.yaml has no block {block!r}; blocks: {', '.join(root['properties'])}")
     return _defaults_of(root["properties"][block], schema_path.parent)
@@ -140,13 +158,13 @@ def schema_defaults(block: str, schema_path: str | Path = SCHEMA) -> dict:
 def entry_fields(schema_file: str, schema_dir: str | Path = SCHEMA.parent) -> dict[str, dict]:
     """The properties (description, type, default) of one entry of a map block, e.g. a model of
     ``zoo.vision`` (``entry_fields("zoo_vision.schema.yaml")``): for commands whose flags are those keys."""
-    schema = yaml.safe_load((Path(schema_dir) / schema_file).read_text())
+    schema = load_schema(Path(schema_dir) / schema_file)
     return schema["additionalProperties"]["properties"]
 
 
 def _defaults_of(schema: dict, schema_dir: Path):
     if "$ref" in schema:
-        schema = {**yaml.safe_load((schema_dir / schema["$ref"]).read_text()), **{k: v for k, v in schema.items()
+        schema = {**load_schema(schema_dir / schema["$ref"]), **{k: v for k, v in schema.items()
                                                                                 if k != "$ref"}}
     if schema.get("type") == "object" and "properties" in schema:
         filled = {key: _defaults_of(sub, schema_dir) for key, sub in schema["properties"].items()}

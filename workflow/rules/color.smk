@@ -5,7 +5,7 @@ import json
 import os
 import shlex
 
-from prh.studies.prh.color import language_specs
+from prh.studies.prh.design import language_specs
 
 COLOR = f"{R}/experiments/color"
 COLOR_CFG = config["color"]

@@ -10,9 +10,9 @@ from prh.cluster import emit_plan_cost, gpus_needed, plan_cost
 from prh.config import all_models
 from prh.figures import FIGURES
 from prh.metrics import SUPPORTED_METRICS
-from prh.metrics.files import align_memory_mb
-from prh.studies.seed000.adaptive_lr import choose_pairs
-from prh.studies.seed001.arm import expand_arms
+from prh.metrics.memory import align_memory_mb
+from prh.studies.seed000.design import choose_pairs
+from prh.studies.seed001.design import expand_arms
 
 SUITE = config["suite"]
 SUITE_CFG = config["suites"][SUITE]
@@ -318,7 +318,7 @@ ALIGN = config["alignment"]
 
 def align_mem_mb(wildcards, input):
     """Host memory of one `prh align` job, from the feature files' headers: one layer at a time
-    is read (prh.metrics.files.align_memory_mb), so it follows one layer's size, not the file's."""
+    is read (prh.metrics.memory.align_memory_mb), so it follows one layer's size, not the file's."""
     return align_memory_mb(x_features=list(input.x), y_features=list(input.y), metric=wildcards.metric,
                            topk=ALIGN["topk"], cca_dim=ALIGN["cca_dim"], dtype=ALIGN["dtype"])
 

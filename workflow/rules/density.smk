@@ -8,7 +8,7 @@ import json
 import shlex
 
 from prh.data.captions import LEVELS as SHAPES_LEVELS
-from prh.studies.prh.summarise import prompt_sha256
+from prh.studies.prh.design import prompt_sha256
 
 DENS = config["density"]
 DENS_DATASET = SUITE_CFG.get("density_dataset", SUITE_CFG["paired_dataset"])

@@ -11,28 +11,51 @@ pairs, model-set table, ``prh align``), ``calibration`` (permutation nulls),
 ``curves`` (Imani et al. alignment curve, effective rank).
 """
 
-from prh.metrics.calibration import best_pair, permutation_null
-from prh.metrics.curves import alignment_curve, effective_rank
-from prh.metrics.engine import LayerPairScores, alignment_table, layer_pair_scores
-from prh.metrics.registry import (
-    SUPPORTED_METRICS,
-    layer_states,
-    measure,
-    pair_scores,
-    prepare_features,
-)
+import importlib
+
+# Submodules load on first use (PEP 562), so ``from prh.metrics import SUPPORTED_METRICS``, which
+# the workflow runs on every Snakemake start, does not import torch (issue 18).
+_HOME = {
+    "best_pair": "calibration",
+    "permutation_null": "calibration",
+    "alignment_curve": "curves",
+    "effective_rank": "curves",
+    "LayerPairScores": "engine",
+    "alignment_table": "engine",
+    "layer_pair_scores": "engine",
+    "SUPPORTED_METRICS": "names",
+    "layer_states": "registry",
+    "measure": "registry",
+    "pair_scores": "registry",
+    "prepare_features": "registry",
+}
 
 __all__ = [
     "SUPPORTED_METRICS",
-    "measure",
-    "prepare_features",
-    "layer_states",
-    "pair_scores",
-    "layer_pair_scores",
     "LayerPairScores",
-    "alignment_table",
-    "permutation_null",
-    "best_pair",
     "alignment_curve",
+    "alignment_table",
+    "best_pair",
     "effective_rank",
+    "layer_pair_scores",
+    "layer_states",
+    "measure",
+    "pair_scores",
+    "permutation_null",
+    "prepare_features",
 ]
+
+
+def __getattr__(name: str):
+    if name in _HOME:
+        return getattr(importlib.import_module(f"prh.metrics.{_HOME[name]}"), name)
+    try:  # a submodule (``prh.metrics.knn``) not imported yet
+        return importlib.import_module(f"prh.metrics.{name}")
+    except ModuleNotFoundError as err:
+        if err.name != f"prh.metrics.{name}":
+            raise
+    raise AttributeError(f"module 'prh.metrics' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

@@ -1,21 +1,24 @@
-"""Alignment states straight from features files, one layer at a time, and the memory that costs.
+"""Alignment states straight from features files, one layer at a time.
 
 ``file_layer_states`` turns a ``.safetensors`` features file (N × L × D) into the per-layer
-states of one or more metrics while holding one N × D layer, not the file;
-``align_memory_mb`` is what a job that does so for two model sets asks the scheduler for.
-Both serve ``engine.alignment_tables`` and the workflow's ``resources``.
+states of one or more metrics while holding one N × D layer, not the file; it serves
+``engine.alignment_tables``. What that costs in memory is ``prh.metrics.memory.align_memory_mb``.
 """
 
 from __future__ import annotations
 
-import os
-
 import torch
 
 from prh.io import features_layout, features_meta_path, read_features_layer, read_json
-from prh.metrics.registry import KNN_METRICS, abs_quantile, as_tensor, check_metric, layer_state_set, stack_states
+from prh.metrics.registry import (
+    KNN_METRICS,
+    abs_quantile,
+    as_tensor,
+    layer_state_set,
+    stack_states,
+)
 
-__all__ = ["DTYPES", "QUANTILE_CHUNK", "file_layer_states", "align_memory_mb"]
+__all__ = ["DTYPES", "QUANTILE_CHUNK", "file_layer_states"]
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 # elements of |x| histogrammed at once while the clamp quantile is found (2^22: 32 MiB as int64)
@@ -70,37 +73,3 @@ def file_layer_states(metrics, path, *, quantile: float = 0.95, n_items: int | N
     if shared is not None and "cknna" in states:
         states["cknna"]["idx"] = shared  # the same lists (one neighbour search): one tensor
     return states, n, n_layers
-
-
-def align_memory_mb(*, x_features: list[str], y_features: list[str], metric, topk: int = 10, cca_dim: int = 10,
-                    dtype: str = "float32", base_mb: int = 2000) -> int:
-    """Host memory (MB) of one ``alignment_tables`` job, from the files' headers (what a rule's
-    ``resources: mem_mb`` asks for); ``metric``: one metric or the list a job computes together.
-
-    ``base_mb`` (Python, torch) + 4 working copies of the largest single layer (read, clamped,
-    cast, normalised: N × D × bytes of ``dtype``) + one 64 MiB k-NN similarity block + the
-    states that stay resident: every y model's (neighbour lists twice: they are concatenated
-    into one stack of layers), and one x model's. Per layer and item: 8 k bytes of k-NN lists (shared by the four
-    k-NN metrics), 24 k for cknna (indices, values, back-pointers), 4 N for each CKA (an
-    N × N Gram per layer), 4 cca_dim for svcca. Independent of how many layers are read at
-    once, since only one is. A file that does not exist yet (a dry run) counts 0.
-    """
-    metrics = [metric] if isinstance(metric, str) else list(metric)
-    for m in metrics:
-        check_metric(m)
-    if dtype not in DTYPES:
-        raise ValueError(f"dtype must be one of {list(DTYPES)}, got {dtype!r}")
-    size = torch.empty(0, dtype=DTYPES[dtype]).element_size()
-
-    def sizes(path):
-        if not os.path.exists(path):
-            return 0.0, 0.0, 0.0
-        n, n_layers, width = features_layout(path)["shape"]
-        lists = 8 * topk * any(m in KNN_METRICS for m in metrics) + 24 * topk * ("cknna" in metrics)
-        dense = sum({"cka": 4 * n, "unbiased_cka": 4 * n, "svcca": 4 * cca_dim}.get(m, 0) for m in metrics)
-        return n * width * size / 2**20, n_layers * n * lists / 2**20, n_layers * n * dense / 2**20
-
-    x, y = [sizes(p) for p in x_features], [sizes(p) for p in y_features]
-    layer = max((s[0] for s in x + y), default=0.0)
-    resident = sum(2 * s[1] + s[2] for s in y) + max((s[1] + s[2] for s in x), default=0.0)
-    return int(base_mb + 64 + 4 * layer + resident)

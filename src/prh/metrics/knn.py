@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import torch
 
+from prh.metrics.names import KNN_METRICS
+
 __all__ = [
     "knn",
     "list_scores",
@@ -42,7 +44,7 @@ BLOCK_ELEMENTS = 1 << 24
 DENSE_MAX_ITEMS = 8192
 # lcs_knn and edit_distance_knn keep a row of their DP table as bits of one int64
 MAX_LIST_K = 62
-LIST_METRICS = ("mutual_knn", "cycle_knn", "lcs_knn", "edit_distance_knn")
+LIST_METRICS = KNN_METRICS  # prh.metrics.names
 
 
 def knn(x: torch.Tensor, topk: int, *, block_rows: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:

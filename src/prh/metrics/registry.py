@@ -23,6 +23,7 @@ from tqdm import tqdm
 
 from prh.metrics import kernel
 from prh.metrics import knn as knn_lib
+from prh.metrics.names import KNN_METRICS, SUPPORTED_METRICS, check_metric
 
 __all__ = [
     "SUPPORTED_METRICS",
@@ -41,26 +42,10 @@ __all__ = [
     "measure",
 ]
 
-SUPPORTED_METRICS = [
-    "cycle_knn",
-    "mutual_knn",
-    "lcs_knn",
-    "cka",
-    "unbiased_cka",
-    "cknna",
-    "svcca",
-    "edit_distance_knn",
-]
-KNN_METRICS = knn_lib.LIST_METRICS  # scored together from neighbour positions (knn.list_scores)
 # CKA states from the centred product X̄X̄ᵀ (kernel.centered_product), shared by both
 GRAM_METRICS = {"cka": kernel.unit_gram, "unbiased_cka": kernel.ucentered_from_product}
 # Above this many items an N × N Gram per layer no longer fits comfortably (1 GiB in float32).
 MAX_GRAM_ITEMS = 16384
-
-
-def check_metric(metric: str) -> None:
-    if metric not in SUPPORTED_METRICS:
-        raise ValueError(f"metric must be one of {SUPPORTED_METRICS}, got {metric!r}")
 
 
 def as_tensor(feats, *, ndim: int, name: str, dtype=torch.float32, device="cpu") -> torch.Tensor:

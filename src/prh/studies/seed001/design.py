@@ -1,0 +1,40 @@
+"""The arms of params.yaml's ``bridge`` block: defaults, named arms and sweeps; torch-free.
+
+Snakemake expands the arms while it parses the rules (one ``bridge_arm`` job each), so this
+module stays apart from ``arm`` (which trains them) and imports no torch (issue 18).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+__all__ = ["ARM_DEFAULTS", "arm_spec", "expand_arms"]
+
+ARM_DEFAULTS = {"init": "pretrained", "ratio": 1.0, "blocks": "all", "epochs": None, "seed": 0}
+
+
+def arm_spec(arm: dict, *, epochs: int) -> dict:
+    """The arm with defaults filled in (``epochs`` None -> the config's); ValueError names a bad key."""
+    unknown = sorted(set(arm) - set(ARM_DEFAULTS))
+    if unknown:
+        raise ValueError(f"arm: unknown key(s) {unknown}; allowed: {sorted(ARM_DEFAULTS)}")
+    spec = {**ARM_DEFAULTS, **arm}
+    spec["epochs"] = epochs if spec["epochs"] is None else int(spec["epochs"])
+    spec["ratio"] = float(spec["ratio"])
+    return spec
+
+
+def expand_arms(arms: dict | None = None, sweeps: list | None = None) -> dict:
+    """Named arms plus the cross products of ``sweeps`` (lists per key), named ``{init}_r{ratio}_k{blocks}_s{seed}``."""
+    out = dict(arms or {})
+    for sweep in sweeps or []:
+        keys = sorted(sweep)
+        bad = sorted(set(keys) - set(ARM_DEFAULTS))
+        if bad:
+            raise ValueError(f"sweep: unknown key(s) {bad}; allowed: {sorted(ARM_DEFAULTS)}")
+        for values in itertools.product(*(sweep[k] if isinstance(sweep[k], list) else [sweep[k]] for k in keys)):
+            arm = {**ARM_DEFAULTS, **dict(zip(keys, values))}
+            name = f"{arm['init']}_r{float(arm['ratio']):g}_k{arm['blocks']}_s{arm['seed']}"
+            name += "" if arm["epochs"] is None else f"_e{arm['epochs']}"
+            out[name] = {k: arm[k] for k in keys}
+    return out
