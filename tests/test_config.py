@@ -117,6 +117,8 @@ def test_every_schema_property_has_a_description(repo_root):
                     walk(node[k], where)
             for sub in node.get("allOf", []) or []:
                 walk(sub, where)
+            for name, sub in (node.get("$defs") or {}).items():
+                walk(sub, f"{where}.$defs.{name}")
 
     for path in sorted((repo_root / "workflow" / "schemas").glob("*.yaml")):
         walk(yaml.safe_load(path.read_text()), path.name)

@@ -55,7 +55,7 @@ def test_a_layer_read_from_disk_equals_the_tensor_slice(tmp_path):
     x = features(13, 5, 6, seed=2)
     save_features(tmp_path / "m.safetensors", x, {"model": "m"})
     layout = features_layout(tmp_path / "m.safetensors")
-    assert layout["shape"] == [13, 5, 6] and layout["dtype"] == torch.float32
+    assert layout["shape"] == [13, 5, 6] and layout["dtype"] == "float32"
     for layer in range(5):
         assert torch.equal(read_features_layer(tmp_path / "m.safetensors", layer), x[:, layer])
     assert torch.equal(read_features_layer(tmp_path / "m.safetensors", 3, n_items=4), x[:4, 3])
@@ -145,3 +145,19 @@ def test_align_memory_follows_one_layer_not_the_file(tmp_path):
     assert align_memory_mb(x_features=[str(big)] * 12, y_features=[str(vit)], metric="mutual_knn") == mb
     missing = align_memory_mb(x_features=[str(tmp_path / "none.safetensors")], y_features=[], metric="cka")
     assert missing == 2000 + 64
+
+
+def test_align_memory_reads_headers_without_torch(tmp_path):
+    """Snakemake calls it while it plans: no torch import (issue 18), and the same element sizes."""
+    from prh.metrics.files import DTYPES
+    from prh.metrics.memory import ITEMSIZE, align_memory_mb
+
+    assert ITEMSIZE == {k: torch.empty(0, dtype=v).element_size() for k, v in DTYPES.items()}
+    path = tmp_path / "big.safetensors"
+    sparse_features_file(path, (7500, 81, 8192))
+    code = ("import sys; from prh.metrics.memory import align_memory_mb; "
+            f"mb = align_memory_mb(x_features=[{str(path)!r}], y_features=[], metric='cka'); "
+            "print(mb, 'torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == [str(align_memory_mb(x_features=[str(path)], y_features=[], metric="cka")), "False"]
+    assert int(out[0]) > 2000 + 64 + 4 * 7500 * 8192 * 4 / 2**20

@@ -53,7 +53,7 @@ def config_layers(*, base: str | Path = "params.yaml", configfiles=(), overrides
 
 
 @functools.lru_cache(maxsize=64)
-def _schema_file(path: Path, mtime_ns: int) -> dict:
+def _schema_file(path: Path, mtime_ns: int, size: int) -> dict:
     return yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 
@@ -66,7 +66,8 @@ def load_schema(path: str | Path) -> dict:
     import copy
 
     path = Path(path).resolve()
-    return copy.deepcopy(_schema_file(path, path.stat().st_mtime_ns))
+    stat = path.stat()
+    return copy.deepcopy(_schema_file(path, stat.st_mtime_ns, stat.st_size))
 
 
 def validate_schema(cfg: dict, schema_path: str | Path = SCHEMA, *, layers: list[tuple[str, dict]] | None = None) -> dict:

@@ -221,20 +221,20 @@ def load_features(path: str | os.PathLike, *, with_meta: bool = False):
     return feats, meta
 
 
-_SAFETENSORS_DTYPES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16"}
+# safetensors dtype -> (torch dtype name, bytes per element)
+_SAFETENSORS_DTYPES = {"F64": ("float64", 8), "F32": ("float32", 4), "F16": ("float16", 2), "BF16": ("bfloat16", 2)}
 
 
 def features_layout(path: str | os.PathLike) -> dict:
     """Where the ``feats`` tensor of a features file lies, from its safetensors header alone.
 
-    Returns ``{"shape": [N, L, D], "dtype": torch dtype, "offset": byte offset of item 0's
+    Returns ``{"shape": [N, L, D], "dtype": torch dtype name ("float32"), "offset": byte offset of item 0's
     layer 0, "itemsize": bytes per element}``; element (i, l, j) is at
     ``offset + ((i * L + l) * D + j) * itemsize`` (safetensors: C order, little endian).
     A missing file says how to make it; an unreadable header raises ``CorruptFileError``.
+    Torch-free: Snakemake calls it while it plans (``prh.metrics.memory.align_memory_mb``).
     """
     import struct
-
-    import torch
 
     path = Path(path)
     if not path.exists():
@@ -248,9 +248,8 @@ def features_layout(path: str | os.PathLike) -> dict:
                 raise ValueError(f"header of {n_header} bytes in a file of {size}")
             entry = json.loads(f.read(n_header))["feats"]
         begin, end = entry["data_offsets"]
-        dtype = getattr(torch, _SAFETENSORS_DTYPES[entry["dtype"]])
+        dtype, itemsize = _SAFETENSORS_DTYPES[entry["dtype"]]
         shape = [int(s) for s in entry["shape"]]
-        itemsize = torch.empty(0, dtype=dtype).element_size()
         if len(shape) != 3 or end - begin != math.prod(shape) * itemsize or 8 + n_header + end > size:
             raise ValueError(f"feats of shape {shape} ({entry['dtype']}) does not fit bytes {begin}..{end} "
                              f"of a {size}-byte file")
@@ -273,7 +272,7 @@ def read_features_layer(path: str | os.PathLike, layer: int, *, n_items: int | N
     n = n if n_items is None else n_items
     if not 1 <= n <= layout["shape"][0]:
         raise ValueError(f"n_items={n_items} must be between 1 and the {layout['shape'][0]} items of {path}")
-    out = torch.empty(n, width, dtype=layout["dtype"])
+    out = torch.empty(n, width, dtype=getattr(torch, layout["dtype"]))
     row = width * layout["itemsize"]
     buf = memoryview(out.view(torch.uint8).numpy()).cast("B")
     with open(path, "rb", buffering=0) as f:

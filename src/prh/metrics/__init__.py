@@ -7,8 +7,10 @@
 
 Modules: ``knn`` (neighbour lists, k-NN metrics), ``kernel`` (CKA, unbiased CKA,
 CKNNA, SVCCA), ``registry`` (per-layer states, ``measure``), ``engine`` (layer
-pairs, model-set table, ``prh align``), ``calibration`` (permutation nulls),
-``curves`` (Imani et al. alignment curve, effective rank).
+pairs, model-set table, ``prh align``), ``files`` (states read from feature files one
+layer at a time), ``calibration`` (permutation nulls), ``curves`` (Imani et al.
+alignment curve, effective rank); torch-free, for the workflow's planning: ``names``
+(the metric names) and ``memory`` (an alignment job's memory from file headers).
 """
 
 import importlib
