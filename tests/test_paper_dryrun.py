@@ -43,14 +43,19 @@ def _jobs(text: str) -> list[dict]:
     return jobs
 
 
-@pytest.fixture(scope="module")
-def plan(tmp_path_factory):
-    """Dry-run log of the paper suite with the SLURM profile, in a copy of the workflow."""
-    tmp = tmp_path_factory.mktemp("paper")
+def _copy_workflow(tmp):
+    """The workflow (Snakefile, params.yaml, workflow/, profiles/) copied into ``tmp``; returns ``tmp``."""
     for folder in ("workflow", "profiles"):
         shutil.copytree(ROOT / folder, tmp / folder)
     for name in ("Snakefile", "params.yaml"):
         shutil.copy(ROOT / name, tmp / name)
+    return tmp
+
+
+@pytest.fixture(scope="module")
+def plan(tmp_path_factory):
+    """Dry-run log of the paper suite with the SLURM profile, in a copy of the workflow."""
+    tmp = _copy_workflow(tmp_path_factory.mktemp("paper"))
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
     cfg = yaml.safe_load((ROOT / "params.yaml").read_text())
     suite, metric = cfg["suites"]["paper"], cfg["alignment"]["metric"]
@@ -160,12 +165,7 @@ def test_dry_run_prints_gpu_hours_reserved_and_estimated(plan):
 
 @pytest.fixture(scope="module")
 def paper_copy(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("paper_copy")
-    for folder in ("workflow", "profiles"):
-        shutil.copytree(ROOT / folder, tmp / folder)
-    for name in ("Snakefile", "params.yaml"):
-        shutil.copy(ROOT / name, tmp / name)
-    return tmp
+    return _copy_workflow(tmp_path_factory.mktemp("paper_copy"))
 
 
 def test_gpu_count_follows_the_configured_card_memory(paper_copy):

@@ -274,12 +274,13 @@ def runtime(wildcards):
     return 20 if _is_zoo(wildcards) else int(30 + 4 * _gb_params(wildcards))
 
 
-# Datasets whose features only a linear probe reads (probe_vtab_task: the VTAB train/test splits, the
-# same `vtab_<task>_train`/`_test` names as convergence.smk's VTAB_TASKS) and that no suite aligns:
-# their extraction keeps the last layer only (`--layers last`), ~30x less disk than every layer.
+# VTAB task -> (train, test) dataset names: every vtab_<task>_train with its _test (convergence.smk's probes)
+VTAB_TASKS = {name[len("vtab_"):-len("_train")]: (name, name[:-len("_train")] + "_test")
+              for name in config["datasets"] if name.startswith("vtab_") and name.endswith("_train")}
+# Datasets whose features only a linear probe reads (probe_vtab_task: VTAB_TASKS' splits) and that no
+# suite aligns: their extraction keeps the last layer only (`--layers last`), ~30x less disk than every layer.
 _SUITE_DATASETS = {v for cfg in config["suites"].values() for v in cfg.values() if isinstance(v, str)}
-PROBE_ONLY_DATASETS = {name for name in config["datasets"] if name.startswith("vtab_")
-                       and name.endswith(("_train", "_test")) and name not in _SUITE_DATASETS}
+PROBE_ONLY_DATASETS = {name for pair in VTAB_TASKS.values() for name in pair if name not in _SUITE_DATASETS}
 
 
 def layers_arg(wildcards):

@@ -12,9 +12,6 @@ CONV_CFG = {**config["convergence"], "bins": config["convergence"]["bins"][SUITE
 CONV_VSET, CONV_LSET = SUITE_CFG["vision_models"], SUITE_CFG["language_models"]
 # Fig 2's own vision set (paper: prh_fig2_vision, the hub-loadable part of the paper's 78); Fig 3 keeps CONV_VSET
 CONV_FIG2_VSET = config["convergence"]["vision_models"][SUITE] or CONV_VSET
-# VTAB task -> (train, test) dataset names: every vtab_<task>_train with its _test
-VTAB_TASKS = {name[len("vtab_"):-len("_train")]: (name, name[:-len("_train")] + "_test")
-              for name in config["datasets"] if name.startswith("vtab_") and name.endswith("_train")}
 if SUITE == "offline":
     CONV_PROBES, CONV_LANGUAGE = f"{R}/experiments/zoo/vision.json", f"{R}/experiments/zoo/language.json"
 else:
