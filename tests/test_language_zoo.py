@@ -147,6 +147,37 @@ def test_masking_only_touches_caption_tokens(tokenizer, texts):
     assert (corrupted[chosen] == tokenizer.mask_token_id).float().mean() > 0.6
 
 
+def test_causal_training_without_padding_mask_is_exact_under_right_padding(tokenizer, texts):
+    """Training drops GPT-2's attention mask: under right padding real tokens' logits, loss and gradients stay."""
+    from prh.models.language_zoo import build_model, collate
+
+    torch.manual_seed(0)
+    model = build_model(arch="gpt2", vocab_size=len(tokenizer), context=256, n_layer=2, n_embd=32, n_head=2,
+                        pad_id=tokenizer.pad_token_id, bos_id=tokenizer.bos_token_id, eos_id=tokenizer.eos_token_id)
+    assert model.config.activation_function == "gelu_pytorch_tanh"
+    rows = [tokenizer(t)["input_ids"] for t in texts[0][:8]]
+    assert len({len(r) for r in rows}) > 1  # the batch is padded
+    input_ids, attention = collate(rows, pad_id=tokenizer.pad_token_id)
+    labels = input_ids.masked_fill(attention == 0, -100)
+    grads, losses, logits = [], [], []
+    for mask in (attention, None):
+        model.zero_grad()
+        out = model(input_ids=input_ids, attention_mask=mask, labels=labels)
+        out.loss.backward()
+        losses.append(out.loss.item())
+        logits.append(out.logits[attention.bool()])
+        grads.append(torch.cat([p.grad.flatten() for p in model.parameters()]))
+    assert losses[0] == pytest.approx(losses[1], rel=1e-5)
+    torch.testing.assert_close(logits[0], logits[1], rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(grads[0], grads[1], rtol=1e-3, atol=1e-6)
+    # left padding would break it: the mask is then needed, which is why collate pads on the right
+    left = torch.stack([torch.cat([r[r != tokenizer.pad_token_id].new_full(((r == tokenizer.pad_token_id).sum(),),
+                                                                          tokenizer.pad_token_id), r[r != tokenizer.pad_token_id]])
+                        for r in input_ids])
+    assert not torch.allclose(model(input_ids=left).logits[:, -1], out.logits[torch.arange(8), attention.sum(1) - 1],
+                              atol=1e-3)
+
+
 def test_bucketed_batches_cover_every_caption_once_and_group_lengths():
     lengths = np.random.default_rng(0).integers(5, 100, size=1000)
     batches = bucketed_batches(lengths, batch_size=10, rng=np.random.default_rng(1))

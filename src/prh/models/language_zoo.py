@@ -96,7 +96,12 @@ def train_tokenizer(*, texts: list[str]):
 
 def build_model(*, arch: str, vocab_size: int, context: int, n_layer: int, n_embd: int, n_head: int,
                 pad_id: int, bos_id: int, eos_id: int):
-    """A randomly initialised ``GPT2LMHeadModel`` or ``BertForMaskedLM`` (dropout off: tiny models, ample data)."""
+    """A randomly initialised ``GPT2LMHeadModel`` or ``BertForMaskedLM`` (dropout off: tiny models, ample data).
+
+    GPT-2's GELU is ``gelu_pytorch_tanh``: the same tanh approximation as GPT-2's
+    ``gelu_new`` (equal to float rounding) in one fused kernel, where ``gelu_new`` is six
+    elementwise ops; it was a quarter of a training step's CPU time (benchmarks/README.md).
+    """
     from transformers import BertConfig, BertForMaskedLM, GPT2Config, GPT2LMHeadModel
 
     if arch not in ARCHS:
@@ -106,7 +111,7 @@ def build_model(*, arch: str, vocab_size: int, context: int, n_layer: int, n_emb
     if arch == "gpt2":
         config = GPT2Config(
             vocab_size=vocab_size, n_positions=context, n_embd=n_embd, n_layer=n_layer, n_head=n_head,
-            resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+            resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, activation_function="gelu_pytorch_tanh",
             bos_token_id=bos_id, eos_token_id=eos_id, pad_token_id=pad_id,
         )
         return GPT2LMHeadModel(config)
@@ -247,6 +252,10 @@ def train_language_model(*, texts: list[str], tokenizer, arch: str, n_layer: int
         input_ids, attention = collate([ids[i] for i in batches.pop()], pad_id=tokenizer.pad_token_id)
         if arch == "gpt2":
             labels = input_ids.masked_fill(attention == 0, -100)
+            # Right padding under a causal mask: a real token never attends to a pad (pads only
+            # follow it), so the padding mask changes no real token's output and pads carry no
+            # loss. Without it attention takes the is_causal kernel (~10% of a step's CPU time).
+            attention = None
         else:
             input_ids, labels = mask_tokens(input_ids, special=torch.isin(input_ids, special_ids),
                                             mask_id=tokenizer.mask_token_id, vocab_size=len(tokenizer),
