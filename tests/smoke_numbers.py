@@ -1,5 +1,12 @@
 """The numbers of a smoke run, in a form a refactor can be checked against.
 
+They are this machine's: a trained model's numbers depend on the float kernels the CPU
+runs (MKL and oneDNN pick summation orders per CPU generation, ATen's vector paths per
+instruction set), and training amplifies a last-bit difference into a different model
+(the smoke ResNet's mean probe accuracy was 0.480 on one 2-core VM and 0.4625 on the next,
+same code and pins). So a recording carries ``float_signature()``, a hash of seeded conv,
+matrix and elementwise results, and is compared only on a machine with the same one.
+
 Every number in ``results/experiments/**/*.json`` and ``results/alignment/**/*.json``
 (timings left out: they are the machine's, not the method's; so are alignment tables'
 best layer pairs, which ties make arbitrary). Small ``metrics.json``
@@ -48,6 +55,35 @@ def fingerprint(values: list[float]) -> dict[str, float]:
     return {"n": len(values), "n_nan": len(values) - len(finite), "sum": math.fsum(finite),
             "abs_sum": math.fsum(abs(v) for v in finite),
             "weighted": math.fsum(w * v for w, v in zip(weights, values) if math.isfinite(v))}
+
+
+def float_signature() -> str:
+    """A short hash of what this machine's CPU kernels make of seeded inputs, on one thread.
+
+    Two machines with the same signature run the smoke DAG's float arithmetic alike; two
+    with different ones do not, and their recorded numbers are not comparable.
+    """
+    import hashlib
+
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        g = torch.Generator().manual_seed(0)
+        x = torch.randn(8, 3, 64, 64, generator=g)
+        w = torch.randn(16, 3, 3, 3, generator=g, requires_grad=True)
+        y = torch.nn.functional.conv2d(x, w, padding=1).relu()
+        a, b = torch.randn(512, 384, generator=g), torch.randn(384, 256, generator=g)
+        h = a @ b
+        outs = [y, h, torch.nn.functional.gelu(h, approximate="tanh"), h.tanh(), h.log_softmax(1),
+                torch.nn.functional.layer_norm(h, (256,))]
+        y.square().mean().backward()
+        outs.append(w.grad)
+        digest = hashlib.sha256(b"".join(t.detach().contiguous().numpy().tobytes() for t in outs))
+        return digest.hexdigest()[:16]
+    finally:
+        torch.set_num_threads(threads)
 
 
 def smoke_numbers(results: str | Path) -> dict:
