@@ -177,3 +177,41 @@ def test_every_form_is_drawn_about_uniformly(texts):
     total = sum(counts.values())
     assert total > 10_000 and math.isclose(sum(counts[f] for f in CANONICAL if CANONICAL[f] == f) / total, 1 / 3,
                                            abs_tol=0.02)
+
+
+# ---------------------------------------------------------------- question-answer pairs
+
+
+def test_every_qa_answer_is_a_fact_of_the_scene(scenes):
+    """Each kind's answer agrees with scene_facts (the captions' own reading of the scene), and
+    the position and left/right kinds are asked of every object and every pair."""
+    kinds = Counter()
+    for scene in scenes:
+        facts = C.scene_facts(scene, level=len(C.LEVELS) - 1)
+        objs = scene["objects"]
+        pairs = qa_pairs(scene)
+        assert len({q for q, _ in pairs}) == len(pairs)  # no question asked twice
+        for q, a in pairs:
+            if m := re.fullmatch(r"where exactly is the (\w+ \w+)\?", q):
+                region, x, y = re.fullmatch(r"(.+), at \((\d+), (\d+)\)", a).groups()
+                assert ("region", m[1], region) in facts and ("position", m[1], int(x), int(y)) in facts, (q, a)
+                kinds["position"] += 1
+            elif m := re.fullmatch(r"is the (\w+ \w+) left or right of the (\w+ \w+)\?", q):
+                left, right = (m[1], m[2]) if a == "left" else (m[2], m[1])
+                assert a in ("left", "right") and ("left_of", left, right) in facts, (q, a)
+                kinds["left_right"] += 1
+            elif m := re.fullmatch(r"where is the (\w+ \w+)\?", q):
+                assert ("region", m[1], a) in facts, (q, a)
+                kinds["region"] += 1
+            elif q == "how many objects are there?":
+                assert ("count", C.COUNT_WORDS.index(a) + 1) in facts
+                kinds["count"] += 1
+            elif q == "what colour is the background?":
+                assert ("background", a) in facts
+                kinds["background"] += 1
+            else:
+                kinds["colour_or_shape"] += 1
+    n_objects = sum(len(s["objects"]) for s in scenes)
+    n_pairs = sum(math.comb(len(s["objects"]), 2) for s in scenes)
+    assert kinds["position"] == kinds["region"] == n_objects and kinds["left_right"] == n_pairs > 0
+    assert kinds["count"] == kinds["background"] == len(scenes) and kinds["colour_or_shape"] > 0
