@@ -188,7 +188,6 @@ def test_every_qa_answer_is_a_fact_of_the_scene(scenes):
     kinds = Counter()
     for scene in scenes:
         facts = C.scene_facts(scene, level=len(C.LEVELS) - 1)
-        objs = scene["objects"]
         pairs = qa_pairs(scene)
         assert len({q for q, _ in pairs}) == len(pairs)  # no question asked twice
         for q, a in pairs:
