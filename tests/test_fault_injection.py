@@ -2,11 +2,14 @@
 
 A seeded test: a small sub-DAG of the smoke config (the 200-scene vision dataset, two random
 zoo vision models, their features and one mutual-kNN alignment table: 7 jobs of seconds each)
-is run once uninterrupted and once with three SIGKILLs of the whole Snakemake process group,
-each once a seeded-random number of jobs have finished (read from the log's "Finished jobid"
-lines) plus a seeded-random delay, so that the kill lands inside a job. After each kill the run
-resumes as a user would (`snakemake --unlock`, then `--rerun-incomplete`). Every output file,
-byte for byte, must equal the uninterrupted run's, and a dry run then plans nothing.
+is run once uninterrupted and once with three SIGKILLs of the whole Snakemake process group.
+Each kill targets a seeded-random job of that run (the m-th to start, read from the log's rule
+lines) and lands a seeded-random fraction (0.1-0.6) of that rule's wall time in the
+uninterrupted run after the job started, so it always falls inside the job: a kill timed by a
+count of finished jobs plus a fixed delay could miss every job when two finish together and the
+last is short. After each kill the run resumes as a user would (`snakemake --unlock`, then
+`--rerun-incomplete`). Every output file, byte for byte, must equal the uninterrupted run's,
+and a dry run then plans nothing.
 
 The same repository copy also checks what the Snakefile checks before any job: a bad value names
 the layer it came from (`--config`, `--configfile`); offline, the paper suite lists every hub model
@@ -63,10 +66,24 @@ def output_hashes(work: Path) -> dict[str, str]:
     }
 
 
-def snakemake_killed_after(work: Path, *, finished: int, delay: float, log: Path) -> tuple[int, int]:
+RULE_LINE = re.compile(r"^(?:local)?rule (\w+):$", flags=re.MULTILINE)
+
+
+def rule_wall_seconds(work: Path) -> dict[str, float]:
+    """Shortest wall time per rule in the last run, from its ``benchmark:`` files."""
+    walls: dict[str, float] = {}
+    for tsv in (work / "results" / "benchmarks").rglob("*.tsv"):
+        rule = tsv.relative_to(work / "results" / "benchmarks").parts[0]
+        wall = float(tsv.read_text().splitlines()[1].split("\t")[0])
+        walls[rule] = min(wall, walls.get(rule, wall))
+    return walls
+
+
+def snakemake_killed_at(work: Path, *, start: int, fraction: float, walls: dict[str, float],
+                        log: Path) -> tuple[int, int]:
     """Start `snakemake --cores 2 --rerun-incomplete TARGET` in its own process group; SIGKILL the
-    group once ``finished`` jobs of this run have finished, ``delay`` seconds more have passed and a
-    job is running. Return (jobs this run finished, jobs it had started but not finished: killed)."""
+    group ``fraction`` of the rule's wall time (``walls``) after the ``start``-th job of this run
+    started. Return (jobs this run finished, jobs it had started but not finished: killed)."""
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
     with open(log, "w") as out:
         proc = subprocess.Popen(["snakemake", "--cores", "2", "--rerun-incomplete", TARGET], cwd=work, env=env,
@@ -74,16 +91,15 @@ def snakemake_killed_after(work: Path, *, finished: int, delay: float, log: Path
 
     def counts() -> tuple[int, int]:
         text = log.read_text()
-        return (len(re.findall(r"^Finished jobid", text, flags=re.MULTILINE)),
-                len(re.findall(r"^(?:local)?rule \w+:$", text, flags=re.MULTILINE)))
+        return len(re.findall(r"^Finished jobid", text, flags=re.MULTILINE)), len(RULE_LINE.findall(text))
 
     deadline = time.monotonic() + 300
-    while proc.poll() is None and counts()[0] < finished and time.monotonic() < deadline:
-        time.sleep(0.2)
-    time.sleep(delay)
-    while proc.poll() is None and counts()[1] <= counts()[0] and time.monotonic() < deadline:
-        time.sleep(0.1)  # between jobs: wait for the next one to start, so the kill lands inside it
-    if proc.poll() is None:
+    while proc.poll() is None and counts()[1] < start and time.monotonic() < deadline:
+        time.sleep(0.02)
+    rules = RULE_LINE.findall(log.read_text())
+    if proc.poll() is None and len(rules) >= start:
+        # snakemake logs the rule line before it spawns the job, so the job runs at least this long
+        time.sleep(fraction * walls[rules[start - 1]])
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     # no job outlives the kill (they share the group), so nothing writes after this point
@@ -134,20 +150,24 @@ def test_killed_three_times_and_resumed_equals_an_uninterrupted_run(repo, tmp_pa
     assert sum(planned_jobs(repo, TARGET).values()) == N_JOBS
     run(["snakemake", "--cores", "2", TARGET], repo)
     reference = output_hashes(repo)
+    walls = rule_wall_seconds(repo)
     assert TARGET in reference and len([k for k in reference if k.startswith("results/features/")]) == 2 * len(MODELS)
     run(["snakemake", "--cores", "1", "--delete-all-output", TARGET], repo)
     assert not (repo / TARGET).exists()
 
     rng = random.Random(SEED)
-    thresholds = sorted(rng.sample(range(1, N_JOBS - 1), 3))  # kill after the k-th job of the DAG, k = 1..5
-    total = 0
-    for i, threshold in enumerate(thresholds):
-        done, killed = snakemake_killed_after(repo, finished=threshold - total, delay=rng.uniform(0.5, 2.0),
-                                              log=tmp_path / f"killed{i}.log")
-        total += done
-        assert killed >= 1, f"kill {i} (after {total} of {N_JOBS} jobs) interrupted no running job"
+    remaining = N_JOBS
+    for i in range(3):
+        # kill inside the m-th job to start, m < remaining: jobs finished before the kill all
+        # started before it, so at least two jobs are left for the next run
+        start = rng.randint(1, remaining - 1)
+        done, killed = snakemake_killed_at(repo, start=start, fraction=rng.uniform(0.1, 0.6), walls=walls,
+                                           log=tmp_path / f"killed{i}.log")
+        assert killed >= 1, f"kill {i} (inside job {start} of the {remaining} left) interrupted no running job"
         assert not (repo / TARGET).exists()
+        remaining -= done
         run(["snakemake", "--unlock"], repo)  # the killed run's lock stays behind
+        assert sum(planned_jobs(repo, "--rerun-incomplete", TARGET).values()) == remaining
     resumed = run(["snakemake", "--cores", "2", "--rerun-incomplete", TARGET], repo)
     assert re.search(r"^Finished jobid", resumed.stdout + resumed.stderr, flags=re.MULTILINE)
 
