@@ -186,6 +186,21 @@ def test_bucketed_batches_cover_every_caption_once_and_group_lengths():
     assert spread < 0.25 * np.ptp(lengths)
 
 
+def padded_fraction(lengths, batches) -> float:
+    return sum(lengths[b].max() * len(b) for b in batches) / lengths[np.concatenate(batches)].sum() - 1
+
+
+def test_wider_length_windows_pad_less_and_keep_the_epoch():
+    lengths = np.random.default_rng(0).integers(40, 220, size=4000)
+    narrow = bucketed_batches(lengths, batch_size=16, rng=np.random.default_rng(1), window=16)
+    wide = bucketed_batches(lengths, batch_size=16, rng=np.random.default_rng(1), window=128)
+    assert np.array_equal(np.sort(np.concatenate(wide)), np.arange(4000))
+    assert padded_fraction(lengths, wide) < 0.2 * padded_fraction(lengths, narrow)
+    assert padded_fraction(lengths, wide) < 0.02
+    with pytest.raises(ValueError, match="window"):
+        bucketed_batches(lengths, batch_size=16, rng=np.random.default_rng(1), window=0)
+
+
 def test_learning_rate_schedule():
     assert lr_at(0, steps=100, lr=1.0, warmup=10) == pytest.approx(0.1)
     assert lr_at(9, steps=100, lr=1.0, warmup=10) == pytest.approx(1.0)

@@ -124,16 +124,23 @@ def build_model(*, arch: str, vocab_size: int, context: int, n_layer: int, n_emb
     return BertForMaskedLM(config)
 
 
-def bucketed_batches(lengths: np.ndarray, *, batch_size: int, rng: np.random.Generator) -> list[np.ndarray]:
-    """One epoch of index batches: shuffle, sort within windows of 16 batches by length, shuffle batches.
+def bucketed_batches(lengths: np.ndarray, *, batch_size: int, rng: np.random.Generator,
+                     window: int = 128) -> list[np.ndarray]:
+    """One epoch of index batches: shuffle, sort within windows of ``window`` batches by length, shuffle batches.
 
-    Captions of similar length share a batch, so little compute goes to padding.
+    Captions of similar length share a batch, so little compute goes to padding. On the default
+    world's training text (24,000 texts, 48-210 tokens from the 5th to the 95th percentile)
+    padding is 6.3% of tokens with windows of 16 batches and 0.8% with 128; a training step of
+    gpt2_s takes 15% less CPU time and gpt2_l 10% less (attention is quadratic in the padded
+    width; benchmarks/README.md, session 32).
     """
+    if window < 1 or batch_size < 1:
+        raise ValueError(f"window={window} and batch_size={batch_size} must be >= 1 (batches per sorted window, items per batch)")
     order = rng.permutation(len(lengths))
-    window = 16 * batch_size
+    span = window * batch_size
     batches = []
-    for start in range(0, len(order), window):
-        chunk = order[start:start + window]
+    for start in range(0, len(order), span):
+        chunk = order[start:start + span]
         chunk = chunk[np.argsort(lengths[chunk], kind="stable")]
         batches += [chunk[i:i + batch_size] for i in range(0, len(chunk), batch_size)]
     return [batches[i] for i in rng.permutation(len(batches))]
@@ -262,7 +269,8 @@ def train_language_model(*, texts: list[str], tokenizer, arch: str, n_layer: int
                                             generator=gen)
         for group in opt.param_groups:
             group["lr"] = lr_at(step, steps=steps, lr=lr, warmup=warmup)
-        loss = model(input_ids=input_ids, attention_mask=attention, labels=labels).loss
+        # no KV cache while training: it only builds the key/value tensors a generation would reuse
+        loss = model(input_ids=input_ids, attention_mask=attention, labels=labels, use_cache=False).loss
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
