@@ -31,6 +31,7 @@ import pytest
 import yaml
 from test_workflow import BIN, copy_repo, git_commit, planned_jobs, run
 
+from prh.bench import read_benchmarks
 from prh.config import merge
 
 pytestmark = pytest.mark.slow
@@ -72,10 +73,8 @@ RULE_LINE = re.compile(r"^(?:local)?rule (\w+):$", flags=re.MULTILINE)
 def rule_wall_seconds(work: Path) -> dict[str, float]:
     """Shortest wall time per rule in the last run, from its ``benchmark:`` files."""
     walls: dict[str, float] = {}
-    for tsv in (work / "results" / "benchmarks").rglob("*.tsv"):
-        rule = tsv.relative_to(work / "results" / "benchmarks").parts[0]
-        wall = float(tsv.read_text().splitlines()[1].split("\t")[0])
-        walls[rule] = min(wall, walls.get(rule, wall))
+    for job in read_benchmarks(work / "results" / "benchmarks"):
+        walls[job.family] = min(job.wall_s, walls.get(job.family, job.wall_s))
     return walls
 
 
