@@ -3,8 +3,6 @@
 # the suite chosen in params.yaml (default: offline). Rules, schemas and report captions
 # live in workflow/; the workflow profile is profiles/default, which Snakemake picks up
 # from the working directory without a flag.
-import sys
-
 from snakemake.utils import min_version, validate
 
 min_version("9.0")
@@ -32,22 +30,16 @@ validate_schema(
 validate(config, schema="workflow/schemas/params.schema.yaml")
 check_references(config)
 check_data_limits(config)
-# The paper suite with the hub offline: one error listing EVERY hub model and dataset missing from
-# the cache (otherwise each job fails on its own item, one at a time). Dry runs plan without it;
-# jobs a cluster executor starts (which parse this file again) do not repeat it.
-# (workflow.dryrun is not known yet while this file is parsed, so the command line decides.)
-_DRY_RUN = workflow.dryrun or bool({"-n", "--dry-run", "--dryrun"} & set(sys.argv))
-if config["suite"] == "paper" and workflow.is_main_process and not _DRY_RUN:
-    # First, every hub revision that is not a commit SHA (unless allow_unpinned: true): pinning needs
-    # network and changes the revisions the cache check below names, so it comes before downloads.
-    from prh.pin import check_pinned
+# Before the first job of a real paper-suite run (Snakemake calls onstart: only when it is about to
+# execute jobs: never for -n in any spelling, --touch (`make pull`), --report, --dag, --rulegraph,
+# --summary or --list-rules, nor when nothing is to be done; jobs a cluster executor starts do not
+# repeat it): every hub revision pinned, then either every hub item in the cache (hub unreachable:
+# one error listing them all) or a token for the gated repos (prh.models.hub_cache.check_before_run).
+onstart:
+    if config["suite"] == "paper" and workflow.is_main_process and not workflow.touch:
+        from prh.models.hub_cache import check_before_run
 
-    check_pinned(config)
-    from prh.models.hub_cache import check_hub_cache
-    from prh.models.loaders import hub_offline
-
-    if hub_offline():
-        check_hub_cache(config)
+        check_before_run(config)
 
 
 report: "workflow/report/workflow.rst"

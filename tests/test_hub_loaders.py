@@ -195,7 +195,8 @@ def test_offline_paper_check_lists_every_missing_hub_item_at_once(tmp_path, offl
     assert "5 hub items of the paper suite are not in the Hugging Face cache" in message
     for line in ("model vit-tiny: timm/vit_tiny_patch16_224.augreg_in21k (revision main): `hf download timm/vit",
                  f"model bloom: bigscience/bloomz-560m (revision {REV_A}): `hf download bigscience/bloomz-560m",
-                 "dataset wit: minhuh/prh (revision wit_1024): `hf download minhuh/prh --repo-type dataset",
+                 "dataset wit: minhuh/prh (revision wit_1024): `python -c \"import datasets; "
+                 "datasets.load_dataset('minhuh/prh', revision='wit_1024')\"`",
                  "dataset cifar: uoft-cs/cifar10", f"dataset places: folder {tmp_path / 'places'} does not exist"):
         assert line in message
     assert "dvc pull results/data" in message and "make pull" in message and "shapes" not in message
@@ -206,6 +207,8 @@ def test_offline_paper_check_lists_every_missing_hub_item_at_once(tmp_path, offl
     (weights / "config.json").write_text("{}")
     _cache_snapshot(offline_cache, "bigscience/bloomz-560m", REV_A, weights)
     (datasets_cache / "uoft-cs___cifar10").mkdir()
+    # a dataset snapshot in the hub cache alone does not count: offline, load_dataset reads only the prepared copy
+    shutil.copytree(weights, offline_cache / "datasets--minhuh--prh" / "snapshots" / REV_A)
     (tmp_path / "places").mkdir()
     with pytest.raises(ModelNotAvailableError) as err:
         check_hub_cache(cfg, cache_dir=offline_cache, datasets_cache_dir=datasets_cache)

@@ -216,3 +216,12 @@ def test_cli_check_is_offline_and_passes(tmp_path):
     r = subprocess.run([sys.executable, "-m", "prh.cli", "hub-manifest", "--params", str(ROOT / "params.yaml"),
                         "--out", str(MANIFEST), "--check"], capture_output=True, text=True, cwd=tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_a_mistyped_model_repo_id_is_missing_offline():
+    """Issue 33: model entries are all `exists: null` by hand, so a typo passed every offline check."""
+    cfg = _params()
+    cfg["paper"]["models"]["bloomz-560m"]["repo"] = "bigscience/bloomz-506m"
+    found = check_manifest(cfg, read_manifest(MANIFEST))
+    assert len(found["missing"]) == 1
+    assert "paper.models.bloomz-560m (model bigscience/bloomz-506m): not in the manifest" in found["missing"][0]

@@ -559,9 +559,10 @@ def planned_jobs(dag):
 def report_plan_cost():
     """`snakemake -n`: GPU-hours reserved vs estimated per rule family, once Snakemake has printed its plan
     (prh.cluster.emit_plan_cost: a table on stderr, or JSON for `prh plan-cost`)."""
-    if workflow.dag is not None and len(workflow.dag):
+    # At exit Snakemake has chosen its executor, so workflow.dryrun is known (it is not while this file is parsed)
+    if workflow.dryrun and workflow.dag is not None and len(workflow.dag):
         emit_plan_cost(plan_cost(jobs=planned_jobs(workflow.dag), config=config, results=R))
 
 
-if _DRY_RUN and workflow.is_main_process:
+if workflow.is_main_process:
     atexit.register(report_plan_cost)

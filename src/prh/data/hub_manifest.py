@@ -235,6 +235,8 @@ def build_manifest(cfg: dict, *, api=None, root_of=None, count_rows: bool = Fals
             info = api.model_info(t["id"], revision=t["revision"])
             rec.update(revision=str(info.sha), exists=True,
                        files=sorted(s.rfilename for s in (info.siblings or []) if "/" not in s.rfilename))
+            if getattr(info, "gated", False):  # "auto" or "manual": a licence to accept and a token to send
+                rec["gated"] = True
         except (RepositoryNotFoundError, RevisionNotFoundError) as e:
             rec["source"] = f"{source}: {type(e).__name__}"
         out["models"].append(rec)
@@ -259,13 +261,14 @@ def read_manifest(path) -> dict:
 
 
 def check_manifest(cfg: dict, manifest: dict) -> dict[str, list[str]]:
-    """Compare the hub datasets of ``cfg`` with the manifest.
+    """Compare the hub datasets and models of ``cfg`` with the manifest.
 
     Returns ``{"missing": [...], "unverified": [...]}``, one line per dataset entry of params.yaml:
 
     - missing: the manifest has no entry for the repo, records that it does not exist, or lists the
       repo's splits (``splits_complete``) or columns and the split (or ``carve.from``) or a column
       params.yaml asks for is not among them;
+    - missing, too: a model whose repo id the manifest does not hold (a mistyped id) or records as absent;
     - unverified: the manifest does not know (no page of the repo was found, the split list is
       partial, the columns are unknown). ``prh hub-manifest`` on a machine with network settles these.
     """
@@ -298,6 +301,14 @@ def check_manifest(cfg: dict, manifest: dict) -> dict[str, list[str]]:
             unverified.append(f"{where}: the manifest does not know its columns; {columns} are unchecked")
         elif absent := [c for c in columns if c not in have]:
             missing.append(f"{where}: columns {absent} are not among {sorted(have)}")
+    # models: a repo id the manifest does not hold (a typo), or one it records as absent, is missing
+    models = {m["id"]: m for m in manifest.get("models") or []}
+    for t in hub_targets(cfg)["models"]:
+        entry = models.get(t["id"])
+        if entry is None or entry.get("exists") is False:
+            missing.append(f"{', '.join(t['names'])} (model {t['id']}): "
+                           + ("not in the manifest; check the repo id, then run `prh hub-manifest` or add it by hand "
+                              "with its source" if entry is None else f"the hub does not have it ({entry.get('source')})"))
     return {"missing": missing, "unverified": unverified}
 
 
@@ -315,7 +326,7 @@ def main(argv: list[str] | None = None) -> None:
         for level in ("missing", "unverified"):
             print("".join(f"{level}: {line}\n" for line in found[level]), end="")
         if not found["missing"]:
-            print(f"{a.params}: no hub dataset, split or column is missing from {a.out}"
+            print(f"{a.params}: no hub model, dataset, split or column is missing from {a.out}"
                   f" ({len(found['unverified'])} unverified)")
         raise SystemExit(1 if found["missing"] else 0)
     manifest = build_manifest(cfg, count_rows=a.count_rows)
