@@ -224,3 +224,18 @@ def test_scientific_notation_read_as_a_string_gets_a_hint(cfg):
                                                  r"\(PyYAML\) reads 3e-3 as a string.*\(3\.0e-3\) or as a decimal \(0\.003\)"):
         config.validate_schema(bad)
     assert __import__("yaml").safe_load("q: 3.0e-3")["q"] == 0.003
+
+
+def test_vtab_tasks_default_to_every_pair_and_a_list_picks_a_subset(repo_root):
+    """Issue 33's replay: Fig 2's VTAB tasks are a config key (null = the 19 pairs of params.yaml)."""
+    from prh.config import ConfigError, check_references, load, vtab_tasks
+
+    cfg = load(repo_root / "params.yaml")
+    tasks = vtab_tasks(cfg)
+    assert len(tasks) == 19 and tasks["kitti_dist"] == ("vtab_kitti_dist_train", "vtab_kitti_dist_test")
+    picked = {**cfg, "convergence": {**cfg["convergence"], "vtab_tasks": ["dtd", "caltech101"]}}
+    assert list(vtab_tasks(picked)) == ["dtd", "caltech101"]
+    check_references(picked)
+    bad = {**cfg, "convergence": {**cfg["convergence"], "vtab_tasks": ["dtd", "imagenet"]}}
+    with pytest.raises(ConfigError, match="task 'imagenet' has no dataset vtab_imagenet_train or vtab_imagenet_test"):
+        check_references(bad)

@@ -156,3 +156,24 @@ def test_offline_uncached_repo_gives_one_clear_error(tmp_path):
     assert "Traceback" not in r.stderr
     assert not (tmp_path / "wit").exists()
     assert issubclass(DatasetNotAvailableError, ModelNotAvailableError)
+
+
+def test_offline_copy_prepared_for_other_data_files_gives_the_clear_error(tmp_path):
+    """Offline, a prepared copy of the repo that holds another config / data_files: datasets raises a bare
+    ValueError ("Couldn't find cache ... for config ..."); it becomes the one DatasetNotAvailableError."""
+    import yaml
+
+    from prh.standin.datasets import build_dataset_standins
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    cfg = yaml.safe_load(open(os.path.join(root, "params.yaml")))
+    build_dataset_standins(cfg, tmp_path / "hf" / "hub", tmp_path / "hf" / "datasets", only="vtab_kitti_dist_test")
+    env = {**os.environ, "HF_HOME": str(tmp_path / "hf"), "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
+    cmd = [sys.executable, "-m", "prh.cli", "fetch-dataset", "--repo",
+           "djghosh/wds_vtab-kitti_closest_vehicle_distance_test", "--split", "test", "--image-column", "webp",
+           "--label-column", "cls", "--data-files", '{"test": "test/0*.tar"}', "--out", str(tmp_path / "kitti")]
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0
+    msg = r.stderr.strip().splitlines()[-1]
+    assert "is not in the Hugging Face datasets cache" in msg and "Couldn't find cache" in msg, r.stderr[-2000:]
+    assert "Traceback" not in r.stderr and not (tmp_path / "kitti").exists()

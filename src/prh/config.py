@@ -273,12 +273,28 @@ def check_references(cfg: dict) -> dict:
                     f"choose one of: {', '.join(sorted(datasets))}"
                 )
     problems += _carve_problems(datasets)
+    for task in ((cfg.get("convergence") or {}).get("vtab_tasks") or []):
+        absent = [f"vtab_{task}_{part}" for part in ("train", "test") if f"vtab_{task}_{part}" not in datasets]
+        if absent:
+            known = sorted(n[len("vtab_"):-len("_train")] for n in datasets if n.startswith("vtab_") and n.endswith("_train"))
+            problems.append(f"  convergence.vtab_tasks: task {task!r} has no dataset {' or '.join(absent)}; "
+                            f"choose among: {', '.join(known)}")
     suite = cfg.get("suite")
     if suite is not None and suite not in (cfg.get("suites") or {}):
         problems.append(f"  suite: unknown suite {suite!r}; choose one of: {', '.join(cfg.get('suites') or {})}")
     if problems:
         raise ConfigError("params.yaml refers to names that do not exist:\n" + "\n".join(problems))
     return cfg
+
+
+def vtab_tasks(cfg: dict) -> dict[str, tuple[str, str]]:
+    """VTAB task -> (train, test) dataset names of Fig 2's probes: ``convergence.vtab_tasks`` when it lists
+    tasks, else every ``vtab_<task>_train`` dataset with its ``_test``, in params order."""
+    names = (cfg.get("convergence") or {}).get("vtab_tasks")
+    if names is None:
+        names = [n[len("vtab_"):-len("_train")] for n in cfg.get("datasets") or {}
+                 if n.startswith("vtab_") and n.endswith("_train")]
+    return {t: (f"vtab_{t}_train", f"vtab_{t}_test") for t in names}
 
 
 def _carve_problems(datasets: dict) -> list[str]:

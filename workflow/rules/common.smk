@@ -7,7 +7,7 @@ import re
 import shlex
 
 from prh.cluster import emit_plan_cost, gpus_needed, plan_cost
-from prh.config import all_models
+from prh.config import all_models, vtab_tasks
 from prh.figures import FIGURES
 from prh.metrics import SUPPORTED_METRICS
 from prh.metrics.memory import align_memory_mb
@@ -274,9 +274,9 @@ def runtime(wildcards):
     return 20 if _is_zoo(wildcards) else int(30 + 4 * _gb_params(wildcards))
 
 
-# VTAB task -> (train, test) dataset names: every vtab_<task>_train with its _test (convergence.smk's probes)
-VTAB_TASKS = {name[len("vtab_"):-len("_train")]: (name, name[:-len("_train")] + "_test")
-              for name in config["datasets"] if name.startswith("vtab_") and name.endswith("_train")}
+# VTAB task -> (train, test) dataset names (convergence.smk's probes): convergence.vtab_tasks, or every
+# vtab_<task>_train with its _test (prh.config.vtab_tasks; check_references named any task without both)
+VTAB_TASKS = vtab_tasks(config)
 # Datasets whose features only a linear probe reads (probe_vtab_task: VTAB_TASKS' splits) and that no
 # suite aligns: their extraction keeps the last layer only (`--layers last`), ~30x less disk than every layer.
 _SUITE_DATASETS = {v for cfg in config["suites"].values() for v in cfg.values() if isinstance(v, str)}

@@ -175,6 +175,13 @@ def _load_split(repo: str, *, revision: str | None, config: str | None, split: s
         return datasets.load_dataset(repo, name=config, revision=revision, split=split, data_files=data_files)
     except (ConnectionError, FileNotFoundError, LocalEntryNotFoundError) as e:
         raise _unavailable(repo, revision, split, e) from e
+    except ValueError as e:
+        # Offline, a prepared copy of the repo exists but not for this config / data_files ("Couldn't find
+        # cache for ... for config ..."): datasets hashes data_files differently online and offline
+        # (huggingface/datasets#6837), so a copy prepared online with data_files is not found offline.
+        if "Couldn't find cache" not in str(e):
+            raise
+        raise _unavailable(repo, revision, split, e) from e
 
 
 def materialize_hub_dataset(

@@ -1,0 +1,103 @@
+"""The replay preset (presets/replay.yaml) plans every rule of the paper suite, in far fewer jobs.
+
+The preset replays the paper DAG on CPU against the stand-in hub: it may shrink sizes and model
+sets, never drop a rule. Two dry runs in a copy of the workflow (run side by side, ~6 s each):
+the full paper plan (``snakemake -n --config suite=paper``) and the replay plan (the same with
+``allow_unpinned=True --configfile presets/replay.yaml``); their job tables (``--quiet rules``)
+must name the same rules, and the replay's total must stay under ``MAX_REPLAY_JOBS``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+PRESET = "presets/replay.yaml"
+# The replay plan had 292 jobs when the preset was written, 171 of them for the 19 VTAB tasks (38
+# hub_dataset, 19 probe_vtab_task, 38 x 3 extract_vision), which a configfile cannot remove:
+# workflow/rules/common.smk's VTAB_TASKS is every vtab_*_train dataset of params.yaml.
+MAX_REPLAY_JOBS = 150
+# Keys that name what is loaded (a hub repo, its revision, a bridged backbone): the preset never sets them.
+FORBIDDEN_KEYS = {"repo", "revision", "source", "mnist_revision", "scores_csv"}
+TABLE_ROW = re.compile(r"^(\w+)\s+(\d+)$")
+
+
+def _copy_workflow(tmp: Path) -> Path:
+    """The workflow (Snakefile, params.yaml, workflow/, profiles/, presets/) copied into ``tmp``."""
+    for folder in ("workflow", "profiles", "presets"):
+        shutil.copytree(ROOT / folder, tmp / folder)
+    for name in ("Snakefile", "params.yaml"):
+        shutil.copy(ROOT / name, tmp / name)
+    return tmp
+
+
+def _job_table(log: str) -> dict[str, int]:
+    """Rule -> job count from the "Job stats" table of a dry run; "total" kept under its own key."""
+    lines = log.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.split() == ["job", "count"])
+    table = {}
+    for line in lines[start + 2:]:  # past the header and its dashes
+        row = TABLE_ROW.match(line.strip())
+        if not row:
+            break
+        table[row.group(1)] = int(row.group(2))
+    return table
+
+
+@pytest.fixture(scope="module")
+def plans(tmp_path_factory) -> dict[str, dict[str, int]]:
+    """Job tables of the full paper plan and the replay plan, both dry-run in one copy of the workflow."""
+    tmp = _copy_workflow(tmp_path_factory.mktemp("replay"))
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+    base = [sys.executable, "-m", "snakemake", "--dry-run", "--quiet", "rules"]
+    commands = {
+        "full": base + ["--config", "suite=paper"],
+        "replay": base + ["--config", "suite=paper", "allow_unpinned=True", "--configfile", PRESET],
+    }
+    procs = {name: subprocess.Popen(cmd, cwd=tmp, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for name, cmd in commands.items()}
+    tables = {}
+    for name, proc in procs.items():
+        log, _ = proc.communicate(timeout=600)
+        assert proc.returncode == 0, f"{name} dry run failed:\n{log[-6000:]}"
+        tables[name] = _job_table(log)
+        assert tables[name].get("total"), f"no job table in the {name} dry run:\n{log[-3000:]}"
+    return tables
+
+
+def test_replay_plans_every_rule_of_the_paper_plan(plans):
+    full = set(plans["full"]) - {"total"}
+    replay = set(plans["replay"]) - {"total"}
+    assert replay == full, f"rules the replay drops: {sorted(full - replay)}; rules it adds: {sorted(replay - full)}"
+
+
+def test_replay_plan_is_small(plans):
+    total = plans["replay"]["total"]
+    assert total < MAX_REPLAY_JOBS, f"the replay plans {total} jobs (limit {MAX_REPLAY_JOBS}): {plans['replay']}"
+    grown = {r: (n, plans["full"][r]) for r, n in plans["replay"].items() if r != "total" and n > plans["full"][r]}
+    assert not grown, f"rules with more jobs in the replay than in the full plan (replay, full): {grown}"
+
+
+def test_preset_sets_no_repo_or_revision():
+    """Sizes and model sets only: no key that picks what is downloaded or which version of it."""
+    def keys(node, path=()):
+        if isinstance(node, dict):
+            for key, value in node.items():
+                yield path + (str(key),)
+                yield from keys(value, path + (str(key),))
+        elif isinstance(node, list):
+            for item in node:
+                yield from keys(item, path)
+
+    preset = yaml.safe_load((ROOT / PRESET).read_text())
+    bad = [".".join(p) for p in keys(preset) if p[-1] in FORBIDDEN_KEYS]
+    assert not bad, f"{PRESET} sets {bad}: repo ids and revisions stay params.yaml's"
