@@ -8,6 +8,7 @@ Hub models are never downloaded: a hub cache is laid out by hand in tmp_path
 from __future__ import annotations
 
 import importlib.util
+import json
 import shutil
 
 import pytest
@@ -17,6 +18,15 @@ from tiny_models import save_encoder, save_language_model, save_vision_zoo
 from prh.models import loaders
 
 REV_A, REV_B = "a" * 40, "b" * 40
+# config.json of the hub repo timm/vit_tiny_patch16_224.augreg_in21k: the loader builds the model from it
+# (timm's "hf-hub:" path reads architecture, model_args and pretrained_cfg from this file)
+TIMM_VIT_TINY_CONFIG = {
+    "architecture": "vit_tiny_patch16_224", "num_classes": 21843, "num_features": 192, "global_pool": "token",
+    "pretrained_cfg": {"tag": "augreg_in21k", "custom_load": True, "input_size": [3, 224, 224],
+                       "fixed_input_size": True, "interpolation": "bicubic", "crop_pct": 0.9, "crop_mode": "center",
+                       "mean": [0.5, 0.5, 0.5], "std": [0.5, 0.5, 0.5], "num_classes": 21843, "pool_size": None,
+                       "first_conv": "patch_embed.proj", "classifier": "head"},
+}
 
 
 @pytest.fixture
@@ -145,6 +155,7 @@ def test_cached_timm_model_loads_offline_at_pinned_revision(tmp_path, offline_ca
         src.mkdir()
         save_file({k: v * scale if v.is_floating_point() else v for k, v in ref.state_dict().items()},
                   str(src / "model.safetensors"))
+        (src / "config.json").write_text(json.dumps(TIMM_VIT_TINY_CONFIG))
         _cache_snapshot(offline_cache, f"timm/{name}", rev, src, main=rev == REV_A)
 
     model, pre = loaders.load_vision_model(name, revision=REV_B)

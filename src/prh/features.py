@@ -322,8 +322,12 @@ def extract_language_features(
         if blocks is not None and streamed is None:  # once per model: check the hooks on one text
             one = {k: v[:1] for k, v in batch.items()}
             ref = all_hidden_states(one, dev)
-            got = torch.stack(streamed_hidden_pools(model, blocks, one, dev, pool, layers=layers), dim=1)
-            streamed = _HOOKS_CHECKED[model] = got.shape == ref.shape and torch.allclose(got, ref, rtol=1e-3, atol=1e-4)
+            try:
+                got = torch.stack(streamed_hidden_pools(model, blocks, one, dev, pool, layers=layers), dim=1)
+                streamed = got.shape == ref.shape and torch.allclose(got, ref, rtol=1e-3, atol=1e-4)
+            except RuntimeError:  # blocks whose output is not batch-first (XLNet: T x B x D) pool to other shapes
+                streamed = False
+            _HOOKS_CHECKED[model] = streamed
             if not streamed:
                 warnings.warn(f"{type(model).__name__}: per-block hooks do not reproduce output_hidden_states; "
                               "falling back to holding every hidden state (more accelerator memory)", stacklevel=2)

@@ -161,8 +161,10 @@ def load_vision_model(name_or_dir: str | os.PathLike, revision: str | None = Non
     repo = timm.models.get_pretrained_cfg(name).hf_hub_id or f"timm/{name}"
 
     def load(offline: bool):
-        overlay = {"hf_hub_id": f"{repo}@{revision}" if revision else repo}
-        return timm.create_model(name, pretrained=True, pretrained_cfg_overlay=overlay)
+        # timm's own hub path: the architecture, its arguments (``model_args``) and the preprocessing
+        # come from the repo's config.json, as the repo was saved, not from this timm's registry entry
+        # for ``name`` (the same for a real repo; a stand-in repo's tiny widths load too).
+        return timm.create_model(f"hf-hub:{repo}@{revision}" if revision else f"hf-hub:{repo}", pretrained=True)
 
     model = _from_hub(load, repo=repo, revision=revision).eval()
     data_cfg = timm.data.resolve_data_config({}, model=model)
