@@ -38,7 +38,8 @@ __all__ = ["LANGUAGE_FAMILIES", "VISION_ARGS", "model_family", "build_model_stan
 
 # Decoder LMs: width 32, 2 layers, 4 heads of 8 (GQA families keep fewer key/value heads than query heads).
 _DEC = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4}
-_ENC = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2}
+# Encoders get 4 blocks: the colour study's RoBERTa recipe concatenates the last four hidden states (appendix D).
+_ENC = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 4, "num_attention_heads": 2}
 # family: (architecture class the real config names, model_type, tokenizer kind, config overrides);
 # context lengths are the real ones (they cost nothing here and the LM scorer reads them).
 LANGUAGE_FAMILIES = {
@@ -88,8 +89,10 @@ _LANGUAGE_REPOS = [
 VISION_ARGS = [
     ("vit_", {"embed_dim": 32, "depth": 2, "num_heads": 2}),  # ViT, DeiT-style, CLIP, MAE, DINOv2 towers
     ("deit_", {"embed_dim": 32, "depth": 2, "num_heads": 2}),
-    ("resnet", {"layers": [1, 1, 1, 1], "channels": [8, 16, 32, 64], "stem_width": 8}),
-    ("convnext_", {"depths": [1, 1, 1, 1], "dims": [8, 16, 32, 64]}),
+    # 16 channels at least: torch 2.14's CPU conv backward on a channels_last input (prh.features'
+    # layout, which seed 000 trains through) crashed the process ("double free", segfault) with 8
+    ("resnet", {"layers": [1, 1, 1, 1], "channels": [16, 32, 64, 128], "stem_width": 16}),
+    ("convnext_", {"depths": [1, 1, 1, 1], "dims": [16, 32, 64, 128]}),
     ("swin_", {"embed_dim": 16, "depths": [1, 1, 1, 1], "num_heads": [1, 1, 2, 2]}),
     # mixer_b16_224 fixes num_blocks and embed_dim in its entrypoint (model_args cannot override them):
     # only the MLP ratios shrink, so it keeps 12 blocks of width 768 (2.7M parameters, most in stem and head).

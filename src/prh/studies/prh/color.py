@@ -118,6 +118,10 @@ def embed_terms(model, tokenizer, terms, *, layers=(-1,), pooling: str = "mean",
         feats = torch.stack([h[:, 0].float().cpu() for h in hs], dim=1)
     else:
         raise ValueError(f"pooling={pooling!r}; choose 'mean' or 'cls'")
+    n_states = feats.shape[1]
+    if bad := [i for i in layers if not -n_states <= i < n_states]:
+        raise ValueError(f"layers {bad} of the recipe are outside the model's {n_states} hidden states "
+                         f"(embeddings + {n_states - 1} blocks): set color.recipes.<model>.layers within them")
     vec = torch.cat([feats[:, i] for i in layers], dim=-1).numpy().astype(np.float64)
     return vec.reshape(len(terms), len(TEMPLATES), -1).mean(1)
 
