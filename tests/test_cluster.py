@@ -5,7 +5,11 @@ paper suite's per-layer features out of its cache and remote."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +23,7 @@ from prh.cluster import (
     gpu_table,
     gpus_needed,
     job_tokens,
+    job_work,
     plan_cost,
 )
 from prh.config import schema_defaults
@@ -184,3 +189,196 @@ def test_emit_plan_cost_prints_to_stderr_or_writes_json_for_prh_plan_cost(tmp_pa
     assert json.loads((tmp_path / "cost.json").read_text())["total"]["reserved_gpu_h"] == 1.0
     emit_plan_cost(plan_cost(jobs=[], config={}))  # no GPU job: nothing written, nothing printed
     assert capsys.readouterr().err == ""
+
+
+# ---- training and Jacobian families: one formula each, from the job's config (job_work) ----
+
+RATES = dict(fp32_peak_flops=1e14, mfu=0.5, startup_s=100, load_bytes_per_s=1e9)  # 5e13 FLOP/s sustained
+
+
+def _seconds(flops, load_bytes=0.0, gpus=1):
+    return gpus * (100 + load_bytes / 1e9 + flops / 5e13)
+
+
+def test_lte_paper_counts_every_run_on_the_busiest_rank(tmp_path):
+    """ViT-S/32 at 64 px (4 patches + class token) on 2 ranks: the sweep's standard and LTE runs, then standard
+    (DDP: a rank does half), lora and lora_merge (one head: one rank does all) and LTE (4 heads: 2 per rank)."""
+    vision = {"image_size": 64, "batch_size": 64, "samples": 1024, "sweep_fraction": 0.5, "lte_factor": 2.0,
+              "heads": 4, "rank": 2, "merge_every": 2, "evals": 4, "lr_grid": {"standard": [1e-3], "lte": [1e-3]}}
+    config = {"suite": "paper", "datasets": {"c10": {"kind": "hub", "n": 100}},
+              "lte": {"paper": {"nproc": 2, "nnodes": 1, "models": {"vit": {"timm": "vit_small_patch32_224"}},
+                                "vision": vision}}}
+    c, patches, tokens, r = 384, 4, 5, 2
+    embed = c * 3 * 32 * 32 * patches                      # the patch embedding (a Conv2d, trained whole)
+    blocks = 12 * (3 * c * c + c * c + 4 * c * c + 4 * c * c) * tokens   # qkv, proj, fc1, fc2
+    f = 2 * (embed + blocks)                                 # forward FLOPs of one image
+    step = 2 * f + 2 * embed + 6 * r * 12 * ((3 * c + c) + (c + c) + (4 * c + c) + (c + 4 * c)) * tokens
+    merge = 2 * r * 12 * (3 * c * c + c * c + 4 * c * c + 4 * c * c)   # one head's B A, every LoRA'd layer
+    expected = (
+        8 * 64 * 3 * f / 2 + 4 * 8 * f                        # sweep standard: 8 steps, 4 evals of 0.08 x 100
+        + 8 * 2 * 16 * step + 4 * 4 * merge + 4 * 8 * f       # sweep LTE: 2 heads of 16 items per rank, 4 merges
+        + 16 * 64 * 3 * f / 2 + 4 * 20 * f                    # standard: 16 steps, 4 evals of 0.2 x 100
+        + 16 * 64 * step + 4 * merge + 4 * 20 * f             # lora: one head, merged at its 4 evaluations
+        + 16 * 64 * step + 8 * merge + 4 * 20 * f             # lora_merge: 8 merges
+        + 32 * 2 * 16 * step + 16 * 4 * merge + 4 * 20 * f    # LTE: 2048 samples, 16 merges of 4 heads
+    )
+    work = job_work(rule="lte_paper", wildcards={"dataset": "c10", "model": "vit"}, config=config, results=tmp_path)
+    assert work[0] == pytest.approx(expected) and work[1:] == (0.0, 2)
+    # the estimate holds nproc x nnodes GPUs (the job's gpu resource is per node) at the float32 peak
+    jobs = [{"rule": "lte_paper", "wildcards": {"dataset": "c10", "model": "vit"}, "resources": {"gpu": 1, "runtime": 60}}]
+    fam = plan_cost(jobs=jobs, config=config, results=tmp_path, **RATES)["families"]["lte_paper"]
+    assert fam["modelled"] and fam["reserved_gpu_h"] == 1.0
+    assert fam["estimated_gpu_h"] == pytest.approx(_seconds(expected, gpus=2) / 3600)
+    with pytest.raises(ValueError, match="mfu"):
+        plan_cost(jobs=jobs, config=config, results=tmp_path, mfu=0)
+
+
+@pytest.mark.parametrize("name, side, classes", [("vit_small_patch32_224", 224, 10), ("mixer_s32_224", 224, 100)])
+def test_lte_matmul_shapes_are_timms(name, side, classes):
+    """The widths, depths and rows LTE's formula counts are those of the timm model it trains."""
+    timm, torch = pytest.importorskip("timm"), pytest.importorskip("torch")
+    from prh.cluster import _timm_matmuls
+
+    model = timm.create_model(name, pretrained=False, num_classes=classes)
+    layers = [m for n, m in model.named_modules()
+              if isinstance(m, (torch.nn.Linear, torch.nn.Conv2d)) and not n.startswith("head")]  # LTE skips the head
+    matmuls = _timm_matmuls(name, side)
+    assert [o * i for o, i, _, _ in matmuls] == [m.weight.numel() for m in layers]
+    assert [lora for *_, lora in matmuls] == [isinstance(m, torch.nn.Linear) for m in layers]  # LoRA: nn.Linear only
+    # rows per image: tokens (ViT: patches + class token; Mixer's channel MLP: patches, its token MLP: channels)
+    x = torch.zeros(1, 3, side, side)
+    rows = []
+    hooks = [m.register_forward_hook(lambda m, i, o: rows.append(o[0].numel() // m.weight.shape[0])) for m in layers]
+    with torch.no_grad():
+        model(x)
+    for h in hooks:
+        h.remove()
+    assert [r for _, _, r, _ in matmuls] == rows
+
+
+def test_bridge_arm_trains_its_blocks_then_scores_and_extracts(tmp_path):
+    from prh.studies.seed001.design import expand_arms
+
+    config = {"suite": "paper", "datasets": {"train": {"kind": "hub", "image_size": 32}},
+              "bridge": {"paper": {"train_data": "train", "arms": {"nobridge": {"epochs": 0}},
+                                   "config": {"source": "gpt2", "patch_size": 4, "n_train": 100, "n_eval": 10,
+                                              "n_probe": 20, "epochs": 3}}}}
+    p, t = 12 * 12 * 768 ** 2, (32 // 4) ** 2 + 1            # GPT-2's blocks; 64 patches + class token
+
+    def flops(arm):
+        return job_work(rule="bridge_arm", wildcards={"arm": arm}, config=config, results=tmp_path)[0]
+
+    # every block trained: 6 P per token; k of 12 blocks: 4 P + 2 P k / 12; held-out scores each epoch and before
+    assert flops("pretrained_r1_kall_s0") == pytest.approx(3 * 100 * t * 6 * p + (4 * 10 + 20) * t * 2 * p)
+    assert flops("pretrained_r0.2_k3_s2") == pytest.approx(3 * 100 * t * 4.5 * p + (4 * 10 + 20) * t * 2 * p)
+    assert flops("scratch_r1_k0_s1_e5") == pytest.approx(5 * 100 * t * 4 * p + (6 * 10 + 20) * t * 2 * p)
+    assert flops("nobridge") == pytest.approx((10 + 20) * t * 2 * p)     # no stage 1: scores and features only
+    # every arm name the sweeps make is read back
+    sweeps = [{"init": ["pretrained"], "ratio": [0.0, 1.0], "blocks": [0, 5, "all"], "seed": [0, 1], "epochs": [None, 7]}]
+    config["bridge"]["paper"]["arms"] = {}
+    for name, arm in expand_arms(None, sweeps).items():
+        k = 12 if arm["blocks"] == "all" else arm["blocks"]
+        e = 3 if arm["epochs"] is None else arm["epochs"]
+        assert flops(name) == pytest.approx(e * 100 * t * (4 + 2 * k / 12) * p + ((e + 1) * 10 + 20) * t * 2 * p), name
+    jobs = [{"rule": "bridge_arm", "wildcards": {"arm": "pretrained_r1_kall_s0"}, "resources": {"gpu": 1, "runtime": 600}}]
+    fam = plan_cost(jobs=jobs, config=config, results=tmp_path, **RATES)["families"]["bridge_arm"]
+    assert fam["modelled"] and fam["reserved_gpu_h"] == 10.0
+    assert fam["estimated_gpu_h"] == pytest.approx(_seconds(flops("pretrained_r1_kall_s0"), 4 * p) / 3600)
+
+
+def _phase_config():
+    return {
+        "suite": "paper", "suites": {"paper": {"paired_dataset": "wit", "vision_models": "v", "language_models": "l"}},
+        "datasets": {"pairs": {"kind": "hub", "n": 40, "image_size": 224, "label_column": "label"}},
+        "model_sets": {"pv": ["cnn", "vit"], "pl": ["lm", "lm2", "lm3"]},
+        "paper": {"models": {"cnn": {"repo": "resnet50.tv_in1k", "modality": "vision", "n_params": 1e6},
+                             "vit": {"repo": "vit_base_patch16_224.x", "modality": "vision", "n_params": 3e6},
+                             "lm": {"repo": "org/lm", "modality": "language", "n_params": 500}}},
+        "phase": {"vision_models": {"paper": "pv"}, "language_models": {"paper": "pl"}, "paired_dataset": {"paper": "pairs"},
+                  "n_ntk": 8, "n_stability": 4, "n_readouts": 2, "exact_max_params": 1000, "sketch_dim": 64,
+                  "sketch_check_items": 8, "train_steps": 3, "train_batch_size": 5, "test_fraction": 0.25,
+                  "adaptive_lr": {"n_pairs": 2, "steps": 5, "every": 2, "n_items": 4, "batch_size": 3}},
+    }
+
+
+def test_phase_model_counts_jacobians_sketch_gram_and_training_steps(tmp_path):
+    config = _phase_config()
+
+    def work(model):
+        return job_work(rule="phase_model", wildcards={"model": model}, config=config, results=tmp_path)
+
+    # a CNN: 2 x 4.09 GMACs per image; sketched (P > exact_max_params): per NTK items x (1 + 2 R) f, R P sketch
+    # adds per item and the Gram over sketch_dim; the exact check on min(8, 2^27 / (R P)) = 8 items
+    f, p = 2 * 4.09e9, 1e6
+    ntk8, ntk4 = 8 * 5 * f + 8 * 2 * p + 2 * 16 ** 2 * 64, 4 * 5 * f + 4 * 2 * p + 2 * 8 ** 2 * 64
+    assert work("cnn") == (pytest.approx(ntk8 + ntk4 + 8 * 5 * f + 3 * 5 * 3 * f), 4 * p, None)
+    # a ViT: 2 P x ((224 / 16)^2 + 1) per image
+    f, p = 2 * 3e6 * 197, 3e6
+    ntk8, ntk4 = 8 * 5 * f + 8 * 2 * p + 2 * 16 ** 2 * 64, 4 * 5 * f + 4 * 2 * p + 2 * 8 ** 2 * 64
+    assert work("vit")[0] == pytest.approx(ntk8 + ntk4 + 8 * 5 * f + 45 * f)
+    # a language model below exact_max_params: exact Jacobians (Gram over P, no check) of class-name captions
+    f, p = 2 * 500 * 4, 500
+    assert work("lm")[0] == pytest.approx(8 * 5 * f + 2 * 16 ** 2 * p + 4 * 5 * f + 2 * 8 ** 2 * p + 45 * f)
+    # with a text column, captions are CAPTION_TOKENS long
+    config["datasets"]["pairs"]["text_column"] = "text"
+    assert work("lm")[0] == pytest.approx((12 * 5 + 45) * 2 * 500 * 32 + 2 * (16 ** 2 + 8 ** 2) * 500)
+
+
+def test_phase_adaptive_lr_runs_two_modes_per_pair_with_ntks_between_steps(tmp_path):
+    config = _phase_config()
+    # pairs: min(2, 2 vision x 3 language) = 2, two runs each; f, P: the mean of the two vision models
+    f, p = (2 * 4.09e9 + 2 * 3e6 * 197) / 2, 2e6
+    ntk = 4 * 5 * f + 4 * 2 * p + 2 * 8 ** 2 * 64                     # n_items = 4, sketched
+    run = 5 * 3 * 3 * f + 3 * ntk + 10 * f                             # 5 steps; NTKs at 0, 2, 4; 10 test items
+    assert job_work(rule="phase_adaptive_lr", wildcards={}, config=config, results=tmp_path) == (
+        pytest.approx(4 * run), pytest.approx(4 * 4 * p), None)
+
+
+def test_color_language_is_a_forward_pass_over_the_prompts(tmp_path):
+    from prh.cluster import COLOR_PROMPTS
+    from prh.studies.prh.color import TEMPLATES
+
+    assert COLOR_PROMPTS == len(TEMPLATES)
+    config = {"suite": "paper", "model_sets": {"cl": ["a", "b"]},
+              "paper": {"models": {"a": {"n_params": 1e8}, "b": {"n_params": 3e8}}},
+              "color": {"language_models": {"paper": "cl"}, "language": {"terms": ["red", "green", "blue", "tan"]}}}
+    # 2 P x 4 terms x 3 templates x 12 tokens per model; one load of each
+    assert job_work(rule="color_language", wildcards={}, config=config, results=tmp_path) == (
+        pytest.approx(2 * 4e8 * 4 * 3 * 12), 4 * 4e8, None)
+    jobs = [{"rule": "color_language", "wildcards": {}, "resources": {"gpu": 1, "runtime": 60}}]
+    cost = plan_cost(jobs=jobs, config=config, results=tmp_path, **RATES)
+    assert cost["families"]["color_language"]["estimated_gpu_h"] == pytest.approx(
+        _seconds(2 * 4e8 * 4 * 3 * 12, 16e8) / 3600)
+    # every family modelled: one headline total, no "modelled families alone" line
+    text = format_plan_cost(cost)
+    assert text.splitlines()[-1].startswith("total") and "not modelled" not in text
+
+
+def test_every_gpu_family_of_the_paper_plan_is_modelled(tmp_path):
+    """The paper suite's dry run (as `snakemake -n --config suite=paper` prints it, in a copy of the workflow):
+    every GPU family, LTE, bridge arms and seed 000 included, costed from its work; reservations kept."""
+    for folder in ("workflow", "profiles"):
+        shutil.copytree(ROOT / folder, tmp_path / folder)
+    for name in ("Snakefile", "params.yaml"):
+        shutil.copy(ROOT / name, tmp_path / name)
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+           PLAN_COST_ENV: str(tmp_path / "cost.json")}
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "--dry-run", "--config", "suite=paper"], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    cost = json.loads((tmp_path / "cost.json").read_text())
+    families = cost["families"]
+    assert {"lte_paper", "bridge_arm", "phase_model", "phase_adaptive_lr", "color_language", "extract_vision",
+            "extract_language", "lm_score"} <= set(families)
+    assert [name for name, f in families.items() if not f["modelled"]] == []
+    for name, f in families.items():
+        assert 0 < f["estimated_gpu_h"] and 0 < f["reserved_gpu_h"], name
+    for name in ("lte_paper", "bridge_arm", "phase_model", "phase_adaptive_lr", "color_language"):
+        assert families[name]["estimated_gpu_h"] < families[name]["reserved_gpu_h"], name
+    total = cost["total"]
+    assert total["estimated_modelled_gpu_h"] == pytest.approx(total["estimated_gpu_h"])
+    assert total["reserved_gpu_h"] == pytest.approx(sum(f["reserved_gpu_h"] for f in families.values()))
+    text = format_plan_cost(cost)
+    assert "not modelled" not in text and "modelled families alone" not in text
+    assert re.match(rf"total\s+{total['gpu_jobs']}\s+{total['reserved_gpu_h']:.1f}\s+{total['estimated_gpu_h']:.1f}$",
+                    text.splitlines()[-1])
