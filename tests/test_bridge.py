@@ -112,6 +112,18 @@ def test_decisions_follow_the_preregistered_rules():
     assert s["mean"] == s["lo"] == s["hi"] == 1.0
 
 
+def test_one_paired_unit_is_not_testable():
+    """Issue 33's replay: the paper suite's probe sets have one task (the class label), so the per-arm
+    interval over tasks has one unit; the analysis crashed on it after every bridge arm had trained."""
+    s = paired_bootstrap([0.7], [0.6])
+    assert s == {"mean": pytest.approx(0.1), "lo": None, "hi": None, "n_units": 1}
+    assert decide("beats", s, 0.02) == decide("matches", s, 0.02) == "not testable"
+    with pytest.raises(ValueError, match="kind="):
+        decide("exceeds", s, 0.02)
+    with pytest.raises(ValueError, match="1-d array"):
+        paired_bootstrap([], None)
+
+
 def test_expand_arms_names_sweeps():
     arms = expand_arms({"a": {"init": "scratch"}}, [{"init": ["pretrained"], "ratio": [0.0, 1.0], "blocks": [0, "all"]}])
     assert set(arms) == {"a", "pretrained_r0_k0_s0", "pretrained_r1_k0_s0", "pretrained_r0_kall_s0",

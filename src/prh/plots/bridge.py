@@ -61,15 +61,19 @@ def plot_fig3(figures: dict, out):
     ax1.legend(fontsize=6)
     _title(ax1, "stage 1: train (given labels) / test (true labels)")
     for i, (name, a) in enumerate(sorted(figures["arms"].items(), key=lambda kv: kv[0])):
-        ci = a["ci"]
-        ax2.errorbar(i, a["mean_accuracy"], yerr=[[a["mean_accuracy"] - ci["lo"]], [ci["hi"] - a["mean_accuracy"]]],
-                     fmt="o", color=INIT_COLOR.get(a["arm"]["init"], "k"))
+        ax2.errorbar(i, a["mean_accuracy"], yerr=_yerr(a), fmt="o", color=INIT_COLOR.get(a["arm"]["init"], "k"))
         ax2.plot(i, a["mean_chance"], "_", color="gray")
     ax2.set_xticks(range(len(figures["arms"])), sorted(figures["arms"]), rotation=60, ha="right", fontsize=7)
     ax2.set_ylabel("mean probe accuracy (95% CI over tasks)")
     v = figures["verdicts"]
     _title(ax2, "stage 2: linear probes", f"rho=1 {v.get('fig3_random_labels')}, rho=0 {v.get('fig3_correct_labels')}")
     return save_figure(fig, out)
+
+
+def _yerr(arm: dict):
+    """Error bar of an arm's mean accuracy from its interval; None (a bare point) when one task gives none."""
+    ci, m = arm["ci"], arm["mean_accuracy"]
+    return None if ci["lo"] is None else [[m - ci["lo"]], [ci["hi"] - m]]
 
 
 def plot_fig8(figures: dict, out):
@@ -82,8 +86,7 @@ def plot_fig8(figures: dict, out):
             ax.axhline(a["mean_accuracy"], color="gray", ls=":", label="no bridge")
             continue
         k = n_blocks if a["arm"]["blocks"] == "all" else a["arm"]["blocks"]
-        ax.errorbar(k, a["mean_accuracy"], yerr=[[a["mean_accuracy"] - a["ci"]["lo"]], [a["ci"]["hi"] - a["mean_accuracy"]]],
-                    fmt="o", color="tab:orange")
+        ax.errorbar(k, a["mean_accuracy"], yerr=_yerr(a), fmt="o", color="tab:orange")
         ax.annotate("all" if a["arm"]["blocks"] == "all" else str(k), (k, a["mean_accuracy"]), fontsize=7,
                     xytext=(4, 4), textcoords="offset points")
     ax.set_xlabel("blocks bridged k (0 = patch embedding + head only)")

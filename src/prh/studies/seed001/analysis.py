@@ -31,11 +31,16 @@ ANALYSIS_DEFAULTS = {"n_boot": 2000, "ci": 0.95, "margin_accuracy": 0.02, "margi
 
 
 def paired_bootstrap(a, b, *, n_boot: int = 2000, ci: float = 0.95, seed: int = 0) -> dict:
-    """Mean of a - b over paired units and its percentile bootstrap interval (``b`` None: of a alone)."""
+    """Mean of a - b over paired units and its percentile bootstrap interval (``b`` None: of a alone).
+
+    One unit has no interval: ``lo`` and ``hi`` are None (``decide`` then says "not testable"); the paper
+    suite's probe sets have one task (the class label), where the shapes world has ten."""
     a = np.asarray(a, dtype=float)
     d = a if b is None else a - np.asarray(b, dtype=float)
-    if d.ndim != 1 or len(d) < 2:
-        raise ValueError(f"need at least 2 paired units, got shape {d.shape}")
+    if d.ndim != 1 or len(d) < 1:
+        raise ValueError(f"need a 1-d array of paired units, got shape {d.shape}")
+    if len(d) == 1:
+        return {"mean": float(d[0]), "lo": None, "hi": None, "n_units": 1}
     idx = np.random.default_rng(seed).integers(0, len(d), size=(n_boot, len(d)))
     boots = d[idx].mean(1)
     lo, hi = np.quantile(boots, [(1 - ci) / 2, (1 + ci) / 2])
@@ -43,8 +48,13 @@ def paired_bootstrap(a, b, *, n_boot: int = 2000, ci: float = 0.95, seed: int = 
 
 
 def decide(kind: str, stat: dict, margin: float) -> str:
-    """The verdict of a "beats" or "matches" claim from a ``paired_bootstrap`` result (module docstring)."""
+    """The verdict of a "beats" or "matches" claim from a ``paired_bootstrap`` result (module docstring);
+    "not testable" when the result has no interval (one paired unit)."""
     lo, hi = stat["lo"], stat["hi"]
+    if kind not in ("beats", "matches"):
+        raise ValueError(f"kind={kind!r} must be 'beats' or 'matches'")
+    if lo is None or hi is None:
+        return "not testable"
     if kind == "beats":
         return "reproduced" if lo > 0 else "not reproduced" if hi < margin else "inconclusive"
     if kind == "matches":
@@ -82,7 +92,8 @@ def _compare(arms, a: dict, b: dict, kind: str, cfg: dict, *, what: str = "accur
     stat = paired_bootstrap(fa, fb, n_boot=cfg["n_boot"], ci=cfg["ci"], seed=cfg["seed"])
     return {"claim": claim, "statistic": f"mean paired difference of {what} (A - B)", "A": a, "B": b,
             "arms_A": [r["name"] for r in ra], "arms_B": [r["name"] for r in rb], "test": kind,
-            "margin": margin, **stat, "verdict": decide(kind, stat, margin)}
+            "margin": margin, **stat, "verdict": decide(kind, stat, margin),
+            **({"reason": f"{stat['n_units']} paired unit: no interval"} if stat["lo"] is None else {})}
 
 
 def _fig2(outliers: dict) -> dict:
