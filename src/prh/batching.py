@@ -180,12 +180,35 @@ def group_starts(samples_per_item, n_texts: int) -> np.ndarray:
     return np.concatenate([[0], np.cumsum(counts)[:-1]])
 
 
+MAX_BUDGET_ITEMS = 4096  # items of one batch sized by a memory budget (beyond it, no measured gain)
+
+
+def _step_or_split(step, make_batch, idx: np.ndarray, dev):
+    """``step(make_batch(idx), dev)``; a batch the accelerator has no memory for is run as two halves
+    (recursively, down to one item), so a budget estimated too high costs time, not the job."""
+    try:
+        return step(make_batch(idx), dev)
+    except torch.OutOfMemoryError:
+        if len(idx) == 1:
+            raise
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+        print(f"out of accelerator memory on a batch of {len(idx)}: running it as two halves", file=sys.stderr)
+        half = len(idx) // 2
+        parts = [_step_or_split(step, make_batch, part, dev) for part in (idx[:half], idx[half:])]
+        return torch.cat([p.to(parts[0].device) for p in parts])
+
+
 def run_batches(model, tokenizer, encodings, *, batch_size, device, dtype, group_by_length, checkpoint_dir,
                   tag, key, progress, step, max_tokens=None, memory_budget_gb=None) -> list:
     """Shared loop: length-grouped batches, ``step(inputs, mask) -> per-item tensor``, input order restored.
 
     ``memory_budget_gb``: activation bytes a batch may use (``activation_bytes`` per item), in GB;
     "auto": 80 % of the CUDA memory free once the model is placed (no cap on a CPU); None: no cap.
+    With a budget, batches are sized from it in both directions: as many items as fit (up to
+    ``MAX_BUDGET_ITEMS``; ``max_tokens`` still caps), not ``batch_size``, which then only applies
+    without one (a CPU with "auto"). A batch that still runs out of memory is split in halves.
+    Each batch's output is moved to the CPU once.
     """
     if batch_size < 1:
         raise ValueError(f"batch_size={batch_size} must be >= 1")
@@ -203,7 +226,8 @@ def run_batches(model, tokenizer, encodings, *, batch_size, device, dtype, group
         size = torch.empty(0, dtype=dtype).element_size()
         item_bytes = lambda length: activation_bytes(model.config, length, size)  # noqa: E731
     lengths = [len(e["input_ids"]) for e in encodings]
-    batches = length_batches(lengths, batch_size, group_by_length=group_by_length, max_tokens=max_tokens,
+    batches = length_batches(lengths, MAX_BUDGET_ITEMS if max_bytes is not None else batch_size,
+                             group_by_length=group_by_length, max_tokens=max_tokens,
                              item_bytes=item_bytes, max_bytes=max_bytes)
     pad_to = None if group_by_length else max(lengths)
     ckpt = None
@@ -216,9 +240,11 @@ def run_batches(model, tokenizer, encodings, *, batch_size, device, dtype, group
     for k, idx in enumerate(tqdm(batches, desc=f"{tag} batches", disable=not progress)):
         out = ckpt.get(k) if ckpt else None
         if out is None:
-            batch = pad_batch([encodings[i] for i in idx], pad_id=tokenizer.pad_token_id,
-                         side=tokenizer.padding_side, length=pad_to)
-            out = step(batch, dev).cpu()
+            def make_batch(ids):
+                return pad_batch([encodings[i] for i in ids], pad_id=tokenizer.pad_token_id,
+                                 side=tokenizer.padding_side, length=pad_to)
+
+            out = _step_or_split(step, make_batch, idx, dev).cpu()
             if ckpt:
                 ckpt.put(k, out)
         for j, i in enumerate(idx):

@@ -64,7 +64,8 @@ def resize_side(size: int, crop_pct: float = 1.0) -> int:
     return int(math.floor(size / crop_pct))
 
 
-def preprocess_images(images: np.ndarray, *, input_size, mean, std, interpolation="bilinear", crop_pct=1.0):
+def preprocess_images(images: np.ndarray, *, input_size, mean, std, interpolation="bilinear", crop_pct=1.0,
+                      device="cpu"):
     """uint8 N x H x W x 3 -> float N x 3 x h x w: resize, centre-crop, ``(x / 255 - mean) / std``.
 
     With ``crop_pct < 1`` the image is resized to ``resize_side(size, crop_pct)`` =
@@ -72,19 +73,21 @@ def preprocess_images(images: np.ndarray, *, input_size, mean, std, interpolatio
     reference's ``create_transform``); with 1 it is resized straight to ``input_size``. An image
     already at that side is only cropped (no resampling): store images at the side the model
     resizes to and the model sees what timm's transform gives on the original square image.
+    ``device``: where the resize and normalisation run (the uint8 pixels are moved there first: a
+    quarter of the bytes of the float result, and a GPU resizes faster than the host's cores).
     """
     images = np.asarray(images)
     if images.ndim != 4 or images.shape[-1] != 3 or images.dtype != np.uint8:
         raise ValueError(f"images must be uint8 N x H x W x 3, got {images.dtype} {images.shape}")
     _, h, w = input_size
-    x = torch.from_numpy(np.array(images, copy=True)).permute(0, 3, 1, 2).float() / 255.0
+    x = torch.from_numpy(np.array(images, copy=True)).to(device).permute(0, 3, 1, 2).float() / 255.0
     rh, rw = resize_side(h, crop_pct), resize_side(w, crop_pct)
     if (x.shape[2], x.shape[3]) != (rh, rw):
         x = F.interpolate(x, size=(rh, rw), mode=interpolation, antialias=True, align_corners=False)
     top, left = (rh - h) // 2, (rw - w) // 2
     x = x[:, :, top : top + h, left : left + w]
-    mean = torch.tensor(mean, dtype=x.dtype).view(1, 3, 1, 1)
-    std = torch.tensor(std, dtype=x.dtype).view(1, 3, 1, 1)
+    mean = torch.tensor(mean, dtype=x.dtype, device=x.device).view(1, 3, 1, 1)
+    std = torch.tensor(std, dtype=x.dtype, device=x.device).view(1, 3, 1, 1)
     return (x - mean) / std
 
 
@@ -186,8 +189,8 @@ def extract_vision_features(
         feats = ckpt.get(k) if ckpt else None
         if feats is None:
             x = preprocess_images(images[start : start + batch_size], input_size=input_size, mean=mean,
-                                  std=std, interpolation=interpolation, crop_pct=crop_pct)
-            feats = _stack_layers(pool_blocks(model, x.to(dev, dtype), pooling, layers)).cpu()
+                                  std=std, interpolation=interpolation, crop_pct=crop_pct, device=dev)
+            feats = _stack_layers(pool_blocks(model, x.to(dtype), pooling, layers)).cpu()
             if ckpt:
                 ckpt.put(k, feats)
         out.append(feats)
@@ -216,21 +219,22 @@ def hidden_state_blocks(model):
 
 
 def streamed_hidden_pools(model, blocks, batch, dev, pool, *, layers="all") -> list[torch.Tensor]:
-    """``pool(h_l, mask)`` of every hidden state h_0..h_L of one batch, each on the CPU as soon as it exists.
+    """``pool(h_l, mask)`` of every hidden state h_0..h_L of one batch, pooled as soon as it exists.
 
     ``blocks = hidden_state_blocks(model)``. With ``output_hidden_states=True``, transformers
     returns h_0 = the input of block 0, h_l = the output of block l - 1, and h_L = the base
     model's ``last_hidden_state`` (after the final norm where there is one), all alive until the
     forward ends. Here forward hooks pool h_0..h_(L-1) when they are made and keep only the
-    pooled B x D (float32, CPU); h_L is pooled from the base model's output (no LM head runs).
-    ``layers="last"``: h_L only, no hooks.
+    pooled B x D (float32, on the model's device: the caller moves the stacked B x (L+1) x D to the
+    CPU once per batch, not once per layer, which on a GPU was a device-to-host sync per layer);
+    h_L is pooled from the base model's output (no LM head runs). ``layers="last"``: h_L only, no hooks.
     """
     base, module_list = blocks
     mask = batch["attention_mask"].bool()
     pooled: list[torch.Tensor] = []
 
     def keep(h):
-        pooled.append(pool(h[0] if isinstance(h, tuple) else h, mask).cpu())
+        pooled.append(pool(h[0] if isinstance(h, tuple) else h, mask))
 
     handles = []
     if layers == "all":
@@ -313,7 +317,7 @@ def extract_language_features(
         extra = {"logits_to_keep": 1, "use_cache": False}
         hs = model(**forward_inputs(model, batch, dev, **extra), output_hidden_states=True).hidden_states
         mask = batch["attention_mask"].bool()
-        return torch.stack([pool(h, mask).cpu() for h in (hs[-1:] if layers == "last" else hs)], dim=1)
+        return torch.stack([pool(h, mask) for h in (hs[-1:] if layers == "last" else hs)], dim=1)
 
     blocks = hidden_state_blocks(model)
 
