@@ -267,3 +267,16 @@ def test_errors_name_the_bad_thing(built, tmp_path):
     bad = {"datasets": {"x": {"prepare": {"command": "dci", "source": "/abs/densely_captioned_images"}}}}
     with pytest.raises(ValueError, match="prepare.source.*absolute"):
         build_download_standins(bad, tmp_path)
+
+
+def test_standin_hub_refuses_a_real_cache(tmp_path):
+    """Stand-ins move refs/main of the real repo ids: written into a real HF_HOME they would be loaded
+    instead of the real weights, silently. A non-empty home without the stand-in summary is refused."""
+    real = tmp_path / "hf_home"
+    (real / "hub" / "models--gpt2" / "refs").mkdir(parents=True)
+    (real / "hub" / "models--gpt2" / "refs" / "main").write_text("a" * 40)
+    r = subprocess.run([sys.executable, "-m", "prh.cli", "standin-hub", "--hf-home", str(real)],
+                       capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parents[1])
+    assert r.returncode != 0 and "looks like a real Hugging Face cache" in r.stderr
+    assert (real / "hub" / "models--gpt2" / "refs" / "main").read_text() == "a" * 40
+    assert not (real / "standin-hub.json").exists()

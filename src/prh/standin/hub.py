@@ -24,7 +24,19 @@ import os
 import time
 from pathlib import Path
 
-__all__ = ["build_standin_hub", "main"]
+__all__ = ["build_standin_hub", "check_standin_home", "main"]
+
+
+SUMMARY = "standin-hub.json"
+
+
+def check_standin_home(hf_home: Path) -> None:
+    """Refuse a Hugging Face home that holds anything but stand-ins: a stand-in moves ``refs/main`` of
+    the real repo ids to its own commit, so a real cache would then load random weights, silently."""
+    if hf_home.is_dir() and any(hf_home.iterdir()) and not (hf_home / SUMMARY).is_file():
+        raise SystemExit(f"{hf_home} is not empty and holds no {SUMMARY}: it looks like a real Hugging Face "
+                         "cache, which stand-ins would overwrite (same repo ids and branches). Point HF_HOME "
+                         "(or --hf-home) at a new folder, e.g. .standin-hub")
 
 
 def build_standin_hub(cfg: dict, hf_home: str | os.PathLike, *, downloads_root: str | os.PathLike = ".",
@@ -38,6 +50,7 @@ def build_standin_hub(cfg: dict, hf_home: str | os.PathLike, *, downloads_root: 
     from prh.standin.models import build_model_standins
 
     hf_home = Path(hf_home)
+    check_standin_home(hf_home)
     start = time.perf_counter()
     models = build_model_standins(cfg, hf_home / "hub", seed=seed)
     datasets = build_dataset_standins(cfg, hf_home / "hub", hf_home / "datasets", rows=rows, seed=seed)
@@ -47,7 +60,7 @@ def build_standin_hub(cfg: dict, hf_home: str | os.PathLike, *, downloads_root: 
                "datasets": [{k: r[k] for k in ("repo_id", "revision", "commit", "config", "format", "snapshot")}
                             for r in datasets],
                "downloads": downloads}
-    write_json(hf_home / "standin-hub.json", summary)
+    write_json(hf_home / SUMMARY, summary)
     return summary
 
 
