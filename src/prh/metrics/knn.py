@@ -2,8 +2,10 @@
 
 For one layer with L2-normalised features x_1..x_N, the neighbour list of item i
 is the k items j ≠ i with the largest inner products ⟨x_i, x_j⟩, ordered by
-decreasing similarity (eq. 9-10). They are found in row blocks, so the
-similarity matrix is never held whole: memory is O(block × N), not O(N²).
+decreasing similarity (eq. 9-10). They are found in row blocks (``block_rows_for``: 64 MiB on a CPU, a quarter of the free
+memory on CUDA), so the similarity matrix is never held whole: memory is O(block × N), not
+O(N²). ``knn(..., precision="bf16")`` finds the same lists from a bfloat16 product, exact by
+a certificate per row (``prh.metrics.knn_fast``).
 
 Given the ordered lists S_A(i) and S_B(i) of two layers, the metrics are::
 
@@ -24,10 +26,15 @@ from __future__ import annotations
 
 import torch
 
+from prh.metrics.knn_fast import BLOCK_ELEMENTS, block_rows_for, knn_fast, top_k_ordered
 from prh.metrics.names import KNN_METRICS
 
 __all__ = [
+    "BLOCK_ELEMENTS",
+    "PRECISIONS",
+    "block_rows_for",
     "knn",
+    "top_k_ordered",
     "list_scores",
     "b_blocks",
     "neighbour_positions",
@@ -35,9 +42,8 @@ __all__ = [
     "reciprocal_flags",
 ]
 
-# Elements of a (block × N) similarity block or a (Lb × N × k × k) comparison
-# tensor held at once: 2^24 float32 = 64 MiB.
-BLOCK_ELEMENTS = 1 << 24
+# Elements of a (block × N) similarity block (on a CPU; knn_fast.block_rows_for) or a
+# (Lb × N × k × k) comparison tensor held at once: 2^24 float32 = 64 MiB.
 # Up to this many items, an A layer's neighbour lists are also held as an N × N table of
 # positions (int8: 64 MiB at the limit), so every B list is matched by N k lookups instead of
 # N k² comparisons. Above it the comparisons run; the numbers are the same.
@@ -45,9 +51,13 @@ DENSE_MAX_ITEMS = 8192
 # lcs_knn and edit_distance_knn keep a row of their DP table as bits of one int64
 MAX_LIST_K = 62
 LIST_METRICS = KNN_METRICS  # prh.metrics.names
+# knn's precisions: "fp32" searches in the dtype of x (float32 or float64); "bf16" and "tf32" take
+# candidates from a lower-precision product and are exact by certificate (prh.metrics.knn_fast)
+PRECISIONS = ("fp32", "bf16", "tf32")
 
 
-def knn(x: torch.Tensor, topk: int, *, block_rows: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def knn(x: torch.Tensor, topk: int, *, block_rows: int | None = None,
+        precision: str = "fp32") -> tuple[torch.Tensor, torch.Tensor]:
     """Top-k neighbours of every row of ``x`` by inner product, the row itself excluded.
 
     Parameters
@@ -57,20 +67,33 @@ def knn(x: torch.Tensor, topk: int, *, block_rows: int | None = None) -> tuple[t
     topk : int
         Number of neighbours k, 1 ≤ k ≤ N − 1.
     block_rows : int, optional
-        Rows of the similarity matrix computed at once; default keeps a block
-        at about 2^24 elements (64 MiB in float32).
+        Rows of the similarity matrix computed at once; default ``block_rows_for``: about
+        2^24 elements (64 MiB in float32) on a CPU, a quarter of the free memory on CUDA.
+    precision : "fp32" (default), "bf16" or "tf32"
+        "fp32": the similarities in the dtype of ``x``. "bf16"/"tf32": candidates from a
+        bfloat16/TF32 product, re-ranked in the dtype of ``x`` and certified, rows without a
+        certificate searched again in full (``prh.metrics.knn_fast.knn_fast``, which also
+        counts them): the same lists, faster where the hardware multiplies bf16 faster.
 
     Returns
     -------
     (idx, sims) : (N × k int64, N × k float)
-        Neighbour indices sorted by decreasing similarity, and the similarities
-        ⟨x_i, x_idx⟩ in the dtype of ``x``.
+        Neighbour indices sorted by decreasing similarity, and the similarities ⟨x_i, x_idx⟩
+        in the dtype of ``x``. Among exactly equal similarities "fp32" keeps torch.topk's order
+        (implementation-defined; the recorded smoke numbers rest on it, dead units of the
+        untrained zoo tie often); "bf16"/"tf32" follow ``top_k_ordered`` (increasing index), so
+        the two paths can differ only at exact ties.
     """
     n = x.shape[0]
     if not 1 <= topk <= n - 1:
         raise ValueError(f"topk must be between 1 and N-1 = {n - 1}, got {topk}")
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+    if precision != "fp32":
+        idx, sims, _ = knn_fast(x, topk, block_rows=block_rows, precision=precision)
+        return idx, sims
     if block_rows is None:
-        block_rows = max(1, BLOCK_ELEMENTS // n)
+        block_rows = block_rows_for(n, x.device)
     idx = torch.empty(n, topk, dtype=torch.long, device=x.device)
     sims = torch.empty(n, topk, dtype=x.dtype, device=x.device)
     for start in range(0, n, block_rows):
