@@ -12,13 +12,13 @@ stopped before any job.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from test_workflow import copy_repo
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -27,13 +27,8 @@ REFUSALS = ("not a commit SHA", "not in the Hugging Face cache", "are gated and 
 
 @pytest.fixture(scope="module")
 def work(tmp_path_factory):
-    """A copy of the workflow with the shipped params.yaml (revisions are branches until pinned)."""
-    work = tmp_path_factory.mktemp("prerun") / "repo"
-    for folder in ("workflow", "profiles", "envs"):
-        shutil.copytree(ROOT / folder, work / folder)
-    for name in ("Snakefile", "params.yaml"):
-        shutil.copy(ROOT / name, work / name)
-    return work
+    """A copy of the repository with the shipped params.yaml (revisions are branches until pinned)."""
+    return copy_repo(ROOT, tmp_path_factory.mktemp("prerun") / "repo")
 
 
 def _snakemake(work, *args, config=("suite=paper",), **env):

@@ -16,7 +16,7 @@ import re
 
 import pytest
 import yaml
-from test_workflow import BIN, copy_repo, git_commit, planned_jobs, run
+from test_workflow import copy_repo, git_commit, planned_jobs, push_clone_pull, run
 
 from prh.config import merge
 
@@ -89,15 +89,7 @@ def test_stand_ins_say_what_they_are(replay):
 def test_make_pull_of_paper_results_offline_plans_nothing(replay, tmp_path):
     """`make pull` runs --touch --forceall: with the hub offline, an empty hub cache and paper params."""
     work = replay["work"]
-    remote = tmp_path / "remote"
-    run(["dvc", "remote", "add", "--local", "-f", "test", str(remote)], work)
-    run(["dvc", "push", "-r", "test"], work)
-    git_commit(work, "replay results")
-    clone = tmp_path / "clone"
-    run(["git", "clone", "-q", str(work), str(clone)], tmp_path)
-    run(["dvc", "remote", "add", "--local", "-f", "-d", "test", str(remote)], clone)
-    env = {**OFFLINE, "HF_HOME": str(tmp_path / "empty_hf_home")}
-    run(["make", "pull", f"BIN={BIN}", "STAMP="], clone, env=env)
+    clone = push_clone_pull(work, tmp_path, env={**OFFLINE, "HF_HOME": str(tmp_path / "empty_hf_home")})
     assert sorted(p.name for p in (clone / "results" / "figures").iterdir()) == sorted(
         p.name for p in (work / "results" / "figures").iterdir())
     assert planned_jobs(clone) == {}

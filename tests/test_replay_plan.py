@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from test_workflow import copy_repo
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -29,15 +29,6 @@ MAX_REPLAY_JOBS = 150
 # Keys that name what is loaded (a hub repo, its revision, a bridged backbone): the preset never sets them.
 FORBIDDEN_KEYS = {"repo", "revision", "source", "mnist_revision", "scores_csv"}
 TABLE_ROW = re.compile(r"^(\w+)\s+(\d+)$")
-
-
-def _copy_workflow(tmp: Path) -> Path:
-    """The workflow (Snakefile, params.yaml, workflow/, profiles/, presets/) copied into ``tmp``."""
-    for folder in ("workflow", "profiles", "presets"):
-        shutil.copytree(ROOT / folder, tmp / folder)
-    for name in ("Snakefile", "params.yaml"):
-        shutil.copy(ROOT / name, tmp / name)
-    return tmp
 
 
 def _job_table(log: str) -> dict[str, int]:
@@ -56,7 +47,7 @@ def _job_table(log: str) -> dict[str, int]:
 @pytest.fixture(scope="module")
 def plans(tmp_path_factory) -> dict[str, dict[str, int]]:
     """Job tables of the full paper plan and the replay plan, both dry-run in one copy of the workflow."""
-    tmp = _copy_workflow(tmp_path_factory.mktemp("replay"))
+    tmp = copy_repo(ROOT, tmp_path_factory.mktemp("replay"))
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
     base = [sys.executable, "-m", "snakemake", "--dry-run", "--quiet", "rules"]
     commands = {

@@ -251,17 +251,22 @@ def test_bad_params_fail_before_any_job(smoke, tmp_path, override, expected):
     assert sorted(p.name for p in (smoke / "results" / "logs").rglob("*")) == before
 
 
-def test_dvc_push_clone_pull_plans_nothing(smoke, tmp_path):
+def push_clone_pull(work: Path, tmp_path: Path, env=None) -> Path:
+    """Push ``work``'s results to a local DVC remote, commit, clone, and `make pull` in the clone; return it."""
     remote = tmp_path / "remote"
-    run(["dvc", "remote", "add", "--local", "-f", "test", str(remote)], smoke)
-    run(["dvc", "push", "-r", "test"], smoke)
-    git_commit(smoke, "results of the smoke run")
-
+    run(["dvc", "remote", "add", "--local", "-f", "test", str(remote)], work)
+    run(["dvc", "push", "-r", "test"], work)
+    git_commit(work, "results")
     clone = tmp_path / "clone"
-    run(["git", "clone", "-q", str(smoke), str(clone)], tmp_path)
+    run(["git", "clone", "-q", str(work), str(clone)], tmp_path)
     run(["dvc", "remote", "add", "--local", "-f", "-d", "test", str(remote)], clone)
     assert not (clone / "results").exists()
-    run(["make", "pull", f"BIN={BIN}", "STAMP="], clone)
+    run(["make", "pull", f"BIN={BIN}", "STAMP="], clone, env=env)
+    return clone
+
+
+def test_dvc_push_clone_pull_plans_nothing(smoke, tmp_path):
+    clone = push_clone_pull(smoke, tmp_path)
     assert sorted(p.name for p in (clone / "results" / "figures").iterdir()) == sorted(
         p.name for p in (smoke / "results" / "figures").iterdir()
     )
