@@ -39,7 +39,7 @@ onstart:
     if config["suite"] == "paper" and workflow.is_main_process and not workflow.touch:
         from prh.models.hub_cache import check_before_run
 
-        check_before_run(config)
+        check_before_run(config, manifest_path=f"{workflow.basedir}/workflow/resources/hub_manifest.yaml")
 
 
 report: "workflow/report/workflow.rst"

@@ -74,7 +74,8 @@ def test_cache_check_runs_when_the_hub_is_unreachable_without_hf_hub_offline(wor
     the run stops before any job with the list of every missing item, including the streamed LM-score
     corpus and the bridge's GPT-2, which the cache check once did not know."""
     rc, log = _snakemake(work, "--cores", "1", config=("suite=paper", "allow_unpinned=True"),
-                         HF_HUB_OFFLINE=None, HF_DATASETS_OFFLINE=None, HF_ENDPOINT="http://127.0.0.1:9")
+                         HF_HUB_OFFLINE=None, HF_DATASETS_OFFLINE=None, TRANSFORMERS_OFFLINE=None,
+                         HF_ENDPOINT="http://127.0.0.1:9")
     assert rc != 0 and "Finished jobid" not in log
     assert "the hub cannot be reached" in log and "hub items of the paper suite are not in the Hugging Face cache" in log
     assert "Skylion007/openwebtext" in log and "model bridge.paper.config source: gpt2" in log
@@ -121,3 +122,25 @@ def test_gated_repos_need_a_token_before_a_real_run(tmp_path):
     # a config without gated repos needs no token
     open_only = {"paper": {"models": {"b": cfg["paper"]["models"]["bloomz-560m"]}}}
     assert check_gated_access(open_only, manifest, token="", cache_dir=tmp_path) is open_only
+
+
+def test_reachable_hub_without_a_token_stops_on_the_gated_repos(work):
+    """A hub that answers (a loopback HTTP server standing in for HF_ENDPOINT) and no token: the run stops
+    before any job naming the gated repos, read from the manifest beside the Snakefile."""
+    import http.server
+    import threading
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        rc, log = _snakemake(work, "--cores", "1", config=("suite=paper", "allow_unpinned=True"),
+                             HF_HUB_OFFLINE=None, HF_DATASETS_OFFLINE=None, TRANSFORMERS_OFFLINE=None,
+                             HF_TOKEN=None, HUGGING_FACE_HUB_TOKEN=None,
+                             HF_ENDPOINT=f"http://127.0.0.1:{server.server_port}")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert rc != 0 and "Finished jobid" not in log
+    assert "hub repos the paper suite loads are gated and no hub token is set" in log, log[-2500:]
+    assert "meta-llama/Meta-Llama-3-70B" in log and "hf auth login" in log
+    assert "not in the Hugging Face cache" not in log
