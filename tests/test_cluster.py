@@ -237,7 +237,7 @@ def test_lte_paper_counts_every_run_on_the_busiest_rank(tmp_path):
 def test_lte_matmul_shapes_are_timms(name, side, classes):
     """The widths, depths and rows LTE's formula counts are those of the timm model it trains."""
     timm, torch = pytest.importorskip("timm"), pytest.importorskip("torch")
-    from prh.cluster import _timm_matmuls
+    from prh.cluster.work import timm_matmuls as _timm_matmuls
 
     model = timm.create_model(name, pretrained=False, num_classes=classes)
     layers = [m for n, m in model.named_modules()
@@ -335,7 +335,7 @@ def test_phase_adaptive_lr_runs_two_modes_per_pair_with_ntks_between_steps(tmp_p
 
 
 def test_color_language_is_a_forward_pass_over_the_prompts(tmp_path):
-    from prh.cluster import COLOR_PROMPTS
+    from prh.cluster.rates import COLOR_PROMPTS
     from prh.studies.prh.color import TEMPLATES
 
     assert COLOR_PROMPTS == len(TEMPLATES)
