@@ -382,3 +382,18 @@ def test_every_gpu_family_of_the_paper_plan_is_modelled(tmp_path):
     assert "not modelled" not in text and "modelled families alone" not in text
     assert re.match(rf"total\s+{total['gpu_jobs']}\s+{total['reserved_gpu_h']:.1f}\s+{total['estimated_gpu_h']:.1f}$",
                     text.splitlines()[-1])
+
+
+def test_harness_jobs_count_their_prompts_and_decoding_steps():
+    """Issue 33: Fig 4's lm-evaluation-harness family. HellaSwag: 10,042 items x 4 endings x 11 examples x 100 tokens;
+    GSM8K: 1,319 x 1 x 6 x 200 prompt tokens and ceil(1,319 / 8) batches x 256 greedy steps; limit caps the items."""
+    wc = {"model": "llama-7b"}
+    assert job_tokens(rule="downstream_harness", wildcards=wc, config=PARAMS) == (
+        10042 * 4 * 11 * 100 + 1319 * 6 * 200, 165 * 256)
+    capped = {**PARAMS, "downstream": {**PARAMS["downstream"], "harness": {**PARAMS["downstream"]["harness"],
+                                                                           "limit": 4}}}
+    assert job_tokens(rule="downstream_harness", wildcards=wc, config=capped) == (4 * 4 * 11 * 100 + 4 * 6 * 200, 256)
+    cost = plan_cost(jobs=[{"rule": "downstream_harness", "wildcards": wc, "resources": {"gpu": 1, "runtime": 86}}],
+                     config=PARAMS)
+    fam = cost["families"]["downstream_harness"]
+    assert fam["modelled"] and 0.2 < fam["estimated_gpu_h"] < fam["reserved_gpu_h"]

@@ -145,8 +145,13 @@ def test_the_real_params_file(tmp_path):
         assert new["datasets"][name]["revision"] == sha("dataset", e["repo_id"], e["revision"])
     bridge = old["bridge"]["paper"]["config"]
     assert new["bridge"]["paper"]["config"] == {**bridge, "revision": sha("model", bridge["source"], bridge["revision"])}
+    tasks = old["downstream"]["harness"]["tasks"]
+    for task, spec in tasks.items():  # Fig 4's harness task data (issue 33)
+        assert new["downstream"]["harness"]["tasks"][task] == {**spec, "revision": sha("dataset", spec["repo"],
+                                                                                       spec["revision"])}
     assert check_pinned(new) is new  # every hub item the paper suite loads is pinned now
     new["bridge"]["paper"]["config"] = bridge
+    new["downstream"]["harness"]["tasks"] = tasks
     strip = lambda c: {k: v for k, v in c.items() if k not in ("paper", "datasets")}  # noqa: E731
     assert strip(new) == strip(old)
 
@@ -204,3 +209,25 @@ def test_pinned_params_pass_the_check(tmp_path):
 def test_only_a_40_hex_lowercase_commit_counts_as_pinned(revision):
     cfg = {"paper": {"models": {"m": {"repo": "org/m", "revision": revision, "modality": "language"}}}}
     assert [e["key"] for e in unpinned_entries(cfg)] == ["paper.models.m"]
+
+
+def test_harness_task_data_is_pinned_like_any_dataset(tmp_path):
+    """Issue 33: the datasets lm-evaluation-harness reads for Fig 4 are hub items too: pinned, checked, stood in."""
+    from prh.pin import entry_spec, entry_splits, hub_entries
+
+    p = tmp_path / "params.yaml"
+    p.write_text("downstream:\n  harness:\n    tasks:\n"
+                 "      hellaswag: {repo: Rowan/hellaswag, revision: main, num_fewshot: 10, metric: acc_norm, filter: none}\n"
+                 "      gsm8k: {repo: openai/gsm8k, config: main, revision: main, num_fewshot: 5}   # keep me\n")
+    cfg = yaml.safe_load(p.read_text())
+    entries = {e["key"]: e for e in hub_entries(cfg)}
+    assert set(entries) == {"downstream.harness.tasks.hellaswag", "downstream.harness.tasks.gsm8k"}
+    assert entry_spec(cfg, entries["downstream.harness.tasks.gsm8k"])["config"] == "main"
+    assert entry_splits(cfg, entries["downstream.harness.tasks.hellaswag"]) == ["train", "validation"]
+    assert entry_splits(cfg, entries["downstream.harness.tasks.gsm8k"]) == ["train", "test"]
+    hub = FakeHub()
+    pin_revisions(p, api=hub)
+    new = yaml.safe_load(p.read_text())["downstream"]["harness"]["tasks"]
+    assert new["hellaswag"]["revision"] == sha("dataset", "Rowan/hellaswag", "main")
+    assert new["gsm8k"]["revision"] == sha("dataset", "openai/gsm8k", "main")
+    assert p.read_text().splitlines()[-1].endswith("}   # keep me")

@@ -27,7 +27,7 @@ PRESET = "presets/replay.yaml"
 # workflow/rules/common.smk's VTAB_TASKS is every vtab_*_train dataset of params.yaml.
 MAX_REPLAY_JOBS = 150
 # Keys that name what is loaded (a hub repo, its revision, a bridged backbone): the preset never sets them.
-FORBIDDEN_KEYS = {"repo", "revision", "source", "mnist_revision", "scores_csv"}
+FORBIDDEN_KEYS = {"repo", "revision", "source", "mnist_revision", "tasks"}
 TABLE_ROW = re.compile(r"^(\w+)\s+(\d+)$")
 
 

@@ -49,6 +49,8 @@ STAGES: dict[str, dict[str, tuple[str, str]]] = {
         "sample-lm-text": ("prh.evaluation.lm_score:sample_main", "sample the text that LM scores are measured on"),
         "score-lm": ("prh.evaluation.lm_score:main", "bits per byte of one hub language model"),
         "merge-lm-scores": ("prh.evaluation.lm_score:merge_main", "merge per-model LM scores into one table"),
+        "eval-harness": ("prh.evaluation.harness:main", "HellaSwag / GSM8K of one hub LM by lm-evaluation-harness (Fig 4)"),
+        "merge-harness": ("prh.evaluation.harness:merge_main", "merge per-model harness scores into Fig 4's CSV"),
         "summarise-zoo": ("prh.evaluation.zoo_summary:main", "trained-vs-untrained margins of the zoo (metrics)"),
     },
     "alignment": {

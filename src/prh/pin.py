@@ -13,7 +13,8 @@ revisions replaced, or nothing is written.
 
 What is pinned: ``paper.models.*`` (timm names are looked up as ``timm/<name>``),
 ``datasets.*`` of ``kind: hub`` whose repo is on the hub (local folders are skipped),
-``paper.lm_score``, and the hub language model a ``bridge.<suite>.config`` bridges (``source``
+``paper.lm_score``, the task data of ``downstream.harness.tasks`` (Fig 4's lm-evaluation-harness), and the hub
+language model a ``bridge.<suite>.config`` bridges (``source``
 with ``revision``; the packaged ``minilm`` and local folders are skipped). Revisions that already
 are 40-hex SHAs are left alone.
 
@@ -36,8 +37,10 @@ import yaml
 from prh.errors import ConfigError
 from prh.io import atomic_path
 
-__all__ = ["hub_entries", "pin_revisions", "unpinned_entries", "check_pinned"]
+__all__ = ["HARNESS_SPLITS", "entry_spec", "entry_splits", "hub_entries", "pin_revisions", "unpinned_entries", "check_pinned"]
 
+# the splits lm-evaluation-harness's task reads (its yaml: few-shot examples, then the scored split)
+HARNESS_SPLITS = {"hellaswag": ("train", "validation"), "gsm8k": ("train", "test")}
 SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 _REPO_RE = re.compile(r"""\b(?:repo|source):\s*(["']?)([^\s,{}"'#]+)\1""")
 _REV_RE = re.compile(r"""(\brevision:\s*)(["']?)([^\s,{}"'#]+)\2""")
@@ -57,7 +60,7 @@ def hub_entries(cfg: dict, *, include_unset: bool = False) -> list[dict]:
     """Every hub entry of a config: ``{"key", "kind": "model"|"dataset", "repo", "repo_id", "revision"}``.
 
     ``repo`` is the text in params.yaml, ``repo_id`` the hub id to query (timm names get ``timm/``).
-    Hub datasets, ``paper.lm_score`` and bridged models with ``revision: null`` (the hub's default
+    Hub datasets, ``paper.lm_score``, harness task data and bridged models with ``revision: null`` (the hub's default
     branch) are listed only with ``include_unset`` (there is no value for ``pin_revisions`` to rewrite).
     """
     def has_rev(spec):
@@ -77,12 +80,34 @@ def hub_entries(cfg: dict, *, include_unset: bool = False) -> list[dict]:
     if lm.get("repo") and has_rev(lm):
         out.append({"key": "paper.lm_score", "kind": "dataset", "repo": lm["repo"], "repo_id": lm["repo"],
                     "revision": lm.get("revision")})
+    for task, spec in (((cfg.get("downstream") or {}).get("harness") or {}).get("tasks") or {}).items():
+        if has_rev(spec):
+            out.append({"key": f"downstream.harness.tasks.{task}", "kind": "dataset", "repo": spec["repo"],
+                        "repo_id": spec["repo"], "revision": spec.get("revision")})
     for suite, block in (cfg.get("bridge") or {}).items():
         conf = (block or {}).get("config") or {}
         if _is_hub_model(conf.get("source")) and has_rev(conf):
             out.append({"key": f"bridge.{suite}.config", "kind": "model", "repo": conf["source"],
                         "repo_id": conf["source"], "revision": conf.get("revision")})
     return out
+
+
+def entry_spec(cfg: dict, entry: dict) -> dict:
+    """The params block of a ``hub_entries`` entry (its ``key`` is the dotted path to it): repo, revision and, for
+    datasets, config, split, data_files and columns where the block has them."""
+    node = cfg
+    for part in entry["key"].split("."):
+        node = node[part]
+    return node
+
+
+def entry_splits(cfg: dict, entry: dict) -> list[str]:
+    """The splits a dataset entry reads: a harness task's (``HARNESS_SPLITS``: few-shot and scored), else the one
+    its block names (``carve.from`` or ``split``, default train)."""
+    if entry["key"].startswith("downstream.harness.tasks."):
+        return list(HARNESS_SPLITS[entry["key"].rsplit(".", 1)[1]])
+    spec = entry_spec(cfg, entry)
+    return [(spec.get("carve") or {}).get("from") or spec.get("split", "train")]
 
 
 def unpinned_entries(cfg: dict) -> list[dict]:

@@ -1,8 +1,8 @@
 # Downstream language scores against alignment (PRH section 2.4, Fig 4): each language
 # model's alignment to the strongest vision model against a downstream score. Offline:
 # HellaSwag-style caption completion in the shapes world (downstream_mc), the strongest
-# vision model by mean probe accuracy. Paper: published HellaSwag / GSM8K scores (a CSV
-# with its sources) and the vision model named in params (DINOv2 giant).
+# vision model by mean probe accuracy. Paper: HellaSwag / GSM8K by lm-evaluation-harness with one setting
+# for every LM (downstream_harness, downstream.harness), and the vision model named in params (DINOv2 giant).
 DOWN = config["downstream"]
 DOWN_OUT = f"{R}/experiments/downstream"
 # Fig 4's own model sets (paper: every LM the paper's Fig 4 shows, against DINOv2 ViT-g); null = the suite's
@@ -14,6 +14,12 @@ if SUITE != "offline" and DOWN["strongest_vision"] not in model_set(DOWN_VSET):
                      f"downstream.vision_models.{SUITE}={DOWN_VSET!r} ({model_set(DOWN_VSET)}): add it there")
 # the LMs' 1 - bpb colours Fig 4's points: offline the zoo's language JSON, paper one `prh score-lm` JSON per LM
 DOWN_LANGUAGE = CONV_LANGUAGE if SUITE == "offline" else [lm_score_json(m) for m in model_set(DOWN_LSET)]
+
+HARNESS = DOWN.get("harness") or {}
+
+
+def harness_json(model):
+    return f"{DOWN_OUT}/harness/{model}.json"
 
 
 rule downstream_mc:
@@ -46,10 +52,60 @@ rule downstream_mc:
         " --seed {params.seed} --no-progress --out {output} > {log} 2>&1"
 
 
+rule downstream_harness:
+    output:
+        harness_json("{model}"),
+    params:
+        repo=lambda w: MODELS[w.model]["repo"],
+        revision=lambda w: MODELS[w.model]["revision"],
+        tasks=json_param(HARNESS.get("tasks")),
+        limit=f"--limit {HARNESS['limit']}" if HARNESS.get("limit") else "",
+        batch_size=HARNESS.get("batch_size", 8),
+        fewshot_seed=HARNESS.get("fewshot_seed", 1234),
+        device=config["device"],
+        # a model larger than one GPU is spread over the job's GPUs
+        device_map=lambda w: device_map_arg(w.model),
+    wildcard_constraints:
+        model=one_of(n for n, m in MODELS.items() if m["source"] == "hub" and m["modality"] == "language"),
+    log:
+        log_path("downstream_harness", "{model}"),
+    benchmark:
+        bench_path("downstream_harness", "{model}")
+    resources:
+        gpu=lambda w: gpus_for(w.model),
+        mem_mb=lambda w: hub_mem_mb(w.model),
+        # ~40M prompt tokens (10-shot HellaSwag x 4 endings) and 1,319 x 256 greedy GSM8K steps: ~1 h at 7B on one GPU
+        runtime=lambda w: int(30 + 8 * MODELS[w.model]["n_params"] / 1e9),
+    conda:
+        CONDA_ENV
+    shell:
+        "prh eval-harness --model {params.repo:q} --revision {params.revision} --name {wildcards.model}"
+        " --tasks {params.tasks} {params.limit} --batch-size {params.batch_size} --fewshot-seed {params.fewshot_seed}"
+        " --device {params.device} {params.device_map} --out {output} > {log} 2>&1"
+
+
+rule downstream_harness_merge:
+    input:
+        [harness_json(m) for m in model_set(DOWN_LSET)],
+    output:
+        f"{DOWN_OUT}/harness_scores.csv",
+    log:
+        log_path("downstream_harness_merge", "downstream_harness_merge"),
+    benchmark:
+        bench_path("downstream_harness_merge", "downstream_harness_merge")
+    resources:
+        mem_mb=1000,
+        runtime=5,
+    conda:
+        CONDA_ENV
+    shell:
+        "prh merge-harness --scores {input} --out {output} > {log} 2>&1"
+
+
 rule downstream:
     input:
         cross=DOWN_CROSS,
-        scores=rules.downstream_mc.output[0] if SUITE == "offline" else DOWN.get("scores_csv"),
+        scores=rules.downstream_mc.output[0] if SUITE == "offline" else rules.downstream_harness_merge.output[0],
         language=DOWN_LANGUAGE,
         probes=CONV_PROBES if SUITE == "offline" else [],
     output:

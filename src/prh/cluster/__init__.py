@@ -34,7 +34,7 @@ from pathlib import Path
 
 from prh.cluster.rates import (ACTIVATION_OVERHEAD, BYTES_PER_PARAM, CAPTION_TOKENS, DENSE_CAPTION_TOKENS,
                                FP32_PEAK_FLOPS, HBM_BYTES_PER_S, LOAD_BYTES_PER_S, MFU, PEAK_FLOPS, PLAN_COST_ENV,
-                               STARTUP_S, TOKENS_PER_WORD, dataset_items, vit_tokens)
+                               HARNESS_TASKS, STARTUP_S, TOKENS_PER_WORD, dataset_items, vit_tokens)
 from prh.cluster.work import job_work, work_gpu_seconds
 from prh.io import write_json
 
@@ -75,6 +75,8 @@ def job_tokens(*, rule: str, wildcards: dict, config: dict, results: str | Path 
     - ``extract_language``: items x CAPTION_TOKENS; ``extract_language_density`` (every level in one
       job): items x (TOKENS_PER_WORD x sum of num_words + DENSE_CAPTION_TOKENS, the dense caption)
     - ``lm_score``: paper.lm_score.n_bytes / 4 (about 4 bytes per token)
+    - ``downstream_harness``: per task of downstream.harness, items x requests x (shots + 1) x tokens of an example,
+      and ceil(items / batch_size) x generated tokens decoding steps (``HARNESS_TASKS``; items capped by ``limit``)
     - ``summarise_captions``: prefill items x levels x DENSE_CAPTION_TOKENS, and
       ceil(items / batch) x sum over levels of TOKENS_PER_WORD x num_words decoding steps
     """
@@ -93,6 +95,15 @@ def job_tokens(*, rule: str, wildcards: dict, config: dict, results: str | Path 
         return dataset_items(ds, datasets, results) * per_item, 0.0
     if rule == "lm_score":
         return float((config.get("paper", {}).get("lm_score") or {}).get("n_bytes", 16e6)) / 4, 0.0
+    if rule == "downstream_harness":
+        h = (config.get("downstream") or {}).get("harness") or {}
+        tokens = steps = 0.0
+        for task, spec in (h.get("tasks") or {}).items():
+            items, requests, per_example, gen = HARNESS_TASKS[task]
+            items = min(items, h.get("limit") or items)
+            tokens += items * requests * (int(spec.get("num_fewshot", 0)) + 1) * per_example
+            steps += math.ceil(items / int(h.get("batch_size") or 1)) * gen
+        return tokens, steps
     if rule == "summarise_captions":
         density = config.get("density") or {}
         suite = config["suites"][config["suite"]]

@@ -49,3 +49,10 @@ def vit_tokens(arch: str, stored: int) -> int:
     side = min(stored, int(m.group(1))) if (m := re.search(r"_(\d{3,4})$", arch)) else stored
     return (side // patch) ** 2 + 1
 
+
+
+# lm-evaluation-harness tasks of Fig 4 (downstream.harness): (scored items, requests per item, tokens of one example
+# with its answer, generated tokens per item at most). HellaSwag: 4 endings scored by likelihood, each request the
+# whole few-shot prompt; GSM8K: one greedy generation of up to 256 tokens (the harness's max_gen_toks). Tokens
+# per example are assumed (WikiHow/ActivityNet contexts with an ending; a GSM8K question with its worked answer).
+HARNESS_TASKS = {"hellaswag": (10042, 4, 100, 0), "gsm8k": (1319, 1, 200, 256)}

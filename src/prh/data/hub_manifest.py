@@ -36,7 +36,7 @@ from pathlib import PurePosixPath
 import yaml
 
 from prh.io import atomic_path
-from prh.pin import hub_entries
+from prh.pin import entry_spec, entry_splits, hub_entries
 
 __all__ = ["build_manifest", "check_manifest", "describe_files", "hub_targets", "read_manifest", "write_manifest"]
 
@@ -52,9 +52,8 @@ def hub_targets(cfg: dict) -> dict:
     one record per distinct (id, config, revision, data_files) / (id, revision); ``names`` are the params keys using it.
     """
     out: dict[str, dict] = {"datasets": {}, "models": {}}
-    specs = cfg.get("datasets") or {}
     for e in hub_entries(cfg):
-        spec = specs.get(e["key"].split(".", 1)[1], {}) if e["key"].startswith("datasets.") else {}
+        spec = entry_spec(cfg, e) if e["kind"] == "dataset" else {}
         if e["kind"] == "model":
             rec = {"id": e["repo_id"], "revision": e["revision"]}
         else:
@@ -273,14 +272,12 @@ def check_manifest(cfg: dict, manifest: dict) -> dict[str, list[str]]:
       partial, the columns are unknown). ``prh hub-manifest`` on a machine with network settles these.
     """
     index = {(d["id"], d.get("config")): d for d in manifest.get("datasets") or []}
-    hub_keys = {e["key"] for e in hub_entries(cfg)}
     missing, unverified = [], []
-    for name, spec in sorted((cfg.get("datasets") or {}).items()):
-        if f"datasets.{name}" not in hub_keys:
-            continue
+    for e in sorted((e for e in hub_entries(cfg) if e["kind"] == "dataset"), key=lambda e: e["key"]):
+        spec = entry_spec(cfg, e)
         repo, config = spec["repo"], spec.get("config")
         entry = index.get((repo, config))
-        where = f"datasets.{name} ({repo}{f' config {config}' if config else ''})"
+        where = f"{e['key']} ({repo}{f' config {config}' if config else ''})"
         if entry is None:
             missing.append(f"{where}: not in the manifest; run `prh hub-manifest` or add it by hand with its source")
             continue
@@ -288,13 +285,13 @@ def check_manifest(cfg: dict, manifest: dict) -> dict[str, list[str]]:
             (missing if entry.get("exists") is False else unverified).append(
                 f"{where}: the manifest does not show the repo exists (source: {entry.get('source')})")
             continue
-        split = (spec.get("carve") or {}).get("from") or spec.get("split", "train")
         splits = entry.get("splits") or {}
-        if split not in splits:
-            complete = entry.get("splits_complete", True)
-            (missing if complete else unverified).append(
-                f"{where}: split {split!r} is not among the {'' if complete else 'known '}splits {sorted(splits)}"
-                + ("; carve it from one that is (`carve:` in params.yaml)" if complete else ""))
+        for split in entry_splits(cfg, e):
+            if split not in splits:
+                complete = entry.get("splits_complete", True)
+                (missing if complete else unverified).append(
+                    f"{where}: split {split!r} is not among the {'' if complete else 'known '}splits {sorted(splits)}"
+                    + ("; carve it from one that is (`carve:` in params.yaml)" if complete else ""))
         columns = [spec.get(k) for k in ("image_column", "text_column", "label_column") if spec.get(k)]
         have = entry.get("features")
         if have is None:

@@ -80,21 +80,19 @@ def _manifest(manifest) -> dict:
 def dataset_targets(cfg: dict, *, manifest=None) -> list[dict]:
     """The stand-ins a config needs: one per distinct (repo, revision, config, data_files) of its hub
     dataset entries, with the splits, format, features and shard counts to write (from the manifest)."""
-    from prh.pin import hub_entries
+    from prh.pin import entry_spec, entry_splits, hub_entries
 
     index = {(d["id"], d.get("config")): d for d in _manifest(manifest).get("datasets") or []}
-    specs, lm = cfg.get("datasets") or {}, (cfg.get("paper") or {}).get("lm_score") or {}
     groups: dict[str, dict] = {}
     for e in hub_entries(cfg, include_unset=True):
         if e["kind"] != "dataset":
             continue
-        spec = lm if e["key"] == "paper.lm_score" else specs[e["key"].split(".", 1)[1]]
+        spec = entry_spec(cfg, e)
         ident = json.dumps([e["repo_id"], e["revision"], spec.get("config"), spec.get("data_files")])
         t = groups.setdefault(ident, {"repo_id": e["repo_id"], "revision": e["revision"], "config": spec.get("config"),
                                       "data_files": spec.get("data_files"), "keys": [], "asked": [], "columns": {}})
         t["keys"].append(e["key"])
-        split = (spec.get("carve") or {}).get("from") or spec.get("split", "train")
-        t["asked"] += [split] if split not in t["asked"] else []
+        t["asked"] += [split for split in entry_splits(cfg, e) if split not in t["asked"]]
         for role, kind in (("image_column", "image"), ("text_column", "string"), ("label_column", "int64")):
             if spec.get(role):
                 t["columns"][spec[role]] = kind
@@ -175,6 +173,25 @@ def _values(kind: str, rng: np.random.Generator, n: int, *, fmt: str = "PNG", co
     raise ValueError(f"feature type {kind!r} has no stand-in")
 
 
+def _hellaswag_columns(rng: np.random.Generator, n: int) -> dict:
+    """What lm-evaluation-harness's hellaswag task parses: four endings and the gold one as a digit string; contexts
+    of caption length (not documents), so 10 shots fit a stand-in's context."""
+    short = {c: [synthetic_caption(rng) for _ in range(n)] for c in ("activity_label", "ctx_a", "ctx_b", "ctx")}
+    return {**short, "endings": [[synthetic_caption(rng) for _ in range(4)] for _ in range(n)],
+            "label": [str(int(v)) for v in rng.integers(0, 4, n)]}
+
+
+def _gsm8k_columns(rng: np.random.Generator, n: int) -> dict:
+    """What its gsm8k task parses: a question, and an answer whose last line is ``#### <number>``."""
+    x, y = rng.integers(1, 50, n), rng.integers(1, 50, n)
+    return {"question": [f"There are {a} squares and {b} circles. How many shapes are there?" for a, b in zip(x, y)],
+            "answer": [f"{a} + {b} = {a + b} shapes.\n#### {a + b}" for a, b in zip(x, y)]}
+
+
+# repos whose task code parses a column (not just reads it): synthetic values in the shape it parses
+TASK_COLUMNS = {"Rowan/hellaswag": _hellaswag_columns, "openai/gsm8k": _gsm8k_columns}
+
+
 def _write_parquet(folder: Path, t: dict, rows: int, seed: int) -> dict:
     """``<config or data>/<split>-0000i-of-0000n.parquet`` and the card's ``configs`` entry, as push_to_hub writes."""
     import datasets
@@ -186,6 +203,7 @@ def _write_parquet(folder: Path, t: dict, rows: int, seed: int) -> dict:
     for split, n_files in t["splits"].items():
         rng = seeded_rng(seed, t["repo_id"], str(t["config"]), split)
         cols = {c: _values(k, rng, rows, corpus=corpus) for c, k in t["features"].items()}
+        cols.update(TASK_COLUMNS[t["repo_id"]](rng, rows) if t["repo_id"] in TASK_COLUMNS else {})
         for c in cols:
             if t["features"][c] == "image":  # the parquet Image encoding: embedded bytes, no path
                 cols[c] = [{"bytes": b, "path": None} for b in cols[c]]

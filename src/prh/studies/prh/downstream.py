@@ -10,8 +10,9 @@ Two sources of downstream scores feed the same figure:
   (``choice_logprobs``: summed log-likelihood of each ending given the context; ``acc``
   takes the argmax of the sum, ``acc_norm`` of the sum divided by the ending's UTF-8 bytes).
   Masked LMs (BERT, MiniLM) have no next-token probabilities: they are skipped and listed.
-* **paper**: a CSV of published scores (``read_published_scores``,
-  ``workflow/resources/paper_downstream_scores.csv``), or of lm-evaluation-harness runs.
+* **paper**: a CSV in ``read_published_scores``'s columns: the DAG writes it from lm-evaluation-harness
+  runs of one setting (``prh.evaluation.harness``, ``harness_scores.csv``);
+  ``workflow/resources/paper_downstream_scores.csv`` holds published numbers, for comparison.
 
 ``figure4`` joins the scores with an alignment JSON (language x vision) and the LMs'
 bits-per-byte, and gives per task the points, a least-squares line and Pearson /
@@ -25,7 +26,7 @@ highest mean probe accuracy (``strongest_vision_model``); in the paper suite it 
         --scores results/experiments/downstream/shapes_mc.json --probes results/experiments/zoo/vision.json \\
         --language results/experiments/zoo/language.json --out-dir results/experiments/downstream
     prh run-downstream --cross-alignment results/alignment/wit_1024/mutual_knn/prh_fig4_language__prh_fig4_vision.json \\
-        --scores workflow/resources/paper_downstream_scores.csv --strongest-vision vit-giant-dinov2 \\
+        --scores results/experiments/downstream/harness_scores.csv --strongest-vision vit-giant-dinov2 \\
         --language results/experiments/lm_score/*.json --out-dir results/experiments/downstream_paper
 """
 
