@@ -119,20 +119,16 @@ def evaluate_harness(*, model: str, out: str | Path, tasks: dict, revision: str 
     from lm_eval.models.huggingface import HFLM
     from lm_eval.tasks import TaskManager
 
-    from prh.device import resolve_device, resolve_dtype
+    from prh.device import place_model
     from prh.models import loaders
 
     _check_tasks(tasks)
     if limit is not None and limit < 1:
         raise ValueError(f"limit={limit} must be >= 1 (or null: every item)")
-    dev = resolve_device(device)
-    dt = resolve_dtype(dtype, dev)
-    net, tok = loaders.load_language_model(model, revision=revision, dtype=dt, device_map=device_map)
-    if not loaders.is_causal_lm(net.config):
-        raise ValueError(f"model={model!r} is not a causal LM (architectures {net.config.architectures}); "
-                         "HellaSwag and GSM8K score next-token likelihoods and generations")
-    if device_map is None:
-        net.to(dev)
+    net, tok, dev, dt = loaders.load_causal_lm(model, revision=revision, device=device, dtype=dtype,
+                                               device_map=device_map,
+                                               needs="HellaSwag and GSM8K score next-token likelihoods and generations")
+    place_model(net, dev, dt)
     lm = HFLM(pretrained=net, tokenizer=tok, batch_size=batch_size)
     with tempfile.TemporaryDirectory(prefix="prh-harness-") as folder:
         files = [str(task_yaml(task, spec, folder)) for task, spec in tasks.items()]

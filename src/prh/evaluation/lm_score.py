@@ -168,7 +168,6 @@ def lm_score(
     -------
     The result dict: ``bpb``, ``lm_score``, byte and text counts, model and sample provenance.
     """
-    from prh.device import resolve_device, resolve_dtype
     from prh.evaluation.likelihood import bits_per_byte
     from prh.models import loaders
 
@@ -177,13 +176,9 @@ def lm_score(
         raise ValueError(f"sample_dir={str(sample_dir)!r} has no texts.jsonl; run `prh sample-lm-text` first")
     texts = [r["text"] for r in read_jsonl(sample_dir / "texts.jsonl")]
     sample_meta = read_json(sample_dir / "meta.json") if (sample_dir / "meta.json").exists() else {}
-    dev = resolve_device(device)
-    dt = resolve_dtype(dtype, dev)
-    net, tok = loaders.load_language_model(model, revision=revision, dtype=dt, device_map=device_map,
-                                       load_in_4bit=load_in_4bit)
-    if not loaders.is_causal_lm(net.config):
-        raise ValueError(f"model={model!r} is not a causal LM (architectures {net.config.architectures}); "
-                         "bits-per-byte needs next-token probabilities")
+    net, tok, dev, dt = loaders.load_causal_lm(model, revision=revision, device=device, dtype=dtype,
+                                               device_map=device_map, load_in_4bit=load_in_4bit,
+                                               needs="bits-per-byte needs next-token probabilities")
     partial = Path(str(out) + ".partial")
     bpb = bits_per_byte(net, tok, texts, batch_size=batch_size, device=dev, dtype=dt,
                            checkpoint_dir=partial, progress=progress)

@@ -291,6 +291,21 @@ def load_language_model(
     return model.eval(), tokenizer
 
 
+def load_causal_lm(model: str | os.PathLike, *, revision: str | None = None, device="auto", dtype="auto",
+                   device_map: str | None = None, load_in_4bit: bool = False, needs: str = "next-token probabilities"):
+    """``load_language_model`` of a model that must be a causal LM, with ``device``/``dtype`` resolved ("auto": CUDA
+    and bfloat16 when there is a GPU). Returns (model, tokenizer, device, dtype); the model is not moved. ``needs``
+    ends the error for a model without an LM head (what the caller needs it for)."""
+    from prh.device import resolve_device, resolve_dtype
+
+    dev = resolve_device(device)
+    dt = resolve_dtype(dtype, dev)
+    net, tok = load_language_model(model, revision=revision, dtype=dt, device_map=device_map, load_in_4bit=load_in_4bit)
+    if not is_causal_lm(net.config):
+        raise ValueError(f"model={str(model)!r} is not a causal LM (architectures {net.config.architectures}); {needs}")
+    return net, tok, dev, dt
+
+
 def _follow_sentencepiece(tokenizer) -> None:
     """Make a tokenizer built from a SentencePiece model alone split text exactly as SentencePiece does.
 

@@ -53,7 +53,7 @@ from prh.batching import (
     model_id,
     pad_batch,
 )
-from prh.device import DTYPES, place_model, resolve_device, resolve_dtype
+from prh.device import DTYPES, place_model
 from prh.io import atomic_path, read_jsonl, write_json, write_jsonl
 from prh.studies.prh.design import (
     FALLBACK_FORMAT,
@@ -309,12 +309,9 @@ def run_summarise(
         raise ValueError(f"{path}: every record needs a non-empty 'text' (the dense caption); "
                          f"{'there are no records' if not rows else f'ids {bad[:5]} have none'}")
     ids = [r.get("id", n) for n, r in enumerate(rows)]
-    dev = resolve_device(device)
-    dt = resolve_dtype(dtype, dev)
-    net, tok = loaders.load_language_model(model, revision=revision, dtype=dt, device_map=device_map)
-    if not loaders.is_causal_lm(net.config):
-        raise ValueError(f"model={model!r} is not a causal LM (architectures {net.config.architectures}); "
-                         "summaries need an instruct LLM such as meta-llama/Meta-Llama-3-8B-Instruct")
+    net, tok, dev, dt = loaders.load_causal_lm(
+        model, revision=revision, device=device, dtype=dtype, device_map=device_map,
+        needs="summaries need an instruct LLM such as meta-llama/Meta-Llama-3-8B-Instruct")
     place_model(net, dev, dt)
     out = Path(out)
     checkpoint = Path(checkpoint) if checkpoint is not None else Path(str(out).rstrip("/") + ".partial.jsonl")
