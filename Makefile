@@ -16,8 +16,9 @@ export PATH := $(abspath $(BIN)):$(PATH)
 install: $(STAMP)
 
 $(STAMP): pyproject.toml requirements.lock
+	@echo "make: installing the pinned environment into $(VENV) (about 7 GB, mostly torch; 3-6 min on a fresh machine)"
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check \
+	$(BIN)/python -m pip install --disable-pip-version-check --progress-bar on \
 		-c requirements.lock -e '.[workflow,test]'
 	touch $@
 
@@ -37,7 +38,9 @@ repro: $(STAMP)
 # built in; --touch marks them up to date so Snakemake plans no job for them, and
 # --forceall makes it record every job's parameters too (plain --touch skips the jobs
 # it would not run, so a later parameter change of a job without inputs went unnoticed).
+# prh check-lock first: stamping results built with other params would hide the difference (issue 37).
 pull: $(STAMP)
+	$(BIN)/prh check-lock
 	$(BIN)/dvc pull
 	$(BIN)/snakemake --touch --forceall --cores 1 --quiet
 

@@ -8,38 +8,48 @@ from snakemake.utils import min_version, validate
 min_version("9.0")
 
 
+# Before any job, one pass (prh.checks.check_config): the schema (types, ranges, name patterns; every
+# default filled, also inside the blocks kept in sibling schema files, which Snakemake's validate()
+# checks but does not fill), names that refer to nothing, and limits only the data rules out (k
+# against N, batch sizes, bins, checkpoints). Each problem names its key and the layer that set it
+# (params.yaml, a --configfile, --config). A user error prints as one line without a traceback
+# (PRH_DEBUG=1 shows it); broken YAML in params.yaml names its line (read here first, since
+# Snakemake's own message names neither).
+from prh.checks import check_config, check_device
+from prh.config import config_layers, load
+from prh.errors import user_errors
+
+with user_errors():
+    load("params.yaml")
+
+
 configfile: "params.yaml"
 
 
-# Before any job: prh's check names the bad key and the allowed values, and fills
-# every default (also inside the blocks kept in sibling schema files, which
-# Snakemake's validate() checks but does not fill); then Snakemake's own check of
-# the same schema; then names that refer to nothing (datasets, model sets, models).
-# The error names the merged configuration (params.yaml + --configfile + --config) and, for each
-# bad value, the layer that set it.
-from prh.config import check_data_limits, check_references, config_layers, validate_schema
-
-validate_schema(
-    config,
-    layers=config_layers(
-        base="params.yaml",
-        configfiles=workflow.config_settings.configfiles,
-        overrides=workflow.config_settings.config,
-    ),
-)
+with user_errors():
+    check_config(
+        config,
+        layers=config_layers(
+            base="params.yaml",
+            configfiles=workflow.config_settings.configfiles,
+            overrides=workflow.config_settings.config,
+        ),
+    )
 validate(config, schema="workflow/schemas/params.schema.yaml")
-check_references(config)
-check_data_limits(config)
 # Before the first job of a real paper-suite run (Snakemake calls onstart: only when it is about to
 # execute jobs: never for -n in any spelling, --touch (`make pull`), --report, --dag, --rulegraph,
 # --summary or --list-rules, nor when nothing is to be done; jobs a cluster executor starts do not
 # repeat it): every hub revision pinned, then either every hub item in the cache (hub unreachable:
 # one error listing them all) or a token for the gated repos (prh.models.hub_cache.check_before_run).
 onstart:
+    if workflow.is_main_process and not workflow.touch:
+        with user_errors():
+            check_device(config, local=workflow.local_exec)
     if config["suite"] == "paper" and workflow.is_main_process and not workflow.touch:
         from prh.models.hub_cache import check_before_run
 
-        check_before_run(config, manifest_path=f"{workflow.basedir}/workflow/resources/hub_manifest.yaml")
+        with user_errors():
+            check_before_run(config, manifest_path=f"{workflow.basedir}/workflow/resources/hub_manifest.yaml")
 
 
 report: "workflow/report/workflow.rst"

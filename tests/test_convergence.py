@@ -257,9 +257,10 @@ def _suite_task_counts(cfg: dict) -> dict[str, int]:
 
 def test_every_solved_count_falls_in_exactly_one_bin_per_suite():
     """Issue 22 (6): bins set for the 10 offline tasks dropped paper-suite models solving >= 11 of 19."""
-    from prh.config import load_checked
+    from prh.checks import check_config
+    from prh.config import load
 
-    cfg = load_checked("params.yaml")
+    cfg = check_config(load("params.yaml"))
     counts = _suite_task_counts(cfg)
     assert counts == {"offline": 10, "paper": 19}
     for suite, n_tasks in counts.items():
@@ -272,7 +273,7 @@ def test_every_solved_count_falls_in_exactly_one_bin_per_suite():
 
 def test_bins_that_drop_a_count_are_refused(tmp_path):
     """run_convergence refuses bins that leave a possible count of solved tasks outside every bin."""
-    from prh.studies.prh.convergence import check_bins
+    from prh.checks import check_bins
 
     assert check_bins(bins=[0, 7, 13, 20], n_tasks=19) == [0, 7, 13, 20]
     with pytest.raises(ValueError, match="bins"):

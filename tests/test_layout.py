@@ -6,7 +6,8 @@ Layers, bottom to top (a module may import its own layer and the ones below):
 0. ``io``, ``errors``, ``device``, ``stats``, ``bench``: plain helpers with no project imports above them
 1. ``config``, ``metrics``, ``pin``, ``cluster``: the config, the alignment metrics, GPU counts and plan costs
 2. ``data``: the shapes world, hub datasets, tasks
-3. ``models``, ``batching``, ``standin``: loaders and the offline zoo trainers; batched model runs; the stand-in hub
+3. ``models``, ``batching``, ``standin``, ``checks``: loaders and the offline zoo trainers; batched model runs; the
+   stand-in hub; the one config check before any job (it reads the world's task list)
 4. ``features``, ``extract``, ``evaluation``: features, and did a model learn (probes, LM likelihood)
 5. ``studies``: one package per source document
 6. ``plots``, ``figures``: figures read numbers, never compute them
@@ -25,7 +26,7 @@ LAYERS = [
     {"prh.io", "prh.errors", "prh.device", "prh.stats", "prh.bench"},
     {"prh.config", "prh.metrics", "prh.pin", "prh.cluster"},
     {"prh.data"},
-    {"prh.models", "prh.batching", "prh.standin"},
+    {"prh.models", "prh.batching", "prh.standin", "prh.checks"},
     {"prh.features", "prh.extract", "prh.evaluation"},
     {"prh.studies"},
     {"prh.plots", "prh.figures"},

@@ -14,12 +14,16 @@ and writes its JSON.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
+
+from prh.errors import DEBUG_ENV, did_you_mean, user_errors
 
 # stage -> {command: ("module:function", one line of help)}, in pipeline order.
 STAGES: dict[str, dict[str, tuple[str, str]]] = {
     "config": {
-        "check-config": ("prh.config:main", "validate params.yaml against the schema and its references"),
+        "check-config": ("prh.checks:main", "check a config as the Snakefile does: schema, names, data limits"),
+        "check-lock": ("prh.checks:lock_main", "params.yaml equals what dvc.lock built with (make pull runs it)"),
     },
     "data": {
         "make-shapes": ("prh.data.shapes:main", "generate a shapes-world dataset (images, captions, scenes)"),
@@ -98,15 +102,22 @@ def usage() -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
+    """Run one command. A user error (``PRHError``: bad config, unknown name, corrupt or missing input) prints one
+    line, ``prh <command>: <message>``, and exits 1; ``--debug`` (anywhere) or ``PRH_DEBUG=1`` shows its traceback.
+    Any other exception is a bug and keeps its traceback."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    if "--debug" in argv:
+        os.environ[DEBUG_ENV] = "1"
+        argv = [a for a in argv if a != "--debug"]
     if not argv or argv[0] in ("-h", "--help"):
         print(usage())
         return
     name, rest = argv[0], argv[1:]
     if name not in COMMANDS:
-        sys.exit(f"prh: unknown command {name!r}; `prh --help` lists them")
+        sys.exit(f"prh: {did_you_mean(name, COMMANDS, kind='command', listing='`prh --help` lists them')}")
     module, func = COMMANDS[name].split(":")
-    getattr(importlib.import_module(module), func)(rest)
+    with user_errors(prefix=f"prh {name}: "):
+        getattr(importlib.import_module(module), func)(rest)
 
 
 if __name__ == "__main__":

@@ -6,33 +6,43 @@ Two layers of checking, both before any job runs:
    ``workflow/schemas/params.schema.yaml`` (types, unknown keys, allowed values),
    filling in every default, also inside the blocks kept in sibling files
    (``$ref``), which Snakemake's own ``validate()`` checks but does not fill.
-2. ``check_references`` and ``check_data_limits``: what a schema cannot say. Every name that refers to
+2. ``check_references``: what a schema cannot say. Every name that refers to
    another entry (a suite's datasets and model sets, a model set's members)
-   must exist; the message names the key, the bad value and the allowed values.
+   must exist; the message names the key, the bad value and its close matches.
 
-    prh check-config params.yaml
+``prh.checks`` adds the limits only the data rules out and runs all three in one pass
+(``prh check-config``, and the Snakefile before any job).
 """
 
 from __future__ import annotations
 
-import argparse
 import functools
 from pathlib import Path
 
 import yaml
 
-from prh.errors import ConfigError
+from prh.errors import ConfigError, did_you_mean, problems_message
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = ROOT / "workflow" / "schemas" / "params.schema.yaml"
 
 
-def load(path: str | Path = "params.yaml") -> dict:
+def load(path: str | Path = "params.yaml", *, empty_ok: bool = False) -> dict:
+    """A YAML config file as a mapping; broken YAML is a ``ConfigError`` naming the file, line and column."""
     path = Path(path)
     if not path.exists():
         raise ConfigError(f"config file {path} does not exist")
-    with open(path) as f:
-        cfg = yaml.safe_load(f)
+    try:
+        with open(path) as f:
+            cfg = yaml.safe_load(f)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"{path}, line {mark.line + 1}, column {mark.column + 1}" if mark else str(path)
+        what = " ".join(str(getattr(e, "problem", None) or e).split())
+        raise ConfigError(f"{where}: not valid YAML ({what}); fix the file there (a tab for indentation, an "
+                          "unclosed bracket or quote, or a missing space after ':' are the usual causes)") from None
+    if cfg is None and empty_ok:
+        return {}
     if not isinstance(cfg, dict):
         raise ConfigError(f"{path}: the top level must be a mapping of keys to values")
     return cfg
@@ -45,8 +55,7 @@ def config_layers(*, base: str | Path = "params.yaml", configfiles=(), overrides
     ``validate_schema(cfg, layers=...)`` then names the merged configuration and where each bad value came from."""
     layers = [(str(base), load(base))]
     for path in configfiles or ():
-        with open(path) as f:
-            layers.append((f"--configfile {path}", yaml.safe_load(f) or {}))
+        layers.append((f"--configfile {path}", load(path, empty_ok=True)))
     if overrides:
         layers.append(("--config", dict(overrides)))
     return layers
@@ -93,15 +102,21 @@ def validate_schema(cfg: dict, schema_path: str | Path = SCHEMA, *, layers: list
     schema = load_schema(schema_path)
     validator_cls = jsonschema.validators.validator_for(schema)
     validator = _with_defaults(validator_cls)(schema, registry=Registry(retrieve=retrieve))
-    errors = sorted(validator.iter_errors(cfg), key=lambda e: list(e.absolute_path))
+    errors, seen = [], set()
+    # one problem per key: a value of the wrong type also fails its enum or minimum; the type is the one to fix
+    for e in sorted(validator.iter_errors(cfg), key=lambda e: (list(map(str, e.absolute_path)), e.validator != "type")):
+        if tuple(e.absolute_path) not in seen:
+            seen.add(tuple(e.absolute_path))
+            errors.append(e)
     if errors:
         layers = layers or [("params.yaml", cfg)]
-        raise ConfigError(f"{_source_name(layers)} is invalid:\n" + "\n".join(
-            _describe(e, _origin(e, layers)) + _from(_origin(e, layers), layers[0][0]) for e in errors))
+        raise ConfigError(problems_message(f"{source_name(layers)} is invalid", [
+            _describe(e, _origin(e, layers)) + _from(_origin(e, layers), layers[0][0]) for e in errors]))
     return cfg
 
 
-def _source_name(layers: list[tuple[str, dict]]) -> str:
+def source_name(layers: list[tuple[str, dict]]) -> str:
+    """How an error names the config: the one file, or the merged layers."""
     if len(layers) == 1:
         return layers[0][0]
     names = [name if name != "--config" else "--config " + " ".join(f"{k}={v!r}" for k, v in values.items())
@@ -134,6 +149,19 @@ def _origin(err, layers: list[tuple[str, dict]]) -> str | None:
         if value is not _UNSET and value != base:
             return name
     return None
+
+
+def where_set(path: list, layers: list[tuple[str, dict]]) -> str:
+    """`` (this value comes from <layer>, not from <base>)`` when a layer above the base set the value at ``path``
+    (a list of keys), else "" (the base's own value)."""
+    if len(layers) < 2:
+        return ""
+    base = _lookup(layers[0][1], path)
+    for name, values in reversed(layers[1:]):
+        value = _lookup(values, path)
+        if value is not _UNSET and value != base:
+            return _from(name, layers[0][0])
+    return ""
 
 
 def _from(origin: str | None, base: str) -> str:
@@ -181,9 +209,22 @@ def _describe(err, origin: str | None = None) -> str:
     if err.validator == "additionalProperties":
         allowed = sorted(err.schema.get("properties", {}))
         return f"  {where}: {err.message}; allowed keys: {', '.join(allowed)}"
+    if err.validator == "pattern" and isinstance(err.instance, str):
+        return (f"  {where}: {err.instance!r} is not a valid name: use letters, digits and . _ - only, starting with a "
+                "letter or digit (names become folder names and shell arguments)")
+    if err.validator == "uniqueItems" and isinstance(err.instance, list):
+        twice = sorted({repr(v) for i, v in enumerate(err.instance) if v in err.instance[:i]})
+        return (f"  {where}: lists {', '.join(twice)} more than once; give each entry once (a model listed twice is "
+                "compared with itself, a score of 1.0 that inflates every mean)")
+    if err.validator == "type" and wanted_bool(err) and isinstance(err.instance, str) \
+            and err.instance.lower() in ("true", "false", "yes", "no", "on", "off"):
+        return (f"  {where}: {err.message}. On the command line write {err.instance.lower() in ('true', 'yes', 'on')}"
+                f" (capitalised, as Snakemake's --config reads Python literals): --config {where}="
+                f"{err.instance.lower() in ('true', 'yes', 'on')}")
     if err.validator == "enum":
         return f"  {where}: {err.instance!r} is not allowed; choose one of {err.validator_value}"
-    wanted = set(err.validator_value if isinstance(err.validator_value, list) else [err.validator_value])
+    values = err.validator_value if isinstance(err.validator_value, list) else [err.validator_value]
+    wanted = {v for v in values if isinstance(v, str)}  # type names (anyOf/oneOf give schemas: not these)
     text = err.instance if err.validator == "type" and isinstance(err.instance, str) else None
     nested_hint = ("put nested values in a YAML file and pass it with `--configfile FILE` (Snakemake's --config "
                    "reads a nested value as a string, or a mapping of strings, and rejects `--config a.b=1`)")
@@ -201,6 +242,12 @@ def _describe(err, origin: str | None = None) -> str:
                     f"number: write it with a dot and a signed exponent ({_yaml11_float(text)}) or as a "
                     f"decimal ({float(text)!r})")
     return f"  {where}: {err.message}"
+
+
+def wanted_bool(err) -> bool:
+    """A ``type`` error whose schema wants a boolean."""
+    want = err.validator_value
+    return "boolean" in (want if isinstance(want, list) else [want])
 
 
 def _yaml11_float(text: str) -> str:
@@ -257,21 +304,14 @@ def check_references(cfg: dict) -> dict:
     for set_name, members in sets.items():
         for m in members:
             if m not in models:
-                problems.append(
-                    f"  model_sets.{set_name}: unknown model {m!r}; defined models: {', '.join(sorted(models))}"
-                )
+                problems.append(f"  model_sets.{set_name}: {did_you_mean(m, models, kind='model')} (paper.models "
+                                f"and the zoo runs define {len(models)})")
     for suite_name, suite in (cfg.get("suites") or {}).items():
         for key, value in suite.items():
             if key.endswith("_models") and value not in sets:
-                problems.append(
-                    f"  suites.{suite_name}.{key}: unknown model set {value!r}; "
-                    f"choose one of: {', '.join(sorted(sets))}"
-                )
+                problems.append(f"  suites.{suite_name}.{key}: {did_you_mean(value, sets, kind='model set')}")
             if key.endswith("_dataset") and value not in datasets:
-                problems.append(
-                    f"  suites.{suite_name}.{key}: unknown dataset {value!r}; "
-                    f"choose one of: {', '.join(sorted(datasets))}"
-                )
+                problems.append(f"  suites.{suite_name}.{key}: {did_you_mean(value, datasets, kind='dataset')}")
     problems += _carve_problems(datasets)
     for task in ((cfg.get("convergence") or {}).get("vtab_tasks") or []):
         absent = [f"vtab_{task}_{part}" for part in ("train", "test") if f"vtab_{task}_{part}" not in datasets]
@@ -281,9 +321,12 @@ def check_references(cfg: dict) -> dict:
                             f"choose among: {', '.join(known)}")
     suite = cfg.get("suite")
     if suite is not None and suite not in (cfg.get("suites") or {}):
-        problems.append(f"  suite: unknown suite {suite!r}; choose one of: {', '.join(cfg.get('suites') or {})}")
+        problems.append(f"  suite: unknown suite {suite!r}; " + (
+            f"choose one of: {', '.join(cfg['suites'])}" if cfg.get("suites") else
+            "the config defines no suites at all: is it an override file? Layer it on params.yaml "
+            "(`prh check-config --configfile FILE`, `snakemake --configfile FILE`)"))
     if problems:
-        raise ConfigError("params.yaml refers to names that do not exist:\n" + "\n".join(problems))
+        raise ConfigError(problems_message("params.yaml refers to names that do not exist", problems))
     return cfg
 
 
@@ -319,44 +362,6 @@ def _carve_problems(datasets: dict) -> list[str]:
     return problems
 
 
-def check_data_limits(cfg: dict) -> dict:
-    """Raise ``ConfigError`` for settings that only the data's size or a model's modality rules out,
-    before any job (otherwise they fail inside jobs, after training and extraction): k of the k-NN
-    metrics against the datasets' item counts (CKNNA, one of the eight metrics of Figs 12-14, needs
-    k >= 2), Fig 10's ks and Fig 12's batch sizes against them, and each suite's vision and language
-    model sets holding models of that modality. Hub datasets without an ``n`` cap are not checked."""
-    problems: list[str] = []
-    name = cfg.get("suite")
-    suite = (cfg.get("suites") or {}).get(name) or {}
-    datasets, models, sets = cfg.get("datasets") or {}, all_models(cfg), cfg.get("model_sets") or {}
-    sizes = {key: (suite[key], (datasets.get(suite[key]) or {}).get("n")) for key in ("vision_dataset", "paired_dataset")
-             if key in suite}
-    topk = (cfg.get("alignment") or {}).get("topk", 10)
-    if topk < 2:
-        problems.append(f"  alignment.topk: {topk}; CKNNA (one of the metrics of Figs 12-14) needs k >= 2")
-    for key, (ds, n) in sizes.items():
-        if n is not None and topk >= n:
-            problems.append(f"  alignment.topk: {topk} must be below the {n} items of {ds} (suites.{name}.{key})")
-    agree = cfg.get("metrics_agreement") or {}
-    ds, n = sizes.get("paired_dataset", (None, None))
-    for k in agree.get("locality_ks", []):
-        if n is not None and k not in ("N-1", -1) and not 2 <= int(k) <= n - 1:
-            problems.append(f"  metrics_agreement.locality_ks: {k} must be in [2, {n - 1}] (N - 1 of {ds}), or 'N-1'")
-    ds, n = sizes.get("vision_dataset", (None, None))
-    for b in agree.get("batch_sizes", []):
-        if n is not None and b > n:
-            problems.append(f"  metrics_agreement.batch_sizes: {b} is more than the {n} items of {ds}")
-    for modality in ("vision", "language"):
-        set_name = suite.get(f"{modality}_models")
-        wrong = [m for m in sets.get(set_name, []) if models.get(m, {}).get("modality") not in (modality, None)]
-        if wrong:
-            problems.append(f"  suites.{name}.{modality}_models: set {set_name!r} holds models that are not "
-                            f"{modality} models: {', '.join(wrong)}")
-    if problems:
-        raise ConfigError("params.yaml asks for what the data cannot give:\n" + "\n".join(problems))
-    return cfg
-
-
 def merge(base: dict, override: dict) -> dict:
     """``base`` updated by ``override`` as Snakemake layers a ``--configfile``: nested
     mappings merge key by key; lists and plain values replace. Neither input is changed."""
@@ -367,20 +372,3 @@ def merge(base: dict, override: dict) -> dict:
         else:
             out[key] = value
     return out
-
-
-def load_checked(path: str | Path = "params.yaml") -> dict:
-    """Load, validate and check a config: what the Snakefile does, for use outside Snakemake."""
-    cfg = load(path)
-    return check_data_limits(check_references(validate_schema(cfg, layers=[(str(path), cfg)])))
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="prh check-config", description=__doc__.splitlines()[0])
-    parser.add_argument("config", nargs="?", default="params.yaml")
-    args = parser.parse_args(argv)
-    try:
-        load_checked(args.config)
-    except ConfigError as e:
-        raise SystemExit(str(e)) from None
-    print(f"{args.config}: ok")

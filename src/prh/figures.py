@@ -23,6 +23,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from prh.errors import UsageError, did_you_mean
+
 __all__ = ["Figure", "FIGURES", "find", "load_input", "draw", "draw_from", "main"]
 
 E = "results/experiments"
@@ -169,7 +171,7 @@ def find(name: str) -> tuple[Figure, dict[str, str]]:
             match = re.fullmatch(regex, name)
             if match:
                 return fig, match.groupdict()
-    raise ValueError(f"unknown figure {name!r}; `prh plot --list` names them all")
+    raise UsageError(did_you_mean(name, FIGURES, kind="figure", listing="`prh plot --list` names them all"))
 
 
 def draw(name: str, out: str | Path, inputs: dict[str, str] | None = None) -> list[Path]:
@@ -193,7 +195,7 @@ def draw_from(in_dir: str | Path, names: list[str], out_dir: str | Path) -> list
     for name in names:
         fig = FIGURES.get(name)
         if fig is None:
-            raise ValueError(f"unknown figure {name!r}; `prh plot --list` names them all")
+            raise UsageError(did_you_mean(name, FIGURES, kind="figure", listing="`prh plot --list` names them all"))
         inputs = {k: str(Path(in_dir) / Path(v).name) for k, v in fig.inputs.items()}
         paths += draw(name, Path(out_dir) / f"{name}.{fig.formats[0]}", inputs)
     return paths

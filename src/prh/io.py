@@ -22,7 +22,7 @@ import numpy as np
 
 from prh.errors import CorruptFileError
 
-__all__ = [
+__all__ = ["read_alignment", "read_model_config", "load_model_weights", "MODEL_REMEDY", 
     "atomic_path",
     "atomic_dir",
     "sha256_file",
@@ -40,6 +40,9 @@ __all__ = [
     "json_object",
     "none_or",
 ]
+# features are intermediates, not DVC outs (dvc.yaml): `dvc checkout` cannot restore them
+FEATURES_REMEDY = ("delete it and rerun `snakemake {path}` (features are not versioned by DVC, so `dvc checkout` "
+                   "cannot restore them)")
 
 
 _UMASK = os.umask(0)
@@ -136,6 +139,52 @@ def read_json(path: str | os.PathLike) -> Any:
         raise CorruptFileError(path, "JSON file", err) from err
 
 
+def read_alignment(path: str | os.PathLike) -> dict:
+    """An alignment table (``prh align``: ``x_names``, ``y_names``, ``scores`` of len(x) rows of len(y)); a file of
+    another shape raises ``CorruptFileError`` naming what is missing, instead of a ``KeyError`` deep in a study."""
+    table = read_json(path)
+    problem = None
+    if not isinstance(table, dict) or any(k not in table for k in ("x_names", "y_names", "scores")):
+        have = sorted(table) if isinstance(table, dict) else type(table).__name__
+        problem = f"it has {have}, not x_names, y_names and scores"
+    elif len(table["scores"]) != len(table["x_names"]) or any(
+            not isinstance(row, list) or len(row) != len(table["y_names"]) for row in table["scores"]):
+        problem = f"scores is not {len(table['x_names'])} rows of {len(table['y_names'])} (x_names by y_names)"
+    if problem:
+        raise CorruptFileError(path, "alignment table", ValueError(problem),
+                               remedy=f"delete it and rerun `snakemake {path}` (`prh align` writes it), or restore it "
+                                      f"with `dvc checkout {path}` (or `make pull`)")
+    return table
+
+
+MODEL_REMEDY = ("delete {dir} and rerun snakemake (the rule that wrote it builds it again), or restore it with "
+                "`dvc checkout results/models` (or `make pull`)")
+
+
+def read_model_config(path: str | os.PathLike) -> dict:
+    """A checkpoint's ``config.json``; truncated or not a mapping: ``CorruptFileError`` with the models' remedy."""
+    path = Path(path)
+    try:
+        cfg = json.loads(path.read_text())
+        if not isinstance(cfg, dict):
+            raise ValueError(f"the top level is a {type(cfg).__name__}, not a mapping")
+    except (json.JSONDecodeError, UnicodeDecodeError, ValueError) as err:
+        raise CorruptFileError(path, "checkpoint config", err, remedy=MODEL_REMEDY.format(dir=path.parent)) from err
+    return cfg
+
+
+def load_model_weights(path: str | os.PathLike) -> dict:
+    """A checkpoint's ``model.safetensors`` as a state dict; truncated: ``CorruptFileError`` with the models' remedy."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    path = Path(path)
+    try:
+        return load_file(str(path))
+    except (SafetensorError, OSError, ValueError) as err:
+        raise CorruptFileError(path, "checkpoint weights file", err, remedy=MODEL_REMEDY.format(dir=path.parent)) from err
+
+
 def write_jsonl(path: str | os.PathLike, records: Iterable[dict]) -> None:
     """Write one JSON object per line, atomically."""
     with atomic_path(path) as tmp, open(tmp, "w") as f:
@@ -171,7 +220,7 @@ def open_features(path: str | os.PathLike):
     try:
         handle = safe_open(str(path), framework="pt")
     except Exception as err:
-        raise CorruptFileError(path, "safetensors features file", err) from err
+        raise CorruptFileError(path, "safetensors features file", err, remedy=FEATURES_REMEDY.format(path=path)) from err
     with handle as f:
         yield f
 
@@ -213,7 +262,7 @@ def load_features(path: str | os.PathLike, *, with_meta: bool = False):
     try:
         feats = load_file(str(path))["feats"]
     except Exception as err:  # safetensors raises its own SafetensorError (and OSError, KeyError) on bad files
-        raise CorruptFileError(path, "safetensors features file", err) from err
+        raise CorruptFileError(path, "safetensors features file", err, remedy=FEATURES_REMEDY.format(path=path)) from err
     if not with_meta:
         return feats
     meta_path = features_meta_path(path)
@@ -254,7 +303,7 @@ def features_layout(path: str | os.PathLike) -> dict:
             raise ValueError(f"feats of shape {shape} ({entry['dtype']}) does not fit bytes {begin}..{end} "
                              f"of a {size}-byte file")
     except (ValueError, KeyError, struct.error, UnicodeDecodeError) as err:
-        raise CorruptFileError(path, "safetensors features file", err) from err
+        raise CorruptFileError(path, "safetensors features file", err, remedy=FEATURES_REMEDY.format(path=path)) from err
     return {"shape": shape, "dtype": dtype, "offset": 8 + n_header + begin, "itemsize": itemsize}
 
 
@@ -279,7 +328,8 @@ def read_features_layer(path: str | os.PathLike, layer: int, *, n_items: int | N
         for i in range(n):
             f.seek(layout["offset"] + (i * n_layers + layer) * row)
             if f.readinto(buf[i * row:(i + 1) * row]) != row:
-                raise CorruptFileError(path, "safetensors features file", EOFError(f"item {i} layer {layer} cut short"))
+                raise CorruptFileError(path, "safetensors features file", EOFError(f"item {i} layer {layer} cut short"),
+                                       remedy=FEATURES_REMEDY.format(path=path))
     return out
 
 

@@ -42,7 +42,7 @@ rule hub_dataset:
     conda:
         CONDA_ENV
     shell:
-        "prh fetch-dataset --repo {params.spec[repo]:q} --revision {params.spec[revision]}"
+        "prh fetch-dataset --repo {params.spec[repo]:q} --revision {params.spec[revision]:q}"
         " --config {params.spec[config]} --split {params.spec[split]}"
         " --image-column {params.spec[image_column]} --text-column {params.spec[text_column]}"
         " --label-column {params.spec[label_column]} --n {params.spec[n]} --seed {params.spec[seed]}"
@@ -100,7 +100,7 @@ rule lm_score:
     conda:
         CONDA_ENV
     shell:
-        "prh score-lm --model {params.repo} --revision {params.revision} --name {wildcards.model}"
+        "prh score-lm --model {params.repo:q} --revision {params.revision:q} --name {wildcards.model}"
         " --sample {params.sample} --out {output} --batch-size {params.batch_size}"
         " --device {params.device} {params.device_map} > {log} 2>&1"
 

@@ -32,7 +32,7 @@ from pathlib import Path
 import torch
 
 from prh.errors import CorruptFileError, ModelNotAvailableError
-from prh.io import sha256_file
+from prh.io import MODEL_REMEDY, load_model_weights, read_model_config, sha256_file
 
 __all__ = [
     "load_vision_model",
@@ -134,14 +134,12 @@ def load_vision_model(name_or_dir: str | os.PathLike, revision: str | None = Non
                 f"name_or_dir={str(path)!r} is a directory but lacks config.json or model.safetensors; "
                 "a zoo vision checkpoint needs both (train it with the zoo rule first)"
             )
-        cfg = json.loads(cfg_path.read_text())
+        cfg = read_model_config(cfg_path)
         missing = [k for k in ZOO_VISION_KEYS if k not in cfg]
         if missing:
             raise ValueError(f"{cfg_path} lacks keys {missing}; the zoo contract requires {list(ZOO_VISION_KEYS)}")
-        from safetensors.torch import load_file
-
         model = timm.create_model(cfg["timm_name"], pretrained=False, **cfg.get("timm_kwargs", {}))
-        model.load_state_dict(load_file(str(weights)))
+        model.load_state_dict(load_model_weights(weights))
         preprocess = {
             "input_size": list(cfg["input_size"]),
             "mean": list(cfg["mean"]),
@@ -283,6 +281,17 @@ def load_language_model(
         tokenizer = AutoTokenizer.from_pretrained(src, **common)
         return model, tokenizer
 
+    if local:  # a truncated zoo checkpoint fails inside transformers with a bare parse error: name the file
+        read_model_config(Path(src) / "config.json")
+        if (Path(src) / "model.safetensors").is_file():
+            from safetensors import SafetensorError, safe_open
+
+            try:
+                with safe_open(str(Path(src) / "model.safetensors"), framework="pt"):
+                    pass
+            except (SafetensorError, OSError) as err:
+                raise CorruptFileError(Path(src) / "model.safetensors", "checkpoint weights file", err,
+                                       remedy=MODEL_REMEDY.format(dir=src)) from err
     model, tokenizer = load(False) if local else _from_hub(load, repo=src, revision=revision)
     _follow_sentencepiece(tokenizer)
     if tokenizer.pad_token is None:

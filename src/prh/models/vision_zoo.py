@@ -28,13 +28,12 @@ token for ViTs, global average pool for CNNs); task heads live in the trainer.
 from __future__ import annotations
 
 import copy
-import json
 import os
 from pathlib import Path
 
 import torch
 
-from prh.io import atomic_path, write_json
+from prh.io import atomic_path, load_model_weights, read_model_config, write_json
 
 __all__ = ["ARCHS", "IMAGE_SIZE", "MEAN", "STD", "build_model", "save_checkpoint", "load_checkpoint"]
 
@@ -148,12 +147,11 @@ def load_checkpoint(path: str | os.PathLike) -> tuple[torch.nn.Module, dict]:
     returns the full config (training info included) for tests and inspection.
     """
     import timm
-    from safetensors.torch import load_file
 
     path = Path(path)
     if not (path / "config.json").exists():
         raise ValueError(f"path={str(path)!r} has no config.json; give a directory written by save_checkpoint")
-    config = json.loads((path / "config.json").read_text())
+    config = read_model_config(path / "config.json")
     model = timm.create_model(config["timm_name"], pretrained=False, **config["timm_kwargs"])
-    model.load_state_dict(load_file(str(path / "model.safetensors")))
+    model.load_state_dict(load_model_weights(path / "model.safetensors"))
     return model.eval(), config

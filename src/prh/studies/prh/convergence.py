@@ -36,11 +36,12 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
+from prh.checks import check_bins
 from prh.config import schema_defaults
-from prh.io import json_object, read_json, read_jsonl, write_json
+from prh.io import json_object, read_alignment, read_json, read_jsonl, write_json
 from prh.studies.prh.preregistered import preregistered_language_vision
 
-__all__ = ["DEFAULTS", "correlations", "solved_counts", "check_bins", "competence_bins", "model_map", "language_vision",
+__all__ = ["DEFAULTS", "correlations", "solved_counts", "competence_bins", "model_map", "language_vision",
            "platonic_scores", "null_summary", "read_lm_competence", "run_convergence", "run_platonic", "main",
            "platonic_main"]
 
@@ -70,17 +71,6 @@ def solved_counts(probes: dict, *, solve_fraction: float = 0.8) -> dict[str, int
     best = {t: max(m["tasks"][t]["accuracy"] for m in models.values()) for t in tasks}
     return {name: sum(m["tasks"][t]["accuracy"] >= solve_fraction * best[t] for t in m["tasks"])
             for name, m in models.items()}
-
-
-def check_bins(*, bins: list[int], n_tasks: int) -> list[int]:
-    """``bins`` when each count 0..n_tasks of solved tasks falls in exactly one bin [bins[i], bins[i+1]):
-    increasing edges with bins[0] <= 0 and bins[-1] > n_tasks. params.yaml: one list per suite (bins.<suite>)."""
-    if isinstance(bins, dict):
-        raise ValueError(f"bins={bins} is per suite: pass one suite's list of edges, e.g. bins['paper']")
-    if len(bins) < 2 or any(b >= c for b, c in zip(bins, bins[1:])) or bins[0] > 0 or bins[-1] <= n_tasks:
-        raise ValueError(f"bins {bins} leave counts of solved tasks outside every bin: with {n_tasks} tasks the "
-                         f"edges must increase from 0 to >= {n_tasks + 1}, e.g. [0, ..., {n_tasks + 1}]")
-    return list(bins)
 
 
 def competence_bins(*, scores: np.ndarray, names: list[str], solved: dict[str, int], bins: list[int]) -> list[dict]:
@@ -225,7 +215,7 @@ def run_convergence(*, probes: str, vision_alignment: str, cross_alignment: str,
     cfg = _config(config)
     if (preregistered_competence is None) != (preregistered_vision_models is None):
         raise ValueError("pass both preregistered_competence and preregistered_vision_models, or neither")
-    align = read_json(vision_alignment)
+    align = read_alignment(vision_alignment)
     scores, names = _check_square(align), align["x_names"]
     probe_results = read_json(probes)
     solved = solved_counts(probe_results, solve_fraction=cfg["solve_fraction"])
@@ -242,7 +232,7 @@ def run_convergence(*, probes: str, vision_alignment: str, cross_alignment: str,
     write_json(out / "model_map.json", {"settings": settings, "names": names, "solved": [solved[n] for n in names],
                                         "families": [families.get(n, n) for n in names], **emb})
     bpb = {m: v["bpb"] for m, v in read_json(language)["models"].items() if v.get("bpb") is not None}
-    cross = read_json(cross_alignment)
+    cross = read_alignment(cross_alignment)
     lv = language_vision(cross=cross, bpb=bpb, families=families)
     write_json(out / "language_vision.json", {"settings": cross["settings"], **lv})
     metrics = {"competence_bins": {f"{b['lo']}-{b['hi'] - 1}": {"mean": b["mean"], "sem": b["sem"],

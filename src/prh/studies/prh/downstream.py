@@ -40,7 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
-from prh.io import read_json, write_json
+from prh.io import read_alignment, read_json, write_json
 from prh.studies.prh.convergence import correlations
 from prh.studies.prh.mc_items import ITEM_KINDS, LEVEL, TASK, load_items
 
@@ -269,7 +269,7 @@ def run_figure4(*, cross_alignment: str, scores: str, language: list[str], out_d
             n_params.setdefault(m, r.get("n_params"))
         provenance = {"task": mc["task"], "settings": mc.get("settings"), "skipped": mc.get("skipped", [])}
         units = "fraction correct"
-    cross = read_json(cross_alignment)
+    cross = read_alignment(cross_alignment)
     fig = figure4(downstream=downstream, cross_alignment=cross, strongest_vision=strongest_vision, bpb=bpb,
                   n_params=n_params)
     dropped = [m for m in fig["not_aligned"] if any(v is not None for v in downstream[m].values())]

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
-from prh.io import json_object, read_json, write_json
+from prh.io import json_object, read_alignment, read_json, write_json
 from prh.studies.prh.convergence import correlations, language_vision
 from prh.studies.prh.locality import lm_scores
 
@@ -110,7 +110,7 @@ def vision_variants(*, vision_alignments: list[str], vision_names: list[str], vi
 
     if len(vision_names) != len(vision_features):
         raise ValueError("--vision-names and --vision-features must be lists of equal length")
-    tables = [(path, read_json(path)) for path in vision_alignments]
+    tables = [(path, read_alignment(path)) for path in vision_alignments]
     metrics = [t["settings"]["metric"] for _, t in tables]
     if len(set(metrics)) != len(metrics):
         raise ValueError(f"--vision-alignments must hold one JSON per metric, got metrics {metrics}")
@@ -187,7 +187,7 @@ def run_metric_agreement(*, vision_alignments: list[str], vision_names: list[str
     score = lm_scores(language)
     per_metric = {}
     for path in cross_alignments:
-        cross = read_json(path)
+        cross = read_alignment(path)
         metric = cross["settings"]["metric"]
         if metric in per_metric:
             raise ValueError(f"--cross-alignments must hold one JSON per metric; {metric} appears twice")

@@ -1,0 +1,240 @@
+"""Limits that only the data, another key or the machine rules out, checked in one pass before any job.
+
+The schema checks each value alone; ``check_references`` checks that names exist. What is left are
+settings that are valid on their own but impossible (or silently wrong) together, which used to fail
+inside a job, some after the most expensive work (issue 37):
+
+- k of the k-NN metrics against the items they run on: ``alignment.topk`` (and ``convergence.topk``)
+  at most N - 2 of each suite dataset (at k = N - 1 every other item is a neighbour, so mutual k-NN is
+  1.0 for any two models), at least 2 (CKNNA); the bridge's ``config.topk`` against its ``n_probe``;
+- Fig 10's ks and Fig 12's ``batch_sizes`` (each below N, above k + 1) against the paired and vision sets;
+- Fig 2's competence ``bins`` against the number of probe tasks (every count 0..n_tasks in one bin);
+- each zoo run's ``checkpoints`` within its ``steps``;
+- the suite's vision and language model sets holding models of that modality;
+- ``device: cuda`` on a machine without a GPU, when jobs run here (``check_device``, from ``onstart:``).
+
+Each problem names its key and the layer that set it (params.yaml, a ``--configfile``, ``--config``).
+Hub datasets without an ``n`` cap are not checked (their size is known only after the download).
+``check_config`` is the one pass the Snakefile and ``prh check-config`` run: schema (types, ranges, name
+patterns, unique lists; defaults filled), references (names that exist), then these limits.
+
+    prh check-config                                        # params.yaml
+    prh check-config --configfile presets/replay.yaml --config suite=paper
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from prh.config import (all_models, check_references, config_layers, merge, source_name, validate_schema, vtab_tasks,
+                        where_set)
+from prh.errors import ConfigError, problems_message
+
+__all__ = ["check_config", "check_limits", "check_bins", "check_device", "check_lock", "n_probe_tasks", "main",
+           "lock_main"]
+
+
+def check_bins(*, bins: list[int], n_tasks: int) -> list[int]:
+    """``bins`` when each count 0..n_tasks of solved tasks falls in exactly one bin [bins[i], bins[i+1]):
+    increasing edges with bins[0] <= 0 and bins[-1] > n_tasks. params.yaml: one list per suite (bins.<suite>)."""
+    if isinstance(bins, dict):
+        raise ValueError(f"bins={bins} is per suite: pass one suite's list of edges, e.g. bins['paper']")
+    if len(bins) < 2 or any(b >= c for b, c in zip(bins, bins[1:])) or bins[0] > 0 or bins[-1] <= n_tasks:
+        raise ValueError(f"bins {bins} leave counts of solved tasks outside every bin: with {n_tasks} tasks the "
+                         f"edges must increase from 0 to >= {n_tasks + 1}, e.g. [0, ..., {n_tasks + 1}]")
+    return list(bins)
+
+
+def n_probe_tasks(cfg: dict) -> int:
+    """Tasks Fig 2 counts as solved: the shapes world's (offline) or the VTAB tasks of ``convergence.vtab_tasks``."""
+    if cfg.get("suite") == "offline":
+        from prh.data.tasks import TASKS
+
+        return len(TASKS)
+    return len(vtab_tasks(cfg))
+
+
+def _sizes(cfg: dict) -> dict[str, tuple[str, int | None]]:
+    """suites.<suite>.<key> -> (dataset, its n cap or None) for the suite's vision and paired datasets."""
+    suite = (cfg.get("suites") or {}).get(cfg.get("suite")) or {}
+    datasets = cfg.get("datasets") or {}
+    return {key: (suite[key], (datasets.get(suite[key]) or {}).get("n")) for key in ("vision_dataset", "paired_dataset")
+            if key in suite}
+
+
+def _knn_problems(cfg: dict, name: str) -> list[tuple[str, str]]:
+    out = []
+    sizes = _sizes(cfg)
+    for key in ("alignment.topk", "convergence.topk"):
+        block, field = key.split(".")
+        k = (cfg.get(block) or {}).get(field)
+        if k is None:
+            continue
+        if key == "alignment.topk" and k < 2:
+            out.append((key, f"{k}; CKNNA (one of the metrics of Figs 12-14) needs k >= 2"))
+        for skey, (ds, n) in sizes.items():
+            if n is not None and k > n - 2:
+                out.append((key, f"{k} must be at most N - 2 = {n - 2} for the {n} items of {ds} (suites.{name}.{skey}):"
+                                 " at k = N - 1 every other item is a neighbour and mutual k-NN is 1.0 for any two models"))
+    agree = cfg.get("metrics_agreement") or {}
+    topk = (cfg.get("alignment") or {}).get("topk", 10)
+    ds, n = sizes.get("paired_dataset", (None, None))
+    for k in agree.get("locality_ks", []):
+        if n is not None and k not in ("N-1", -1) and not 2 <= int(k) <= n - 1:
+            out.append(("metrics_agreement.locality_ks", f"{k} must be in [2, {n - 1}] (N - 1 of {ds}), or 'N-1'"))
+    ds, n = sizes.get("vision_dataset", (None, None))
+    for b in agree.get("batch_sizes", []):
+        if n is not None and b >= n:
+            out.append(("metrics_agreement.batch_sizes", f"{b} must be below the {n} items of {ds} (a batch of all N "
+                                                         "items is the full-set score Fig 12 compares against)"))
+        if b < topk + 2 and not any(key == "alignment.topk" for key, _ in out):  # a bad topk is the one cause
+            out.append(("metrics_agreement.batch_sizes", f"{b} must be at least alignment.topk + 2 = {topk + 2} "
+                                                         "(k-NN within a batch needs k + 1 other items)"))
+    bridge = ((cfg.get("bridge") or {}).get(name) or {}).get("config") or {}
+    if "topk" in bridge and "n_probe" in bridge and bridge["topk"] > bridge["n_probe"] - 2:
+        out.append((f"bridge.{name}.config.topk", f"{bridge['topk']} must be at most n_probe - 2 = "
+                                                  f"{bridge['n_probe'] - 2} (bridge.{name}.config.n_probe: "
+                                                  f"{bridge['n_probe']} items); checked after every arm trains otherwise"))
+    return out
+
+
+def _other_problems(cfg: dict, name: str) -> list[tuple[str, str]]:
+    out = []
+    bins = ((cfg.get("convergence") or {}).get("bins") or {}).get(name)
+    if bins is not None:
+        try:
+            check_bins(bins=bins, n_tasks=n_probe_tasks(cfg))
+        except ValueError as e:
+            out.append((f"convergence.bins.{name}", str(e)))
+    out += _checkpoint_problems(cfg)
+    suite = (cfg.get("suites") or {}).get(name) or {}
+    models, sets = all_models(cfg), cfg.get("model_sets") or {}
+    for modality in ("vision", "language"):
+        set_name = suite.get(f"{modality}_models")
+        wrong = [m for m in sets.get(set_name, []) if models.get(m, {}).get("modality") not in (modality, None)]
+        if wrong:
+            out.append((f"suites.{name}.{modality}_models", f"set {set_name!r} holds models that are not {modality} "
+                                                            f"models: {', '.join(wrong)}"))
+    return out
+
+
+def _checkpoint_problems(cfg: dict) -> list[tuple[str, str]]:
+    out = []
+    for family, runs in (cfg.get("zoo") or {}).items():
+        for run, spec in (runs or {}).items():
+            steps, late = (spec or {}).get("steps"), [c for c in (spec or {}).get("checkpoints") or []
+                                                      if spec.get("steps") is not None and c > spec["steps"]]
+            if late:
+                out.append((f"zoo.{family}.{run}.checkpoints", f"{late} beyond its steps ({steps}): a checkpoint is "
+                                                               "saved during training, at most at the last step"))
+    return out
+
+
+def _raise(problems: list[tuple[str, str]], layers, cfg: dict) -> None:
+    if problems:
+        layers = layers or [("params.yaml", cfg)]
+        lines = [f"{key}: {msg}{where_set(key.split('.'), layers)}" for key, msg in problems]
+        raise ConfigError(problems_message(f"{source_name(layers)} asks for what the data cannot give", lines))
+
+
+def check_limits(cfg: dict, *, layers: list[tuple[str, dict]] | None = None) -> dict:
+    """Raise one ``ConfigError`` listing every limit ``cfg`` breaks (module docstring), each with its key and the
+    layer that set it (``layers`` from ``prh.config.config_layers``; default: params.yaml alone); else return it."""
+    name = cfg.get("suite")
+    _raise(_knn_problems(cfg, name) + _other_problems(cfg, name), layers, cfg)
+    return cfg
+
+
+def check_device(cfg: dict, *, local: bool) -> None:
+    """``device: cuda`` needs a GPU where the jobs run: checked when they run on this machine (``local``; a cluster's
+    jobs run elsewhere), before any job, so the data and training jobs do not run first."""
+    if cfg.get("device") != "cuda" or not local:
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        raise ConfigError("device: cuda, but this machine has no CUDA GPU (torch.cuda.is_available() is False): "
+                          "set `device: auto` (CUDA when present, else CPU) or `device: cpu`, or run on a GPU machine")
+
+
+def check_config(cfg: dict, *, layers: list[tuple[str, dict]] | None = None) -> dict:
+    """Schema (defaults filled in place), references, then limits: the checks before any job, in that order, each
+    raising one ``ConfigError`` that names the key and where it was set. A zoo run's checkpoints beyond its steps
+    come before references: they rename the run's models, so the sets naming them would be the wrong key to blame."""
+    validate_schema(cfg, layers=layers)
+    _raise(_checkpoint_problems(cfg), layers, cfg)
+    return check_limits(check_references(cfg), layers=layers)
+
+
+def _override(text: str) -> tuple[str, object]:
+    """``key=value`` of ``--config``, the value read as YAML (Snakemake's own parser is stricter: see README)."""
+    import yaml
+
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"{text!r} is not key=value")
+    return key, yaml.safe_load(value)
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(prog="prh check-config", description="check a config as the Snakefile does, before "
+                                "any job: schema, names, and the limits only the data rules out")
+    p.add_argument("config", nargs="?", default="params.yaml", help="the base config (default: params.yaml)")
+    p.add_argument("--configfile", action="append", default=[], help="a file layered on it, as snakemake's (repeatable)")
+    p.add_argument("--config", dest="overrides", nargs="+", type=_override, default=[], metavar="KEY=VALUE",
+                   help="values layered on top, as snakemake --config")
+    a = p.parse_args(argv)
+    layers = config_layers(base=a.config, configfiles=a.configfile, overrides=dict(a.overrides) or None)
+    if "suites" not in layers[0][1]:
+        raise ConfigError(f"{a.config} defines no suites: it looks like an override file, not a base config; "
+                          f"layer it on params.yaml: `prh check-config --configfile {a.config}`")
+    cfg: dict = {}
+    for _, values in layers:
+        cfg = merge(cfg, values)
+    check_config(cfg, layers=layers)
+    print(f"{source_name(layers)}: ok")
+
+
+def _leaf_diff(old, new, path: str = "") -> list[str]:
+    """Dotted keys whose values differ between two nested mappings (a key on one side only counts)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        return [d for k in sorted(set(old) | set(new), key=str)
+                for d in _leaf_diff(old.get(k, "<absent>"), new.get(k, "<absent>"), f"{path}.{k}" if path else str(k))]
+    return [] if old == new else [f"{path}: {old!r} in dvc.lock, {new!r} now"]
+
+
+def check_lock(*, params: str = "params.yaml", lock: str = "dvc.lock") -> list[str]:
+    """Before ``make pull`` stamps pulled results as up to date: the params each stage of ``lock`` was built with must
+    equal ``params`` now. Raise one ``ConfigError`` listing every differing key (leaf by leaf); return the stages
+    checked ([] without a lock file: nothing was built, nothing to pull)."""
+    import yaml
+
+    from prh.config import load
+
+    if not Path(lock).is_file():
+        return []
+    now = load(params)
+    stages = (yaml.safe_load(Path(lock).read_text()) or {}).get("stages") or {}
+    diffs = []
+    for stage, spec in stages.items():
+        built = ((spec or {}).get("params") or {}).get(Path(params).name) or {}
+        diffs += [f"{stage}: {d}" for d in _leaf_diff(built, {k: now.get(k, "<absent>") for k in built})]
+    if diffs:
+        raise ConfigError(problems_message(
+            f"{params} differs from the params {lock} says the results were built with, so stamping pulled results "
+            f"as up to date would pair them with settings they were not made with; either restore the params "
+            f"(`git checkout {params}`), pull, then edit again and run `make figures`, or rebuild without pulling "
+            f"(`dvc repro`). Differences ({len(diffs)})", diffs))
+    return list(stages)
+
+
+def lock_main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(prog="prh check-lock", description="refuse to stamp pulled results when params.yaml "
+                                "differs from the params dvc.lock records (make pull runs it first)")
+    p.add_argument("--params", default="params.yaml")
+    p.add_argument("--lock", default="dvc.lock")
+    a = p.parse_args(argv)
+    stages = check_lock(params=a.params, lock=a.lock)
+    print(f"{a.params}: as {a.lock} records it ({len(stages)} stage{'s' * (len(stages) != 1)})" if stages
+          else f"{a.lock}: absent, nothing to compare")
