@@ -7,7 +7,7 @@ import copy
 import pytest
 
 from prh import config
-from prh.checks import check_limits
+from prh.checks import check_limits, check_references
 
 
 @pytest.fixture(scope="module")
@@ -16,7 +16,7 @@ def cfg(repo_root):
 
 
 def checked(cfg):
-    return config.check_references(config.validate_schema(copy.deepcopy(cfg)))
+    return check_references(config.validate_schema(copy.deepcopy(cfg)))
 
 
 def test_shipped_params_are_valid(cfg, repo_root):
@@ -229,7 +229,8 @@ def test_scientific_notation_read_as_a_string_gets_a_hint(cfg):
 
 def test_vtab_tasks_default_to_every_pair_and_a_list_picks_a_subset(repo_root):
     """Issue 33's replay: Fig 2's VTAB tasks are a config key (null = the 19 pairs of params.yaml)."""
-    from prh.config import ConfigError, check_references, load, vtab_tasks
+    from prh.checks import check_references
+    from prh.config import ConfigError, load, vtab_tasks
 
     cfg = load(repo_root / "params.yaml")
     tasks = vtab_tasks(cfg)

@@ -113,7 +113,8 @@ def test_cli_carves_as_the_rule_calls_it(test_only_repo, tmp_path):
 def test_check_config_refuses_carves_that_could_overlap(repo_root):
     """Editing the seed (or parts) of one of two datasets carved from one split would make their rows
     overlap silently: the config check names both datasets."""
-    from prh.config import ConfigError, check_references
+    from prh.checks import check_references
+    from prh.config import ConfigError
 
     cfg = yaml.safe_load((repo_root / "params.yaml").read_text())
     check_references(cfg)

@@ -1,6 +1,7 @@
-"""Limits that only the data, another key or the machine rules out, checked in one pass before any job.
+"""The one config check before any job: schema, names that refer to something, and limits only the data rules out.
 
-The schema checks each value alone; ``check_references`` checks that names exist. What is left are
+The schema checks each value alone; ``check_references`` checks that every name refers to an entry that exists
+(a suite's datasets and model sets, a set's members, the names ``REFERENCES`` lists), with close matches. Left are
 settings that are valid on their own but impossible (or silently wrong) together, which used to fail
 inside a job, some after the most expensive work (issue 37):
 
@@ -16,7 +17,8 @@ inside a job, some after the most expensive work (issue 37):
 Each problem names its key and the layer that set it (params.yaml, a ``--configfile``, ``--config``).
 Hub datasets without an ``n`` cap are not checked (their size is known only after the download).
 ``check_config`` is the one pass the Snakefile and ``prh check-config`` run: schema (types, ranges, name
-patterns, unique lists; defaults filled), references (names that exist), then these limits.
+patterns, unique lists; defaults filled), references (names that exist), then these limits. ``check_lock``
+is ``make pull``'s: the params ``dvc.lock`` recorded against params.yaml now.
 
     prh check-config                                        # params.yaml
     prh check-config --configfile presets/replay.yaml --config suite=paper
@@ -27,12 +29,108 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from prh.config import (all_models, check_references, config_layers, merge, source_name, validate_schema, vtab_tasks,
+from prh.config import (all_datasets, all_models, config_layers, merge, source_name, validate_schema, vtab_tasks,
                         where_set)
-from prh.errors import ConfigError, problems_message
+from prh.errors import ConfigError, did_you_mean, problems_message
 
-__all__ = ["check_config", "check_limits", "check_bins", "check_device", "check_lock", "n_probe_tasks", "main",
-           "lock_main"]
+__all__ = ["check_config", "check_references", "check_limits", "check_bins", "check_device", "check_lock", "n_probe_tasks",
+           "main", "lock_main", "REFERENCES"]
+
+
+# names outside `suites` and `model_sets` that refer to a dataset, a model set or a model ("*": every suite key)
+REFERENCES = {"bridge.*.train_data": "dataset", "bridge.*.probe_data": "dataset", "phase.paired_dataset.*": "dataset",
+              "lte.dataset": "dataset", "convergence.vision_models.*": "model set", "phase.vision_models.*": "model set",
+              "phase.language_models.*": "model set", "downstream.language_models.*": "model set",
+              "downstream.vision_models.*": "model set", "convergence.preregistered.vision_models": "model set",
+              "bridge.*.strongest_vision": "model"}
+
+
+def _named_references(cfg: dict):
+    """(dotted key, value, kind) of every name ``REFERENCES`` lists that ``cfg`` sets (a string)."""
+    def walk(node, parts, done):
+        if not parts:
+            if isinstance(node, str):
+                yield ".".join(done), node
+            return
+        head, rest = parts[0], parts[1:]
+        if not isinstance(node, dict):
+            return
+        for key in (node if head == "*" else [head] if head in node else []):
+            yield from walk(node[key], rest, done + [str(key)])
+
+    for pattern, kind in REFERENCES.items():
+        for key, value in walk(cfg, pattern.split("."), []):
+            yield key, value, kind
+
+
+def check_references(cfg: dict) -> dict:
+    """Raise ``ConfigError`` when a name refers to a dataset, model or model set that does not exist."""
+    problems: list[str] = []
+    models = all_models(cfg)
+    datasets = all_datasets(cfg)
+    sets = cfg.get("model_sets") or {}
+
+    unknown: dict[str, list[str]] = {}  # model -> the sets naming it: one line for all (a removed run breaks many)
+    for set_name, members in sets.items():
+        for m in members:
+            if m not in models:
+                unknown.setdefault(m, []).append(f"model_sets.{set_name}")
+    if len(unknown) == 1:
+        (m, where), = unknown.items()
+        problems.append(f"  {', '.join(where)}: {did_you_mean(m, models, kind='model')} (paper.models and the zoo "
+                        f"runs define {len(models)})")
+    elif unknown:
+        where = sorted({w for ws in unknown.values() for w in ws})
+        problems.append(f"  {', '.join(where)}: unknown models {', '.join(map(repr, unknown))} (not defined under "
+                        "zoo or paper.models: was a zoo run or its checkpoints removed?)")
+    for key, value, kind in _named_references(cfg):
+        pool = datasets if kind == "dataset" else sets if kind == "model set" else models
+        if value is not None and value not in pool:
+            problems.append(f"  {key}: {did_you_mean(value, pool, kind=kind)}")
+    for suite_name, suite in (cfg.get("suites") or {}).items():
+        for key, value in suite.items():
+            if key.endswith("_models") and value not in sets:
+                problems.append(f"  suites.{suite_name}.{key}: {did_you_mean(value, sets, kind='model set')}")
+            if key.endswith("_dataset") and value not in datasets:
+                problems.append(f"  suites.{suite_name}.{key}: {did_you_mean(value, datasets, kind='dataset')}")
+    problems += _carve_problems(datasets)
+    for task in ((cfg.get("convergence") or {}).get("vtab_tasks") or []):
+        absent = [f"vtab_{task}_{part}" for part in ("train", "test") if f"vtab_{task}_{part}" not in datasets]
+        if absent:
+            known = sorted(n[len("vtab_"):-len("_train")] for n in datasets if n.startswith("vtab_") and n.endswith("_train"))
+            problems.append(f"  convergence.vtab_tasks: task {task!r} has no dataset {' or '.join(absent)}; "
+                            f"choose among: {', '.join(known)}")
+    suite = cfg.get("suite")
+    if suite is not None and suite not in (cfg.get("suites") or {}):
+        problems.append(f"  suite: unknown suite {suite!r}; " + (
+            f"choose one of: {', '.join(cfg['suites'])}" if cfg.get("suites") else
+            "the config defines no suites at all: is it an override file? Layer it on params.yaml "
+            "(`prh check-config --configfile FILE`, `snakemake --configfile FILE`)"))
+    if problems:
+        raise ConfigError(problems_message("params.yaml refers to names that do not exist", problems))
+    return cfg
+
+
+def _carve_problems(datasets: dict) -> list[str]:
+    """Datasets carved from one source split (same repo, revision, config, data_files and ``carve.from``)
+    get disjoint rows only when they share ``carve`` (parts and seed) and each takes one of its parts."""
+    groups: dict[str, list[tuple[str, dict]]] = {}
+    for name, spec in datasets.items():
+        carve = (spec or {}).get("carve")
+        if carve:
+            key = repr((spec.get("repo"), spec.get("revision"), spec.get("config"), spec.get("data_files"), carve.get("from")))
+            groups.setdefault(key, []).append((name, spec))
+    problems = []
+    for members in groups.values():
+        names = ", ".join(n for n, _ in members)
+        if len({repr(sorted(s["carve"].items())) for _, s in members}) > 1:
+            problems.append(f"  datasets {names}: carved from the same split with different `carve` (parts or seed), "
+                            "so their rows could overlap; give them the same carve")
+        for name, spec in members:
+            if spec.get("split") not in (spec["carve"].get("parts") or {}):
+                problems.append(f"  datasets.{name}.split: {spec.get('split')!r} is not one of its carve parts "
+                                f"{sorted(spec['carve'].get('parts') or {})}")
+    return problems
 
 
 def check_bins(*, bins: list[int], n_tasks: int) -> list[int]:
@@ -212,7 +310,7 @@ def check_lock(*, params: str = "params.yaml", lock: str = "dvc.lock") -> list[s
 
     from prh.config import load
 
-    if not Path(lock).is_file():
+    if not Path(lock).exists():
         return []
     now = load(params)
     stages = (yaml.safe_load(Path(lock).read_text()) or {}).get("stages") or {}

@@ -6,12 +6,9 @@ Two layers of checking, both before any job runs:
    ``workflow/schemas/params.schema.yaml`` (types, unknown keys, allowed values),
    filling in every default, also inside the blocks kept in sibling files
    (``$ref``), which Snakemake's own ``validate()`` checks but does not fill.
-2. ``check_references``: what a schema cannot say. Every name that refers to
-   another entry (a suite's datasets and model sets, a model set's members)
-   must exist; the message names the key, the bad value and its close matches.
-
-``prh.checks`` adds the limits only the data rules out and runs all three in one pass
-(``prh check-config``, and the Snakefile before any job).
+``prh.checks`` adds what a schema cannot say: references (every name that refers to another entry
+must exist) and the limits only the data rules out, and runs all three in one pass (``prh
+check-config``, and the Snakefile before any job).
 """
 
 from __future__ import annotations
@@ -21,7 +18,7 @@ from pathlib import Path
 
 import yaml
 
-from prh.errors import ConfigError, did_you_mean, problems_message
+from prh.errors import ConfigError, problems_message
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = ROOT / "workflow" / "schemas" / "params.schema.yaml"
@@ -103,11 +100,17 @@ def validate_schema(cfg: dict, schema_path: str | Path = SCHEMA, *, layers: list
     validator_cls = jsonschema.validators.validator_for(schema)
     validator = _with_defaults(validator_cls)(schema, registry=Registry(retrieve=retrieve))
     errors, seen = [], set()
+    found = sorted(validator.iter_errors(cfg), key=lambda e: (list(map(str, e.absolute_path)), e.validator != "type"))
+    # an entry that lacks a required key fails its other rules too (defaults missing): report the missing key
+    incomplete = [tuple(e.absolute_path) for e in found if e.validator == "required"]
     # one problem per key: a value of the wrong type also fails its enum or minimum; the type is the one to fix
-    for e in sorted(validator.iter_errors(cfg), key=lambda e: (list(map(str, e.absolute_path)), e.validator != "type")):
-        if tuple(e.absolute_path) not in seen:
-            seen.add(tuple(e.absolute_path))
-            errors.append(e)
+    for e in found:
+        path = tuple(e.absolute_path)
+        if path in seen or (e.validator != "required" and any(path[:len(q)] == q and len(path) > len(q)
+                                                                for q in incomplete)):
+            continue
+        seen.add(path)
+        errors.append(e)
     if errors:
         layers = layers or [("params.yaml", cfg)]
         raise ConfigError(problems_message(f"{source_name(layers)} is invalid", [
@@ -294,42 +297,6 @@ def all_datasets(cfg: dict) -> dict[str, dict]:
     return dict(cfg.get("datasets") or {})
 
 
-def check_references(cfg: dict) -> dict:
-    """Raise ``ConfigError`` when a name refers to a dataset, model or model set that does not exist."""
-    problems: list[str] = []
-    models = all_models(cfg)
-    datasets = all_datasets(cfg)
-    sets = cfg.get("model_sets") or {}
-
-    for set_name, members in sets.items():
-        for m in members:
-            if m not in models:
-                problems.append(f"  model_sets.{set_name}: {did_you_mean(m, models, kind='model')} (paper.models "
-                                f"and the zoo runs define {len(models)})")
-    for suite_name, suite in (cfg.get("suites") or {}).items():
-        for key, value in suite.items():
-            if key.endswith("_models") and value not in sets:
-                problems.append(f"  suites.{suite_name}.{key}: {did_you_mean(value, sets, kind='model set')}")
-            if key.endswith("_dataset") and value not in datasets:
-                problems.append(f"  suites.{suite_name}.{key}: {did_you_mean(value, datasets, kind='dataset')}")
-    problems += _carve_problems(datasets)
-    for task in ((cfg.get("convergence") or {}).get("vtab_tasks") or []):
-        absent = [f"vtab_{task}_{part}" for part in ("train", "test") if f"vtab_{task}_{part}" not in datasets]
-        if absent:
-            known = sorted(n[len("vtab_"):-len("_train")] for n in datasets if n.startswith("vtab_") and n.endswith("_train"))
-            problems.append(f"  convergence.vtab_tasks: task {task!r} has no dataset {' or '.join(absent)}; "
-                            f"choose among: {', '.join(known)}")
-    suite = cfg.get("suite")
-    if suite is not None and suite not in (cfg.get("suites") or {}):
-        problems.append(f"  suite: unknown suite {suite!r}; " + (
-            f"choose one of: {', '.join(cfg['suites'])}" if cfg.get("suites") else
-            "the config defines no suites at all: is it an override file? Layer it on params.yaml "
-            "(`prh check-config --configfile FILE`, `snakemake --configfile FILE`)"))
-    if problems:
-        raise ConfigError(problems_message("params.yaml refers to names that do not exist", problems))
-    return cfg
-
-
 def vtab_tasks(cfg: dict) -> dict[str, tuple[str, str]]:
     """VTAB task -> (train, test) dataset names of Fig 2's probes: ``convergence.vtab_tasks`` when it lists
     tasks, else every ``vtab_<task>_train`` dataset with its ``_test``, in params order."""
@@ -338,28 +305,6 @@ def vtab_tasks(cfg: dict) -> dict[str, tuple[str, str]]:
         names = [n[len("vtab_"):-len("_train")] for n in cfg.get("datasets") or {}
                  if n.startswith("vtab_") and n.endswith("_train")]
     return {t: (f"vtab_{t}_train", f"vtab_{t}_test") for t in names}
-
-
-def _carve_problems(datasets: dict) -> list[str]:
-    """Datasets carved from one source split (same repo, revision, config, data_files and ``carve.from``)
-    get disjoint rows only when they share ``carve`` (parts and seed) and each takes one of its parts."""
-    groups: dict[str, list[tuple[str, dict]]] = {}
-    for name, spec in datasets.items():
-        carve = (spec or {}).get("carve")
-        if carve:
-            key = repr((spec.get("repo"), spec.get("revision"), spec.get("config"), spec.get("data_files"), carve.get("from")))
-            groups.setdefault(key, []).append((name, spec))
-    problems = []
-    for members in groups.values():
-        names = ", ".join(n for n, _ in members)
-        if len({repr(sorted(s["carve"].items())) for _, s in members}) > 1:
-            problems.append(f"  datasets {names}: carved from the same split with different `carve` (parts or seed), "
-                            "so their rows could overlap; give them the same carve")
-        for name, spec in members:
-            if spec.get("split") not in (spec["carve"].get("parts") or {}):
-                problems.append(f"  datasets.{name}.split: {spec.get('split')!r} is not one of its carve parts "
-                                f"{sorted(spec['carve'].get('parts') or {})}")
-    return problems
 
 
 def merge(base: dict, override: dict) -> dict:

@@ -275,7 +275,7 @@ def runtime(wildcards):
 
 
 # VTAB task -> (train, test) dataset names (convergence.smk's probes): convergence.vtab_tasks, or every
-# vtab_<task>_train with its _test (prh.config.vtab_tasks; check_references named any task without both)
+# vtab_<task>_train with its _test (prh.config.vtab_tasks; prh.checks.check_references named any task without both)
 VTAB_TASKS = vtab_tasks(config)
 # Datasets whose features only a linear probe reads (probe_vtab_task: VTAB_TASKS' splits) and that no
 # suite aligns: their extraction keeps the last layer only (`--layers last`), ~30x less disk than every layer.
