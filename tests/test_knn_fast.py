@@ -1,6 +1,7 @@
 """The certified low-precision k-NN search (prh.metrics.knn_fast) against knn's fp32 search, the tie
 rule of both (knn.top_k_ordered), the certificate's bound, and block sizing (issue 34)."""
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -175,3 +176,37 @@ def test_bad_arguments():
         knn_fast(x, 20)
     with pytest.raises(ValueError, match="float32 or float64"):
         knn_fast(x.half(), 3)
+
+
+def test_auto_precision_is_bf16_on_cuda_and_fp32_on_a_cpu():
+    from prh.metrics.knn import resolve_precision
+
+    assert resolve_precision("auto", "cpu") == "fp32" and resolve_precision("auto", "cuda") == "bf16"
+    assert resolve_precision("tf32", "cpu") == "tf32"
+    with pytest.raises(ValueError, match="precision must be 'auto' or one of"):
+        resolve_precision("fp16", "cpu")
+
+
+def test_engine_tables_in_bf16_equal_fp32_and_record_the_precision(tmp_path):
+    """Issue 34: the engine's k-NN search in bf16 (the CUDA default) gives the fp32 tables, and says so."""
+    from prh.io import save_features
+    from prh.metrics.engine import alignment_tables
+
+    files = []
+    for seed, (layers, d) in enumerate([(2, 24), (3, 40), (2, 16)]):
+        files.append(tmp_path / f"m{seed}.safetensors")
+        save_features(files[-1], torch.randn(300, layers, d, generator=torch.Generator().manual_seed(seed)), {})
+    metrics = ["mutual_knn", "cknna", "cycle_knn"]
+    names = ["a", "b", "c"]
+    kw = dict(x_names=names, x_features=[str(f) for f in files], topk=10, quantile=0.95)
+    fp32 = alignment_tables(metrics, **kw)
+    bf16 = alignment_tables(metrics, knn_precision="bf16", **kw)
+    auto = alignment_tables(metrics, knn_precision="auto", **kw)  # on a CPU: fp32
+    for m in metrics:
+        if m == "cknna":  # same lists; its kernel values are re-ranked dot products, equal to fp32 rounding
+            np.testing.assert_allclose(bf16[m]["scores"], fp32[m]["scores"], rtol=1e-6)
+        else:  # list metrics: the lists themselves, so the same numbers
+            np.testing.assert_array_equal(bf16[m]["scores"], fp32[m]["scores"])
+        assert bf16[m]["best_pairs"] == fp32[m]["best_pairs"]
+        assert bf16[m]["settings"]["knn_precision"] == "bf16" and "knn_precision" not in fp32[m]["settings"]
+        assert auto[m]["settings"] == fp32[m]["settings"]

@@ -27,6 +27,7 @@ rule align:
         # the calibrated null of the headline metric (the figures' tables); other metrics (Figs 12-14) skip it
         permutations=lambda w: ALIGN["null_permutations"] if w.metric == ALIGN["metric"] else 0,
         dtype=ALIGN["dtype"],
+        knn_precision=ALIGN["knn_precision"],
         seed=lambda w: config["seed"] if ALIGN["null_permutations"] and w.metric == ALIGN["metric"] else 0,  # only the null uses it
         device=config["device"],
         # a language model's layer 0 is its token embeddings, a bag of words: left out of the layer search
@@ -51,7 +52,8 @@ rule align:
         " --x-names {params.x_names} --x-features {input.x}"
         " --y-names {params.y_names} --y-features {input.y}"
         " --cca-dim {params.cca_dim} --null-permutations {params.permutations} --seed {params.seed} --skip-x-layers {params.skip}"
-        " --dtype {params.dtype} --device {params.device} --threads {threads} --out {output} > {log} 2>&1"
+        " --dtype {params.dtype} --knn-precision {params.knn_precision} --device {params.device} --threads {threads}"
+        " --out {output} > {log} 2>&1"
 
 
 # The tables Figs 12-14 read under all eight metrics (the vision-vision table and the language
@@ -81,6 +83,7 @@ rule align_all_metrics:
         null_metric=ALIGN["metric"],
         seed=config["seed"] if ALIGN["null_permutations"] else 0,
         dtype=ALIGN["dtype"],
+        knn_precision=ALIGN["knn_precision"],
         device=config["device"],
         skip=lambda w: skip_language_embedding(w.xset),
     wildcard_constraints:
@@ -104,7 +107,8 @@ rule align_all_metrics:
         " --y-names {params.y_names} --y-features {input.y}"
         " --cca-dim {params.cca_dim} --null-permutations {params.permutations} --null-metrics {params.null_metric}"
         " --seed {params.seed} --skip-x-layers {params.skip}"
-        " --dtype {params.dtype} --device {params.device} --threads {threads} --out {output} > {log} 2>&1"
+        " --dtype {params.dtype} --knn-precision {params.knn_precision} --device {params.device} --threads {threads}"
+        " --out {output} > {log} 2>&1"
 
 
 ruleorder: align_all_metrics > align

@@ -30,6 +30,7 @@ from prh.device import resolve_device
 from prh.io import write_json
 from prh.metrics.calibration import best_pair, cell_seed, permutation_null
 from prh.metrics.files import DTYPES, file_layer_states
+from prh.metrics.knn import PRECISIONS, resolve_precision
 from prh.metrics.registry import (
     KNN_METRICS,
     as_tensor,
@@ -161,6 +162,7 @@ def alignment_tables(
     threads: int | None = None,
     n_items: int | None = None,
     skip_x_layers: int = 0,
+    knn_precision: str = "fp32",
 ) -> dict:
     """Best-layer-pair alignment of every x model with every y model under each metric of
     ``metrics``, in one pass: one JSON per metric.
@@ -185,6 +187,8 @@ def alignment_tables(
     outs : JSON paths to write, one per metric (``results/alignment/<dataset>/<metric>/<xset>__<yset>.json``)
     topk, quantile, cca_dim : metric settings (k, outlier-clamp quantile, SVCCA dims)
     device : ``cpu``, ``cuda`` or ``auto``; dtype : ``float32`` or ``float64``
+    knn_precision : the neighbour search's product (``knn.resolve_precision``): "auto" is the certified bf16 path on
+        CUDA and fp32 on a CPU; the lists are the same but at exact ties. Recorded in ``settings`` unless fp32.
     null_permutations, seed : P > 0 adds a permutation test of every cell's best score
     null_metrics : the metrics that get the permutation test (default: all of ``metrics``)
     layer_scores : also store every model pair's La × Lb matrix
@@ -232,7 +236,9 @@ def alignment_tables(
     if threads is not None:
         torch.set_num_threads(threads)
     device = str(resolve_device(device))
-    kw = dict(topk=topk, cca_dim=cca_dim, normalize=True, device=device, dtype=DTYPES[dtype], block_rows=block_rows)
+    knn_precision = resolve_precision(knn_precision, device)
+    kw = dict(topk=topk, cca_dim=cca_dim, normalize=True, device=device, dtype=DTYPES[dtype], block_rows=block_rows,
+              knn_precision=knn_precision)
     item_counts: dict[str, int] = {}
 
     def states_of(name: str, path: str) -> dict:
@@ -289,6 +295,7 @@ def alignment_tables(
             "settings": {
                 "metric": metric, "topk": topk, "quantile": quantile, "n": n_items or next(iter(item_counts.values())),
                 "cca_dim": cca_dim, "normalize": True, "dtype": dtype,
+                **({"knn_precision": knn_precision} if knn_precision != "fp32" else {}),
                 **({"skip_x_layers": skip} if skip else {}),
             },
             "x_names": list(x_names),
@@ -328,6 +335,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--layer-scores", action="store_true", help="also store every La x Lb matrix")
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: leave as is)")
     p.add_argument("--n-items", type=int, default=None, help="use only the first N items of every file (default: all)")
+    p.add_argument("--knn-precision", default="fp32", choices=["auto", *PRECISIONS],
+                   help="product of the k-NN search: auto = certified bf16 on CUDA, fp32 on a CPU (same lists)")
     p.add_argument("--skip-x-layers", type=int, default=0,
                    help="leave out the first N layers of every row model, in scores and null (1: an LM's embedding layer)")
     args = p.parse_args(argv)
@@ -339,4 +348,4 @@ def main(argv: list[str] | None = None) -> None:
         cca_dim=args.cca_dim, device=args.device, dtype=args.dtype, block_rows=args.block_rows,
         null_permutations=args.null_permutations, null_metrics=args.null_metrics, seed=args.seed,
         layer_scores=args.layer_scores, threads=args.threads, n_items=args.n_items, skip_x_layers=args.skip_x_layers,
-    )
+        knn_precision=args.knn_precision)

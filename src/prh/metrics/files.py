@@ -27,7 +27,7 @@ QUANTILE_CHUNK = 1 << 22
 
 def file_layer_states(metrics, path, *, quantile: float = 0.95, n_items: int | None = None, topk: int = 10,
                       cca_dim: int = 10, normalize: bool = True, device: str = "cpu", dtype=torch.float32,
-                      block_rows: int | None = None) -> tuple:
+                      block_rows: int | None = None, knn_precision: str = "fp32") -> tuple:
     """``{m: layer_states(m, prepare_features(feats[:n_items], q=quantile, layer_dims))}`` for the
     metrics ``metrics`` of a features file, read one layer at a time: memory is one N × D layer
     plus the states (L × N × k indices for the k-NN metrics), not the N × L × D file.
@@ -65,7 +65,7 @@ def file_layer_states(metrics, path, *, quantile: float = 0.95, n_items: int | N
         x = read_features_layer(path, layer, n_items=n, layout=layout)
         x = as_tensor(x if c is None else x.clamp(-c, c), ndim=2, name=str(path), dtype=dtype)
         per_layer.append(layer_state_set(metrics, x, topk=topk, cca_dim=cca_dim, normalize=normalize, device=device,
-                                         block_rows=block_rows))
+                                         block_rows=block_rows, knn_precision=knn_precision))
         del x
     knn_lists = [m for m in metrics if m in KNN_METRICS]
     shared = stack_states(knn_lists[0], [s[knn_lists[0]] for s in per_layer]) if knn_lists else None

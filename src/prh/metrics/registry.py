@@ -186,10 +186,11 @@ def layer_state(metric: str, h: torch.Tensor, *, topk: int = 10, cca_dim: int = 
 
 
 def layer_state_set(metrics, h: torch.Tensor, *, topk: int = 10, cca_dim: int = 10, normalize: bool = True,
-                    device="cpu", block_rows: int | None = None) -> dict:
+                    device="cpu", block_rows: int | None = None, knn_precision: str = "fp32") -> dict:
     """``{metric: layer_state(metric, h)}`` for several metrics, sharing what they have in common:
     one neighbour search serves the four k-NN metrics and cknna, one centred product X̄X̄ᵀ
-    both CKAs. The states are the same tensors the metrics compute alone."""
+    both CKAs. The states are the same tensors the metrics compute alone. ``knn_precision``: ``knn.knn``'s
+    (the same lists in every precision but at exact ties)."""
     for metric in metrics:
         check_metric(metric)
     n = h.shape[0]
@@ -206,7 +207,7 @@ def layer_state_set(metrics, h: torch.Tensor, *, topk: int = 10, cca_dim: int = 
     if any(m in KNN_METRICS or m == "cknna" for m in metrics):
         if "cknna" in metrics and (topk < 2 or n < 4):
             raise ValueError(f"cknna needs topk >= 2 and N >= 4, got topk={topk}, N={n}")
-        idx, sims = knn_lib.knn(h, topk, block_rows=block_rows)
+        idx, sims = knn_lib.knn(h, topk, block_rows=block_rows, precision=knn_precision)
         out.update({m: idx for m in metrics if m in KNN_METRICS})
         if "cknna" in metrics:
             out["cknna"] = kernel.cknna_state_from_knn(idx, sims)
