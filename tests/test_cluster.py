@@ -48,7 +48,7 @@ def test_gpus_needed_is_bf16_weights_plus_a_fifth_over_the_card():
 
 
 def test_card_memory_is_a_config_value_with_a_schema_default():
-    assert schema_defaults("cluster") == {"gpu_memory_gb": 80}
+    assert schema_defaults("cluster") == {"gpu_memory_gb": 80, "rates_file": None}
     assert PARAMS["cluster"]["gpu_memory_gb"] == 80
 
 
@@ -397,3 +397,43 @@ def test_harness_jobs_count_their_prompts_and_decoding_steps():
                      config=PARAMS)
     fam = cost["families"]["downstream_harness"]
     assert fam["modelled"] and 0.2 < fam["estimated_gpu_h"] < fam["reserved_gpu_h"]
+
+
+def test_measured_rates_replace_the_assumed_ones(tmp_path):
+    """Issue 34: benchmarks/bench_device.py writes the rates `prh plan-cost --rates` and cluster.rates_file read."""
+    from prh.cluster import read_rates
+    from prh.errors import ConfigError
+
+    path = tmp_path / "card.json"
+    path.write_text(json.dumps({"device": "NVIDIA H100 80GB HBM3", "rates": {"mfu": 0.2, "vision_mfu": 0.5}}))
+    rates = read_rates(path)
+    assert rates["mfu"] == 0.2 and rates["rates_from"] == f"NVIDIA H100 80GB HBM3 ({path})"
+    jobs = [{"rule": "extract_language", "wildcards": {"model": "llama-7b", "dataset": "wit_1024"},
+             "resources": {"gpu": 1, "runtime": 60}},
+            {"rule": "extract_vision", "wildcards": {"model": "vit-large-clip", "dataset": "wit_1024"},
+             "resources": {"gpu": 1, "runtime": 60}}]
+    assumed, measured = plan_cost(jobs=jobs, config=PARAMS), plan_cost(jobs=jobs, config=PARAMS, **rates)
+    assert measured["families"]["extract_language"]["estimated_gpu_h"] > assumed["families"]["extract_language"][
+        "estimated_gpu_h"]  # 20 % instead of 40 %
+    assert measured["families"]["extract_vision"]["estimated_gpu_h"] < assumed["families"]["extract_vision"][
+        "estimated_gpu_h"]  # 50 % instead of 40 %
+    assert "rates measured on NVIDIA H100 80GB HBM3" in format_plan_cost(measured)
+    assert "H100, assumed rates" in format_plan_cost(assumed)
+    for bad, match in (({"mfu": 1.5}, "mfu=1.5 must be in"), ({"speed": 1}, "unknown rates"), ({}, "no `rates`")):
+        path.write_text(json.dumps({"rates": bad}))
+        with pytest.raises(ConfigError, match=match):
+            read_rates(path)
+
+
+def test_bench_device_writes_rates_plan_cost_reads(tmp_path):
+    """The benchmark's CPU run (small sizes) writes a JSON read_rates accepts (a GPU run is the same code)."""
+    from prh.cluster import read_rates
+
+    out = tmp_path / "cpu.json"
+    subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_device.py"), "--device", "cpu", "--json", str(out)],
+                   check=True, capture_output=True, text=True, timeout=300)
+    data = json.loads(out.read_text())
+    assert data["kind"] == "cpu" and set(data["measured"]) == {"peaks", "language", "vision", "knn"}
+    rates = read_rates(out)
+    assert 0 < rates["mfu"] <= 1 and 0 < rates["vision_mfu"] <= 1 and rates["fp32_peak_flops"] > 0
+    assert data["measured"]["knn"]["precision"] == "fp32"  # auto on a CPU

@@ -6,7 +6,7 @@ import os
 import re
 import shlex
 
-from prh.cluster import emit_plan_cost, gpus_needed, plan_cost
+from prh.cluster import emit_plan_cost, gpus_needed, plan_cost, plan_rates
 from prh.config import all_models, vtab_tasks
 from prh.figures import FIGURES
 from prh.metrics import SUPPORTED_METRICS
@@ -561,7 +561,7 @@ def report_plan_cost():
     (prh.cluster.emit_plan_cost: a table on stderr, or JSON for `prh plan-cost`)."""
     # At exit Snakemake has chosen its executor, so workflow.dryrun is known (it is not while this file is parsed)
     if workflow.dryrun and workflow.dag is not None and len(workflow.dag):
-        emit_plan_cost(plan_cost(jobs=planned_jobs(workflow.dag), config=config, results=R))
+        emit_plan_cost(plan_cost(jobs=planned_jobs(workflow.dag), config=config, results=R, **plan_rates(config)))
 
 
 if workflow.is_main_process:

@@ -40,7 +40,7 @@ from prh.io import write_json
 
 __all__ = ["gpus_needed", "gpu_table", "job_tokens", "estimate_gpu_seconds", "job_work", "work_gpu_seconds", "plan_cost",
            "format_plan_cost", "emit_plan_cost", "main", "PLAN_COST_ENV", "PEAK_FLOPS", "FP32_PEAK_FLOPS", "MFU",
-           "STARTUP_S", "LOAD_BYTES_PER_S", "HBM_BYTES_PER_S"]
+           "STARTUP_S", "LOAD_BYTES_PER_S", "HBM_BYTES_PER_S", "read_rates", "plan_rates", "RATES_ENV", "RATE_KEYS"]
 
 
 def gpus_needed(*, n_params: float, gpu_memory_gb: float, overhead: float = ACTIVATION_OVERHEAD,
@@ -177,23 +177,57 @@ def plan_cost(*, jobs: list[dict], config: dict, results: str | Path = "results"
             "assumptions": assumptions}
 
 
+RATE_KEYS = ("peak_flops", "fp32_peak_flops", "mfu", "vision_mfu", "startup_s", "load_bytes_per_s", "hbm_bytes_per_s")
+RATES_ENV = "PRH_PLAN_RATES"  # set by `prh plan-cost --rates FILE`: the dry run reads its measured rates
+
+
+def read_rates(path: str | Path) -> dict:
+    """The ``rates`` a ``benchmarks/bench_device.py`` JSON measured (``RATE_KEYS``), with ``rates_from``: the card and
+    the file. An unknown key or a utilisation outside (0, 1] is an error naming the file."""
+    from prh.errors import ConfigError
+
+    data = json.loads(Path(path).read_text())
+    rates = data.get("rates") if isinstance(data, dict) else None
+    if not isinstance(rates, dict) or not rates:
+        raise ConfigError(f"{path}: no `rates` mapping; write it with benchmarks/bench_device.py --json {path}")
+    unknown = sorted(set(rates) - set(RATE_KEYS))
+    if unknown:
+        raise ConfigError(f"{path}: unknown rates {unknown}; allowed: {list(RATE_KEYS)}")
+    for key in ("mfu", "vision_mfu"):
+        if key in rates and not 0 < rates[key] <= 1:
+            raise ConfigError(f"{path}: {key}={rates[key]} must be in (0, 1]")
+    return {**{k: float(v) for k, v in rates.items()}, "rates_from": f"{data.get('device', '?')} ({path})"}
+
+
+def plan_rates(config: dict) -> dict:
+    """The measured rates of this plan: ``$PRH_PLAN_RATES`` (``prh plan-cost --rates``), else ``cluster.rates_file``,
+    else none (the assumptions)."""
+    path = os.environ.get(RATES_ENV) or (config.get("cluster") or {}).get("rates_file")
+    return read_rates(path) if path else {}
+
+
 def _vision_dtype(config: dict) -> str:
     return str((config.get("features") or {}).get("vision_dtype") or "float32")
 
 
 def _rates_of(rule: str, config: dict, rates: dict) -> dict:
     """``estimate_gpu_seconds`` rates of one job: vision extraction in float32 runs at the fp32 peak."""
-    rates = dict(rates)
+    rates = {k: v for k, v in rates.items() if k != "rates_from"}
     fp32_peak = rates.pop("fp32_peak_flops", FP32_PEAK_FLOPS)
-    if rule == "extract_vision" and _vision_dtype(config) == "float32":
-        rates["peak_flops"] = fp32_peak
+    vision_mfu = rates.pop("vision_mfu", None)
+    if rule == "extract_vision":
+        if _vision_dtype(config) == "float32":
+            rates["peak_flops"] = fp32_peak
+        if vision_mfu is not None:
+            rates["mfu"] = vision_mfu
     return rates
 
 
 def format_plan_cost(cost: dict) -> str:
     """The summary table ``snakemake -n`` and ``prh plan-cost`` print."""
     a = cost["assumptions"]
-    lines = ["GPU-hours of the planned jobs (reserved: gpu x runtime asked of SLURM; estimated: H100 at "
+    card = f"rates measured on {a['rates_from']}" if a.get("rates_from") else "H100, assumed rates"
+    lines = [f"GPU-hours of the planned jobs (reserved: gpu x runtime asked of SLURM; estimated, {card}: "
              f"{a['mfu']:.0%} of {a['peak_flops'] / 1e12:.0f} TFLOP/s bf16, {a['fp32_peak_flops'] / 1e12:.0f} TFLOP/s"
              f" float32 (training, Jacobians{', vision' if a['vision_dtype'] == 'float32' else ''}), "
              f"{a['startup_s']:.0f} s startup, weights loaded at {a['load_bytes_per_s'] / 1e9:.0f} GB/s)",
@@ -226,6 +260,8 @@ def main(argv: list[str] | None = None) -> None:
                     "reserved vs estimated, per rule family",
         epilog="example: prh plan-cost --json cost.json -- --profile profiles/slurm --config suite=paper")
     p.add_argument("--json", default=None, help="also write the summary as JSON here")
+    p.add_argument("--rates", default=None, help="rates measured by benchmarks/bench_device.py (its JSON) instead of "
+                                                 "the assumed ones")
     p.add_argument("snakemake_args", nargs=argparse.REMAINDER, help="arguments of the dry run (after --)")
     a = p.parse_args(argv)
     args = a.snakemake_args[1:] if a.snakemake_args[:1] == ["--"] else a.snakemake_args
@@ -233,7 +269,8 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "cost.json"
         proc = subprocess.run([sys.executable, "-m", "snakemake", "--dry-run", *args],
-                              env={**os.environ, PLAN_COST_ENV: str(out)}, capture_output=True, text=True)
+                              env={**os.environ, PLAN_COST_ENV: str(out), **({RATES_ENV: a.rates} if a.rates else {})},
+                              capture_output=True, text=True)
         if proc.returncode != 0 or not out.exists():
             sys.exit(f"prh plan-cost: the dry run failed or planned no GPU job:\n{(proc.stdout + proc.stderr)[-4000:]}")
         cost = json.loads(out.read_text())
