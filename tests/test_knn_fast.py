@@ -149,10 +149,18 @@ def test_small_n_every_item_a_candidate_and_margin_zero():
     assert torch.equal(fidx, idx)
 
 
-def test_block_rows_sizing_and_override():
+def test_block_rows_sizing_and_override(monkeypatch):
+    import prh.metrics.knn_fast as kf
+
     assert block_rows_for(10_000) == BLOCK_ELEMENTS // 10_000
     assert block_rows_for(10) == 10 and block_rows_for(1) == 1
-    assert block_rows_for(10**6) == 16  # the CPU rule, as before
+    # above N = 32,768 a CPU block takes up to 512 rows as a quarter of the free RAM allows (issue 34)
+    monkeypatch.setattr(kf, "available_ram", lambda: 32 * 2**30)
+    assert block_rows_for(10**6) == 512 and block_rows_for(6 * 10**4) == 512
+    monkeypatch.setattr(kf, "available_ram", lambda: 2 * 2**30)
+    assert block_rows_for(10**6) == int(2 * 2**30 * 0.25) // (8 * 10**6) == 67
+    monkeypatch.setattr(kf, "available_ram", lambda: 0)
+    assert block_rows_for(10**6) == 16  # no RAM figure: the 64 MiB rule, as before
     free = 140 * 2**30
     rows = block_rows_for(10**6, "cuda", free_bytes=free)
     assert rows == int(free * 0.25) // (CUDA_BYTES_PER_ELEMENT * 10**6) and 3_000 < rows < 6_000

@@ -62,6 +62,7 @@ the tie rule.
 from __future__ import annotations
 
 import contextlib
+import os
 from dataclasses import dataclass
 
 import torch
@@ -84,6 +85,10 @@ BLOCK_ELEMENTS = 1 << 24
 # CUDA_BYTES_PER_ELEMENT bytes per similarity: the float32 row plus as much again for torch.topk
 CUDA_MEMORY_FRACTION = 0.25
 CUDA_BYTES_PER_ELEMENT = 8
+# On a CPU a block has at least CPU_MIN_ROWS rows where CPU_MEMORY_FRACTION of the available RAM holds them: at
+# large N the 64 MiB rule gives few rows (16 at N = 10^6), and every block streams all N x D features again
+CPU_MIN_ROWS = 512
+CPU_MEMORY_FRACTION = 0.25
 
 # extra candidates per row, c = k + margin: on a CPU each costs a gathered row of D in the re-rank;
 # on CUDA that is nearly free and a retry (another torch.topk over N) is not
@@ -99,7 +104,9 @@ def block_rows_for(n: int, device="cpu", *, free_bytes: int | None = None) -> in
     """Rows of the N-wide similarity matrix one block of ``knn`` holds.
 
     CPU: BLOCK_ELEMENTS // N (64 MiB of float32), as before: blocks of 1-2k rows measured no
-    faster here (one thread, N = 3·10^4 and 10^5, within ±10 %). CUDA: CUDA_MEMORY_FRACTION of
+    faster here (one thread, N = 3·10^4 and 10^5, within ±10 %); above N = 32,768, where that is fewer
+    than CPU_MIN_ROWS rows, up to CPU_MIN_ROWS as CPU_MEMORY_FRACTION of the available RAM allows (at
+    N = 10^6, 512 rows of 8 bytes: 4 GB), so each pass over the N x D features serves more rows. CUDA: CUDA_MEMORY_FRACTION of
     the free device memory (``torch.cuda.mem_get_info``, or ``free_bytes``) at
     CUDA_BYTES_PER_ELEMENT bytes per similarity, never fewer rows than on a CPU: about 4,000
     rows at N = 10^6 on an idle 141 GB card, where the CPU rule gives 16. Always 1 ≤ rows ≤ N.
@@ -111,7 +118,18 @@ def block_rows_for(n: int, device="cpu", *, free_bytes: int | None = None) -> in
             free_bytes = torch.cuda.mem_get_info(device)[0]
         rows = int(free_bytes * CUDA_MEMORY_FRACTION) // (CUDA_BYTES_PER_ELEMENT * max(1, n))
         return max(1, min(n, max(rows, cpu_rows)))
+    if cpu_rows < CPU_MIN_ROWS:  # large N: as many rows as a share of the free RAM holds, up to CPU_MIN_ROWS
+        ram_rows = int(available_ram() * CPU_MEMORY_FRACTION) // (CUDA_BYTES_PER_ELEMENT * max(1, n))
+        cpu_rows = max(cpu_rows, min(CPU_MIN_ROWS, ram_rows))
     return min(max(1, n), cpu_rows)
+
+
+def available_ram() -> int:
+    """Bytes of RAM free for new allocations (Linux ``SC_AVPHYS_PAGES``; elsewhere 0: the 64 MiB rule alone)."""
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return 0
 
 
 def top_k_ordered(block: torch.Tensor, topk: int) -> tuple[torch.Tensor, torch.Tensor]:
