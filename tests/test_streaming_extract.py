@@ -232,11 +232,11 @@ def test_a_batch_out_of_memory_runs_as_halves(monkeypatch):
         return torch.tensor(batch, dtype=torch.float32)[:, None]
 
     idx = np.arange(7)
-    out = batching._step_or_split(step, lambda ids: [float(i) for i in ids], idx, "cpu")
+    out = batching.step_or_split(step, lambda ids: [float(i) for i in ids], idx, "cpu")
     assert out[:, 0].tolist() == list(map(float, idx))  # every item once, in order
     assert calls == [7, 3, 1, 2, 4, 2, 2]
     with pytest.raises(torch.OutOfMemoryError):
-        batching._step_or_split(lambda b, d: (_ for _ in ()).throw(torch.OutOfMemoryError("x")),
+        batching.step_or_split(lambda b, d: (_ for _ in ()).throw(torch.OutOfMemoryError("x")),
                                 lambda ids: ids, np.arange(1), "cpu")
 
 
@@ -250,3 +250,36 @@ def test_pooled_states_leave_the_device_once_per_batch(lm_dirs, monkeypatch):
     monkeypatch.setattr(torch.Tensor, "cpu", lambda self, *a, **k: calls.append(self.shape) or real_cpu(self, *a, **k))
     feats = extract_language_features(model, tok, TEXTS[:2], batch_size=2, progress=False)
     assert feats.shape[0] == 2 and len([s for s in calls if len(s) == 3]) == 1 and len(calls) <= 2, calls
+
+
+def test_vision_batches_from_a_budget_and_halved_on_oom():
+    """Issue 34: vision batches are sized from a memory budget (CUDA: one probe batch measures bytes per image;
+    the sizing rule is a power of two under the budget), and a batch the card cannot hold runs as halves with the
+    same features. On a CPU the budget leaves batch_size as it is."""
+    import numpy as np
+
+    from prh.batching import MAX_BUDGET_ITEMS, batch_for_budget, budget_bytes
+    from prh.features import extract_vision_features
+    from prh.models.vision_zoo import IMAGE_SIZE, MEAN, STD, build_model
+
+    assert batch_for_budget(1e6, 10e6) == 8 and batch_for_budget(1e6, 16e6) == 16
+    assert batch_for_budget(1e6, 1e15) == MAX_BUDGET_ITEMS and batch_for_budget(1e9, 1e6) == 1
+    assert budget_bytes(2, "cpu") == 2e9 and budget_bytes("auto", "cpu") is None and budget_bytes(None, "cpu") is None
+    with pytest.raises(ValueError, match="memory_budget_gb"):
+        budget_bytes(-1, "cpu")
+    model, _ = build_model(arch="resnet_xs")
+    images = np.random.default_rng(0).integers(0, 256, size=(10, IMAGE_SIZE, IMAGE_SIZE, 3), dtype=np.uint8)
+    kw = dict(pooling="avg", mean=MEAN, std=STD, input_size=[3, IMAGE_SIZE, IMAGE_SIZE], progress=False)
+    want = extract_vision_features(model, images, batch_size=8, **kw)
+    inner, sizes = model.forward_intermediates, []
+
+    def small_card(x, *args, **kwargs):  # a card that holds at most 2 images
+        sizes.append(x.shape[0])
+        if x.shape[0] > 2:
+            raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+        return inner(x, *args, **kwargs)
+
+    model.forward_intermediates = small_card
+    got = extract_vision_features(model, images, batch_size=8, memory_budget_gb="auto", **kw)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    assert sizes[:4] == [8, 4, 2, 2] and max(s for s in sizes if s <= 2) == 2

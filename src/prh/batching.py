@@ -25,7 +25,8 @@ from tqdm.auto import tqdm
 from prh.device import place_model, resolve_device, resolve_dtype
 
 __all__ = ["BatchCheckpoint", "fingerprint", "model_id", "length_batches", "activation_bytes", "pad_batch", "forward_inputs",
-           "encode_texts", "check_texts", "group_starts", "run_batches", "remove_checkpoint"]
+           "encode_texts", "check_texts", "group_starts", "run_batches", "remove_checkpoint", "step_or_split",
+           "budget_bytes", "batch_for_budget", "MAX_BUDGET_ITEMS"]
 
 class BatchCheckpoint:
     """One safetensors file per finished batch in ``directory`` (``<tag>_<batch>.safetensors``).
@@ -183,7 +184,30 @@ def group_starts(samples_per_item, n_texts: int) -> np.ndarray:
 MAX_BUDGET_ITEMS = 4096  # items of one batch sized by a memory budget (beyond it, no measured gain)
 
 
-def _step_or_split(step, make_batch, idx: np.ndarray, dev):
+def budget_bytes(memory_budget_gb, dev) -> float | None:
+    """Bytes a batch's activations may use: a number of GB; "auto" on CUDA: 80 % of the free memory, in whole GB
+    (a resumed job on the same card gets the same batches and keeps its checkpoints); None, or "auto" off CUDA: no
+    budget (the fixed batch size)."""
+    if not (memory_budget_gb is None or memory_budget_gb == "auto"
+            or (isinstance(memory_budget_gb, (int, float)) and memory_budget_gb > 0)):
+        raise ValueError(f"memory_budget_gb={memory_budget_gb!r} must be a number of GB > 0, 'auto' or None")
+    if isinstance(memory_budget_gb, (int, float)):
+        return memory_budget_gb * 1e9
+    if memory_budget_gb == "auto" and torch.device(dev).type == "cuda":
+        return max(1, int(0.8 * torch.cuda.mem_get_info(torch.device(dev))[0] // 1e9)) * 1e9
+    return None
+
+
+def batch_for_budget(item_bytes: float, max_bytes: float) -> int:
+    """Items per batch under a budget: the largest power of two (stable across runs that measure ``item_bytes``
+    a little differently) with ``item_bytes`` x items <= ``max_bytes``, between 1 and MAX_BUDGET_ITEMS."""
+    if item_bytes <= 0 or max_bytes <= 0:
+        raise ValueError(f"item_bytes={item_bytes} and max_bytes={max_bytes} must be > 0")
+    items = max(1, min(MAX_BUDGET_ITEMS, int(max_bytes // item_bytes)))
+    return 1 << (items.bit_length() - 1)
+
+
+def step_or_split(step, make_batch, idx: np.ndarray, dev):
     """``step(make_batch(idx), dev)``; a batch the accelerator has no memory for is run as two halves
     (recursively, down to one item), so a budget estimated too high costs time, not the job."""
     try:
@@ -195,7 +219,7 @@ def _step_or_split(step, make_batch, idx: np.ndarray, dev):
             torch.cuda.empty_cache()
         print(f"out of accelerator memory on a batch of {len(idx)}: running it as two halves", file=sys.stderr)
         half = len(idx) // 2
-        parts = [_step_or_split(step, make_batch, part, dev) for part in (idx[:half], idx[half:])]
+        parts = [step_or_split(step, make_batch, part, dev) for part in (idx[:half], idx[half:])]
         return torch.cat([p.to(parts[0].device) for p in parts])
 
 
@@ -212,15 +236,10 @@ def run_batches(model, tokenizer, encodings, *, batch_size, device, dtype, group
     """
     if batch_size < 1:
         raise ValueError(f"batch_size={batch_size} must be >= 1")
-    if not (memory_budget_gb is None or memory_budget_gb == "auto"
-            or (isinstance(memory_budget_gb, (int, float)) and memory_budget_gb > 0)):
-        raise ValueError(f"memory_budget_gb={memory_budget_gb!r} must be a number of GB > 0, 'auto' or None")
+    budget_bytes(memory_budget_gb, "cpu")  # the argument's check, before the model moves
     dtype = resolve_dtype(dtype, resolve_device(device))
     dev = place_model(model, device, dtype)
-    max_bytes = memory_budget_gb * 1e9 if isinstance(memory_budget_gb, (int, float)) else None
-    if memory_budget_gb == "auto" and torch.device(dev).type == "cuda":
-        # whole GB, so a resumed job on the same card gets the same batches (and keeps its checkpoint)
-        max_bytes = max(1, int(0.8 * torch.cuda.mem_get_info(torch.device(dev))[0] // 1e9)) * 1e9
+    max_bytes = budget_bytes(memory_budget_gb, dev)
     item_bytes = None
     if max_bytes is not None:
         size = torch.empty(0, dtype=dtype).element_size()
@@ -244,7 +263,7 @@ def run_batches(model, tokenizer, encodings, *, batch_size, device, dtype, group
                 return pad_batch([encodings[i] for i in ids], pad_id=tokenizer.pad_token_id,
                                  side=tokenizer.padding_side, length=pad_to)
 
-            out = _step_or_split(step, make_batch, idx, dev).cpu()
+            out = step_or_split(step, make_batch, idx, dev).cpu()
             if ckpt:
                 ckpt.put(k, out)
         for j, i in enumerate(idx):

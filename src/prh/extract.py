@@ -113,13 +113,14 @@ def _check_resolution(data, images, pre) -> dict:
 
 
 def extract_vision_dataset(*, model, data, out, name=None, revision=None, batch_size=64, device="auto",
-                           dtype=None, progress=True, layers="all") -> None:
+                           dtype=None, progress=True, layers="all", gpu_memory_budget_gb=None) -> None:
     """Features of ``model`` (zoo dir or timm name) on ``data/images.npy``, saved to ``out``.
 
     ``dtype`` None: the schema default of ``features.vision_dtype`` (float32, as the reference
     runs its vision models); "auto" is bfloat16 on CUDA, float32 on the CPU.
     ``layers="last"``: only the last block / stage is kept (N x 1 x D; the meta's ``layer_indices``
     says which block of the model it is): for datasets whose only reader is a linear probe.
+    ``gpu_memory_budget_gb`` (GB or "auto"): on CUDA the batch is sized from it (``extract_vision_features``).
     """
     check_layers(layers)
     dev = resolve_device(device)
@@ -129,7 +130,8 @@ def extract_vision_dataset(*, model, data, out, name=None, revision=None, batch_
     resolution = _check_resolution(data, images, pre)
     kw = {k: pre[k] for k in ("pooling", "mean", "std", "input_size", "interpolation", "crop_pct")}
     feats = extract_vision_features(net, images, batch_size=batch_size, device=dev, dtype=dt,
-                                       checkpoint_dir=_partial_dir(out), progress=progress, layers=layers, **kw)
+                                    checkpoint_dir=_partial_dir(out), progress=progress, layers=layers,
+                                    memory_budget_gb=gpu_memory_budget_gb, **kw)
     layer_dims = _layer_dims(net, images[:1], pre, dt)
     indices = list(range(len(layer_dims)))[-feats.shape[1]:]
     meta = {
@@ -240,12 +242,15 @@ def vision_main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="prh extract-vision", description="per-block pooled vision features")
     _common_args(parser)
     parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--gpu-memory-budget-gb", type=none_or(_budget), default=None,
+                        help="on CUDA, size batches from this many GB of activations ('auto': 80%% of free GPU "
+                             "memory; default: --batch-size)")
     # the reference runs vision models in float32 (features.vision_dtype)
     parser.set_defaults(dtype=schema_defaults("features")["vision_dtype"])
     a = parser.parse_args(argv)
     extract_vision_dataset(model=a.model, data=a.data, out=a.out, name=a.name, revision=a.revision,
                            batch_size=a.batch_size, device=a.device, dtype=a.dtype, progress=not a.no_progress,
-                           layers=a.layers)
+                           layers=a.layers, gpu_memory_budget_gb=a.gpu_memory_budget_gb)
 
 
 def language_main(argv: list[str] | None = None) -> None:

@@ -26,6 +26,8 @@ from tqdm.auto import tqdm
 
 from prh.batching import (
     BatchCheckpoint,
+    batch_for_budget,
+    budget_bytes,
     check_texts,
     encode_texts,
     fingerprint,
@@ -33,6 +35,7 @@ from prh.batching import (
     group_starts,
     model_id,
     run_batches,
+    step_or_split,
 )
 from prh.device import place_model, resolve_device, resolve_dtype
 
@@ -154,7 +157,7 @@ def _stack_layers(layers: list[torch.Tensor]) -> torch.Tensor:
 @torch.inference_mode()
 def extract_vision_features(
     model, images, *, pooling, mean, std, input_size, batch_size=64, device="cpu", dtype=torch.float32,
-    interpolation="bilinear", crop_pct=1.0, checkpoint_dir=None, progress=True, layers="all",
+    interpolation="bilinear", crop_pct=1.0, checkpoint_dir=None, progress=True, layers="all", memory_budget_gb=None,
 ) -> torch.Tensor:
     """Pooled output of every block (ViT) or stage (CNN) of a timm model.
 
@@ -167,6 +170,10 @@ def extract_vision_features(
     batch_size, device ("auto"|"cuda"|"cpu"), dtype : how to run it.
     checkpoint_dir : save each finished batch there and resume from it (the caller removes it).
     layers : "all", or "last" for the last block / stage only (L = 1: what a linear probe reads).
+    memory_budget_gb : GB of activations a batch may use, or "auto" (80 % of the free GPU memory); with a budget
+        on CUDA the batch is sized from it in both directions (``vision_batch_size``: one probe batch measures the
+        peak memory per image), not ``batch_size``; a batch the card still cannot hold runs as two halves. On a
+        CPU (or None) ``batch_size`` stands.
 
     Returns
     -------
@@ -176,9 +183,19 @@ def extract_vision_features(
         raise ValueError(f"pooling={pooling!r}; choose 'cls' or 'avg'")
     if batch_size < 1:
         raise ValueError(f"batch_size={batch_size} must be >= 1")
+    budget_bytes(memory_budget_gb, "cpu")  # the argument's check
     dtype = resolve_dtype(dtype, resolve_device(device))
     dev = place_model(model, device, dtype)
     n = len(images)
+
+    def run(ids, dev):
+        x = preprocess_images(images[ids[0]: ids[-1] + 1], input_size=input_size, mean=mean, std=std,
+                              interpolation=interpolation, crop_pct=crop_pct, device=dev)
+        return _stack_layers(pool_blocks(model, x.to(dtype), pooling, layers))
+
+    max_bytes = budget_bytes(memory_budget_gb, dev) if torch.device(dev).type == "cuda" else None
+    if max_bytes is not None:
+        batch_size = vision_batch_size(lambda k: run(np.arange(k), dev), n=n, max_bytes=max_bytes, dev=dev)
     ckpt = None
     if checkpoint_dir is not None:
         ckpt = BatchCheckpoint(checkpoint_dir, "vision", fingerprint(
@@ -188,13 +205,24 @@ def extract_vision_features(
     for k, start in enumerate(tqdm(range(0, n, batch_size), desc="vision batches", disable=not progress)):
         feats = ckpt.get(k) if ckpt else None
         if feats is None:
-            x = preprocess_images(images[start : start + batch_size], input_size=input_size, mean=mean,
-                                  std=std, interpolation=interpolation, crop_pct=crop_pct, device=dev)
-            feats = _stack_layers(pool_blocks(model, x.to(dtype), pooling, layers)).cpu()
+            feats = step_or_split(run, lambda ids: ids, np.arange(start, min(n, start + batch_size)), dev).cpu()
             if ckpt:
                 ckpt.put(k, feats)
         out.append(feats)
     return torch.cat(out)
+
+
+def vision_batch_size(forward, *, n: int, max_bytes: float, dev, probe: int = 8) -> int:
+    """Images per batch under ``max_bytes`` on CUDA: ``forward(k)`` runs the first k = min(probe, n) images once, its
+    peak memory above the memory in use before it, per image, sizes the batch (``batch_for_budget``)."""
+    k = max(1, min(probe, n))
+    torch.cuda.synchronize(dev)
+    before = torch.cuda.memory_allocated(dev)
+    torch.cuda.reset_peak_memory_stats(dev)
+    forward(k)
+    torch.cuda.synchronize(dev)
+    per_image = max(1, torch.cuda.max_memory_allocated(dev) - before) / k
+    return batch_for_budget(per_image, max_bytes)
 
 
 # ---------------------------------------------------------------- language

@@ -24,6 +24,8 @@ rule extract_vision:
         layers=layers_arg,  # "last" where a linear probe is the only reader (PROBE_ONLY_DATASETS)
         device=config["device"],
         dtype=FEAT["vision_dtype"],  # float32 as the reference (schema default)
+        # on CUDA, batches sized from the memory budget (issue 34); a CPU keeps vision_batch_size
+        budget=f"--gpu-memory-budget-gb {FEAT['gpu_memory_budget_gb']}" if FEAT.get("gpu_memory_budget_gb") else "",
     log:
         log_path("extract_vision", "{dataset}", "{model}"),
     benchmark:
@@ -38,7 +40,7 @@ rule extract_vision:
     shell:
         "prh extract-vision --model {params.model} {params.revision} --data {params.data}"
         " --out {output.feats} --name {wildcards.model} --batch-size {params.batch_size}"
-        " --layers {params.layers} --device {params.device} --dtype {params.dtype} > {log} 2>&1"
+        " --layers {params.layers} --device {params.device} --dtype {params.dtype} {params.budget} > {log} 2>&1"
 
 
 rule extract_language:
