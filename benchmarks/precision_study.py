@@ -77,6 +77,19 @@ def compare(ref: dict, other: dict) -> dict:
             "best_pairs_moved": int(moved), "fp32_score_range": [float(off.min()), float(off.max())]}
 
 
+def rows(study: dict) -> list[str]:
+    """One line per table of a study JSON, as the README's table (and, without the pipes, the report) shows it."""
+    out = []
+    for r in study["tables"]:
+        lo, hi = r["bfloat16"]["fp32_score_range"]
+        cells = [f"{r['x']} x {r['y']} ({r['dataset']}, N = {r['n']:,})", r["metric"], f"{lo:.3f}-{hi:.3f}"]
+        for dtype in DTYPES:
+            c = r[dtype]
+            cells.append(f"{c['max_abs_change']:.4f} / {c['median_abs_change']:.5f}, {c['best_pairs_moved']} of {c['cells']}")
+        out.append("| " + " | ".join(cells) + " |")
+    return out
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--results", default="results")
@@ -98,13 +111,15 @@ def main() -> None:
             feats[dtype] = {m: extract(results, ds, m, dtype) for m in set(xs) | set(ys)}
         for metric in a.metrics:
             ref = table(metric, cfg, xs, ys, [feats["float32"][m] for m in xs], [feats["float32"][m] for m in ys])
-            row = {"dataset": ds, "x": suite[x_key], "y": suite[y_key], "metric": metric, "n_x": len(xs), "n_y": len(ys)}
+            row = {"dataset": ds, "x": suite[x_key], "y": suite[y_key], "metric": metric, "n_x": len(xs), "n_y": len(ys),
+                   "n": ref["settings"]["n"]}
             for dtype in DTYPES:
                 other = table(metric, cfg, xs, ys, [feats[dtype][m] for m in xs], [feats[dtype][m] for m in ys])
                 row[dtype] = compare(ref, other)
             out["tables"].append(row)
             print(json.dumps(row), flush=True)
     Path(a.json).write_text(json.dumps(out, indent=1) + "\n")
+    print("\n".join(rows(out)))
 
 
 if __name__ == "__main__":
