@@ -97,6 +97,7 @@ def test_omitted_block_gets_every_default_of_its_own_schema_file(cfg):
     assert filled["features"]["vision_batch_size"] == 64
     assert filled["alignment"] == {
         "metric": "mutual_knn", "topk": 10, "quantile": 0.95, "cca_dim": 10, "null_permutations": 0, "dtype": "float32",
+        "knn_precision": "auto",
         "skip_language_embedding": {"offline": True, "paper": False},
     }
 

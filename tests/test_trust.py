@@ -132,6 +132,10 @@ def test_check_lock_refuses_params_that_differ_from_the_lock(cfg, tmp_path):
     lock.write_text(yaml.safe_dump({"stages": {"workflow": {"params": {"params.yaml": {"datasets": built["datasets"]}}}}}))
     assert check_lock(params=str(params), lock=str(lock)) == ["workflow"]
     assert check_lock(params=str(params), lock=str(tmp_path / "none.lock")) == []
+    # DVC writes params as YAML 1.2: 2e-05 unquoted, which PyYAML (YAML 1.1) reads back as a string: still equal
+    params.write_text("lr: 2.0e-5\n")
+    lock.write_text("stages:\n  workflow:\n    params:\n      params.yaml:\n        lr: 2e-05\n")
+    assert check_lock(params=str(params), lock=str(lock)) == ["workflow"]
     # make pull runs it before pulling and stamping
     recipe = (ROOT / "Makefile").read_text().split("\npull:", 1)[1].split("\n\n", 1)[0]
     assert recipe.index("prh check-lock") < recipe.index("dvc pull") < recipe.index("--touch")
@@ -214,6 +218,18 @@ def test_user_errors_are_one_line_and_debug_shows_the_traceback():
         proc = subprocess.run([str(PRH), "plot", "fig04_downstrem", *extra], capture_output=True, text=True,
                               env={**os.environ, **env})
         assert proc.returncode == 1 and "Traceback (most recent call last)" in proc.stderr
+
+
+def test_one_line_for_a_removed_model_every_key_names(cfg):
+    msg = bad(cfg, lambda c: c["paper"]["models"].pop("vit-giant-dinov2"))
+    assert "model_sets.prh_fig4_vision" in msg and "bridge.paper.strongest_vision" in msg
+    assert "unknown model 'vit-giant-dinov2'" in msg
+
+
+def test_colour_images_name_a_dataset_or_the_packaged_photos(cfg):
+    msg = bad(cfg, lambda c: c["color"]["images"].update(offline="shapes_evl"))
+    assert msg.endswith("color.images.offline: unknown dataset 'shapes_evl'; did you mean 'shapes_eval' or 'shapes_vision' or "
+                        "'shapes_train'?")
 
 
 def test_unknown_names_get_close_matches(cfg):

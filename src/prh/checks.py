@@ -34,7 +34,7 @@ from prh.config import (all_datasets, all_models, config_layers, merge, source_n
 from prh.errors import ConfigError, did_you_mean, problems_message
 
 __all__ = ["check_config", "check_references", "check_limits", "check_bins", "check_device", "check_lock", "n_probe_tasks",
-           "main", "lock_main", "REFERENCES"]
+           "main", "lock_main", "REFERENCES", "REFERENCE_LITERALS"]
 
 
 # names outside `suites` and `model_sets` that refer to a dataset, a model set or a model ("*": every suite key)
@@ -42,7 +42,9 @@ REFERENCES = {"bridge.*.train_data": "dataset", "bridge.*.probe_data": "dataset"
               "lte.dataset": "dataset", "convergence.vision_models.*": "model set", "phase.vision_models.*": "model set",
               "phase.language_models.*": "model set", "downstream.language_models.*": "model set",
               "downstream.vision_models.*": "model set", "convergence.preregistered.vision_models": "model set",
-              "bridge.*.strongest_vision": "model"}
+              "bridge.*.strongest_vision": "model", "color.images.*": "dataset"}
+# values a referring key may hold besides a name (color.images: the photos packaged with scikit-image and -learn)
+REFERENCE_LITERALS = {"color.images": ("packaged",)}
 
 
 def _named_references(cfg: dict):
@@ -70,11 +72,18 @@ def check_references(cfg: dict) -> dict:
     datasets = all_datasets(cfg)
     sets = cfg.get("model_sets") or {}
 
-    unknown: dict[str, list[str]] = {}  # model -> the sets naming it: one line for all (a removed run breaks many)
+    unknown: dict[str, list[str]] = {}  # model -> the keys naming it: one line for all (a removed run breaks many)
     for set_name, members in sets.items():
         for m in members:
             if m not in models:
                 unknown.setdefault(m, []).append(f"model_sets.{set_name}")
+    for key, value, kind in _named_references(cfg):
+        if kind == "model" and value is not None and value not in models:
+            unknown.setdefault(value, []).append(key)
+        elif kind != "model" and value is not None and value not in REFERENCE_LITERALS.get(key.rsplit(".", 1)[0], ()):
+            pool = datasets if kind == "dataset" else sets
+            if value not in pool:
+                problems.append(f"  {key}: {did_you_mean(value, pool, kind=kind)}")
     if len(unknown) == 1:
         (m, where), = unknown.items()
         problems.append(f"  {', '.join(where)}: {did_you_mean(m, models, kind='model')} (paper.models and the zoo "
@@ -83,10 +92,6 @@ def check_references(cfg: dict) -> dict:
         where = sorted({w for ws in unknown.values() for w in ws})
         problems.append(f"  {', '.join(where)}: unknown models {', '.join(map(repr, unknown))} (not defined under "
                         "zoo or paper.models: was a zoo run or its checkpoints removed?)")
-    for key, value, kind in _named_references(cfg):
-        pool = datasets if kind == "dataset" else sets if kind == "model set" else models
-        if value is not None and value not in pool:
-            problems.append(f"  {key}: {did_you_mean(value, pool, kind=kind)}")
     for suite_name, suite in (cfg.get("suites") or {}).items():
         for key, value in suite.items():
             if key.endswith("_models") and value not in sets:
@@ -294,12 +299,24 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{source_name(layers)}: ok")
 
 
+def _same(old, new) -> bool:
+    """Equal values; a number DVC wrote as YAML 1.2 (``2e-05``) reads back through PyYAML (YAML 1.1) as a string."""
+    if isinstance(old, list) and isinstance(new, list):
+        return len(old) == len(new) and all(_same(a, b) for a, b in zip(old, new))
+    if isinstance(old, str) and isinstance(new, (int, float)) and not isinstance(new, bool):
+        try:
+            return float(old) == float(new)
+        except ValueError:
+            return False
+    return old == new
+
+
 def _leaf_diff(old, new, path: str = "") -> list[str]:
     """Dotted keys whose values differ between two nested mappings (a key on one side only counts)."""
     if isinstance(old, dict) and isinstance(new, dict):
         return [d for k in sorted(set(old) | set(new), key=str)
                 for d in _leaf_diff(old.get(k, "<absent>"), new.get(k, "<absent>"), f"{path}.{k}" if path else str(k))]
-    return [] if old == new else [f"{path}: {old!r} in dvc.lock, {new!r} now"]
+    return [] if _same(old, new) else [f"{path}: {old!r} in dvc.lock, {new!r} now"]
 
 
 def check_lock(*, params: str = "params.yaml", lock: str = "dvc.lock") -> list[str]:
