@@ -72,32 +72,32 @@ def check_references(cfg: dict) -> dict:
     datasets = all_datasets(cfg)
     sets = cfg.get("model_sets") or {}
 
-    unknown: dict[str, list[str]] = {}  # model -> the keys naming it: one line for all (a removed run breaks many)
+    # kind -> name -> the keys naming it; one line per kind for all its unknown names (a removed entry breaks many)
+    unknown: dict[str, dict[str, list[str]]] = {"model": {}, "model set": {}, "dataset": {}}
+    pools = {"model": models, "model set": sets, "dataset": datasets}
+
+    def refer(key, value, kind):
+        if value is not None and value not in pools[kind] and value not in REFERENCE_LITERALS.get(key.rsplit(".", 1)[0], ()):
+            unknown[kind].setdefault(value, []).append(key)
+
     for set_name, members in sets.items():
         for m in members:
-            if m not in models:
-                unknown.setdefault(m, []).append(f"model_sets.{set_name}")
+            refer(f"model_sets.{set_name}", m, "model")
     for key, value, kind in _named_references(cfg):
-        if kind == "model" and value is not None and value not in models:
-            unknown.setdefault(value, []).append(key)
-        elif kind != "model" and value is not None and value not in REFERENCE_LITERALS.get(key.rsplit(".", 1)[0], ()):
-            pool = datasets if kind == "dataset" else sets
-            if value not in pool:
-                problems.append(f"  {key}: {did_you_mean(value, pool, kind=kind)}")
-    if len(unknown) == 1:
-        (m, where), = unknown.items()
-        problems.append(f"  {', '.join(where)}: {did_you_mean(m, models, kind='model')} (paper.models and the zoo "
-                        f"runs define {len(models)})")
-    elif unknown:
-        where = sorted({w for ws in unknown.values() for w in ws})
-        problems.append(f"  {', '.join(where)}: unknown models {', '.join(map(repr, unknown))} (not defined under "
-                        "zoo or paper.models: was a zoo run or its checkpoints removed?)")
+        refer(key, value, kind)
     for suite_name, suite in (cfg.get("suites") or {}).items():
         for key, value in suite.items():
-            if key.endswith("_models") and value not in sets:
-                problems.append(f"  suites.{suite_name}.{key}: {did_you_mean(value, sets, kind='model set')}")
-            if key.endswith("_dataset") and value not in datasets:
-                problems.append(f"  suites.{suite_name}.{key}: {did_you_mean(value, datasets, kind='dataset')}")
+            kind = "model set" if key.endswith(("_models", "_panel")) else "dataset" if key.endswith("_dataset") else None
+            if kind:
+                refer(f"suites.{suite_name}.{key}", value, kind)
+    for kind, names in unknown.items():
+        if len(names) == 1:
+            (name, where), = names.items()
+            problems.append(f"  {', '.join(where)}: {did_you_mean(name, pools[kind], kind=kind)}")
+        elif names:
+            where = sorted({w for ws in names.values() for w in ws})
+            problems.append(f"  {', '.join(where)}: unknown {kind}s {', '.join(map(repr, names))} (none is defined: "
+                            f"was an entry removed?)")
     problems += _carve_problems(datasets)
     for task in ((cfg.get("convergence") or {}).get("vtab_tasks") or []):
         absent = [f"vtab_{task}_{part}" for part in ("train", "test") if f"vtab_{task}_{part}" not in datasets]

@@ -31,7 +31,8 @@ def did_you_mean(name: str, choices, *, kind: str = "name", listing: str | None 
     choices = sorted(map(str, choices))
     close = difflib.get_close_matches(str(name), choices, n=3, cutoff=0.6)
     hint = (f"did you mean {' or '.join(repr(c) for c in close)}?" if close else
-            listing or (f"choose one of {', '.join(choices)}" if len(choices) <= 12 else f"{len(choices)} are defined"))
+            listing or ("none is defined" if not choices else
+                        f"choose one of {', '.join(choices)}" if len(choices) <= 12 else f"{len(choices)} are defined"))
     return f"unknown {kind} {name!r}; {hint}"
 
 
