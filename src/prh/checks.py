@@ -37,8 +37,10 @@ __all__ = ["check_config", "check_references", "check_limits", "check_bins", "ch
            "main", "lock_main", "REFERENCES", "REFERENCE_LITERALS"]
 
 
-# names outside `suites` and `model_sets` that refer to a dataset, a model set or a model ("*": every suite key)
-REFERENCES = {"bridge.*.train_data": "dataset", "bridge.*.probe_data": "dataset", "phase.paired_dataset.*": "dataset",
+# names that refer to a dataset, a model set or a model ("*": every key at that level; a model set's members too)
+REFERENCES = {**{f"suites.*.{key}": "dataset" for key in ("paired_dataset", "vision_dataset", "density_dataset")},
+              **{f"suites.*.{key}": "model set" for key in ("vision_models", "language_models", "language_panel")},
+              "bridge.*.train_data": "dataset", "bridge.*.probe_data": "dataset", "phase.paired_dataset.*": "dataset",
               "lte.dataset": "dataset", "convergence.vision_models.*": "model set", "phase.vision_models.*": "model set",
               "phase.language_models.*": "model set", "downstream.language_models.*": "model set",
               "downstream.vision_models.*": "model set", "convergence.preregistered.vision_models": "model set",
@@ -65,8 +67,9 @@ def _named_references(cfg: dict):
             yield key, value, kind
 
 
-def check_references(cfg: dict) -> dict:
-    """Raise ``ConfigError`` when a name refers to a dataset, model or model set that does not exist."""
+def check_references(cfg: dict, *, layers: list[tuple[str, dict]] | None = None) -> dict:
+    """Raise ``ConfigError`` when a name refers to a dataset, model or model set that does not exist (named as
+    ``check_limits`` names the config: ``layers`` from ``config_layers``, default params.yaml alone)."""
     problems: list[str] = []
     models = all_models(cfg)
     datasets = all_datasets(cfg)
@@ -85,11 +88,6 @@ def check_references(cfg: dict) -> dict:
             refer(f"model_sets.{set_name}", m, "model")
     for key, value, kind in _named_references(cfg):
         refer(key, value, kind)
-    for suite_name, suite in (cfg.get("suites") or {}).items():
-        for key, value in suite.items():
-            kind = "model set" if key.endswith(("_models", "_panel")) else "dataset" if key.endswith("_dataset") else None
-            if kind:
-                refer(f"suites.{suite_name}.{key}", value, kind)
     for kind, names in unknown.items():
         if len(names) == 1:
             (name, where), = names.items()
@@ -112,7 +110,8 @@ def check_references(cfg: dict) -> dict:
             "the config defines no suites at all: is it an override file? Layer it on params.yaml "
             "(`prh check-config --configfile FILE`, `snakemake --configfile FILE`)"))
     if problems:
-        raise ConfigError(problems_message("params.yaml refers to names that do not exist", problems))
+        raise ConfigError(problems_message(f"{source_name(layers or [('params.yaml', cfg)])} refers to names that do "
+                                           "not exist", problems))
     return cfg
 
 
@@ -267,7 +266,7 @@ def check_config(cfg: dict, *, layers: list[tuple[str, dict]] | None = None) -> 
     come before references: they rename the run's models, so the sets naming them would be the wrong key to blame."""
     validate_schema(cfg, layers=layers)
     _raise(_checkpoint_problems(cfg), layers, cfg)
-    return check_limits(check_references(cfg), layers=layers)
+    return check_limits(check_references(cfg, layers=layers), layers=layers)
 
 
 def _override(text: str) -> tuple[str, object]:

@@ -22,7 +22,7 @@ import numpy as np
 
 from prh.errors import CorruptFileError
 
-__all__ = ["read_alignment", "read_model_config", "load_model_weights", "MODEL_REMEDY", 
+__all__ = ["read_alignment", "read_model_config", "check_model_files", "load_model_weights", "MODEL_REMEDY", 
     "atomic_path",
     "atomic_dir",
     "sha256_file",
@@ -171,6 +171,23 @@ def read_model_config(path: str | os.PathLike) -> dict:
     except (json.JSONDecodeError, UnicodeDecodeError, ValueError) as err:
         raise CorruptFileError(path, "checkpoint config", err, remedy=MODEL_REMEDY.format(dir=path.parent)) from err
     return cfg
+
+
+def check_model_files(model_dir: str | os.PathLike) -> Path:
+    """A checkpoint folder whose ``config.json`` parses and whose ``model.safetensors`` header (when there is one)
+    reads: loaders that parse them inside a library (transformers) otherwise fail with a bare parse error."""
+    from safetensors import SafetensorError, safe_open
+
+    model_dir = Path(model_dir)
+    read_model_config(model_dir / "config.json")
+    weights = model_dir / "model.safetensors"
+    if weights.is_file():
+        try:
+            with safe_open(str(weights), framework="pt"):
+                pass
+        except (SafetensorError, OSError) as err:
+            raise CorruptFileError(weights, "checkpoint weights file", err, remedy=MODEL_REMEDY.format(dir=model_dir)) from err
+    return model_dir
 
 
 def load_model_weights(path: str | os.PathLike) -> dict:

@@ -133,6 +133,11 @@ def lm_score_json(model):
     return f"{R}/experiments/lm_score/{model}.json"
 
 
+def harness_json(model):
+    """One LM's lm-evaluation-harness scores (Fig 4, downstream.smk)."""
+    return f"{R}/experiments/downstream/harness/{model}.json"
+
+
 # ---- Offline vision zoo (zoo_vision.smk) ----
 
 ZOO_VISION = (config.get("zoo") or {}).get("vision") or {}

@@ -18,10 +18,6 @@ DOWN_LANGUAGE = CONV_LANGUAGE if SUITE == "offline" else [lm_score_json(m) for m
 HARNESS = DOWN.get("harness") or {}
 
 
-def harness_json(model):
-    return f"{DOWN_OUT}/harness/{model}.json"
-
-
 rule downstream_mc:
     input:
         models=[f"{model_dir(m)}/config.json" for m in model_set(DOWN_LSET) if MODELS[m]["source"] == "zoo"],

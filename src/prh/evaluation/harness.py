@@ -37,25 +37,29 @@ import math
 import tempfile
 from pathlib import Path
 
-from prh.errors import ModelNotAvailableError
+import yaml
+
+from prh.errors import ConfigError, PRHError
 from prh.io import atomic_path, json_object, read_json, write_json
 
-__all__ = ["task_yaml", "evaluate_harness", "merge_harness", "main", "merge_main", "CSV_TASKS"]
+__all__ = ["task_yaml", "evaluate_harness", "merge_harness", "main", "merge_main", "PAPER_TASKS", "CSV_COLUMNS"]
 
-CSV_TASKS = ("hellaswag", "gsm8k")  # the tasks Fig 4 plots (the CSV's score columns)
+PAPER_TASKS = ("hellaswag", "gsm8k")  # the tasks Fig 4 plots (the score columns of its CSV)
+# the scores CSV `prh run-downstream` reads (published numbers or these runs): a score and its setting per task
+CSV_COLUMNS = ("model", *PAPER_TASKS, *(f"{t}_setting" for t in PAPER_TASKS), "origin", "source")
 SPEC_KEYS = ("repo", "revision", "num_fewshot", "metric", "filter")
 
 
 def _check_tasks(tasks: dict) -> None:
     if not isinstance(tasks, dict) or not tasks:
-        raise ValueError(f"tasks={tasks!r} must map at least one task name to its setting "
+        raise ConfigError(f"tasks={tasks!r} must map at least one task name to its setting "
                          "(params.yaml downstream.harness.tasks)")
     for name, spec in tasks.items():
-        if name not in CSV_TASKS:
-            raise ValueError(f"downstream.harness.tasks.{name}: Fig 4 plots only {list(CSV_TASKS)}; remove {name!r}")
+        if name not in PAPER_TASKS:
+            raise ConfigError(f"downstream.harness.tasks.{name}: Fig 4 plots only {list(PAPER_TASKS)}; remove {name!r}")
         missing = [k for k in SPEC_KEYS if k not in (spec or {})]
         if missing:
-            raise ValueError(f"downstream.harness.tasks.{name} lacks {missing}; give {list(SPEC_KEYS)}")
+            raise ConfigError(f"downstream.harness.tasks.{name} lacks {missing}; give {list(SPEC_KEYS)}")
 
 
 def task_yaml(name: str, spec: dict, folder: str | Path) -> Path:
@@ -64,12 +68,11 @@ def task_yaml(name: str, spec: dict, folder: str | Path) -> Path:
 
     base = Path(lm_eval.__file__).parent / "tasks" / name / f"{name}.yaml"
     if not base.is_file():
-        raise ValueError(f"lm-evaluation-harness {lm_eval.__version__} has no task file {base}; "
+        raise ConfigError(f"lm-evaluation-harness {lm_eval.__version__} has no task file {base}; "
                          f"task {name!r} is not one of its tasks")
-    kwargs = {"revision": spec["revision"]} if spec.get("revision") else {}
     path = Path(folder) / f"{name}.yaml"
-    path.write_text(f"include: {base}\ntask: {name}\nnum_fewshot: {int(spec['num_fewshot'])}\n"
-                    f"dataset_kwargs: {kwargs}\n")
+    path.write_text(yaml.safe_dump({"include": str(base), "task": name, "num_fewshot": int(spec["num_fewshot"]),
+                                    "dataset_kwargs": {"revision": spec["revision"]} if spec.get("revision") else {}}))
     return path
 
 
@@ -79,7 +82,7 @@ def _score(results: dict, name: str, spec: dict) -> dict:
     key = f"{spec['metric']},{spec['filter']}"
     if key not in row:
         have = sorted(k for k in row if "," in k and "_stderr" not in k)
-        raise ValueError(f"downstream.harness.tasks.{name}: the harness reports no {key!r}; it reports {have}: "
+        raise ConfigError(f"downstream.harness.tasks.{name}: the harness reports no {key!r}; it reports {have}: "
                          "set metric and filter to one of them")
     err = row.get(f"{spec['metric']}_stderr,{spec['filter']}")
     n = results.get("n-samples", {}).get(name, {})
@@ -124,7 +127,7 @@ def evaluate_harness(*, model: str, out: str | Path, tasks: dict, revision: str 
 
     _check_tasks(tasks)
     if limit is not None and limit < 1:
-        raise ValueError(f"limit={limit} must be >= 1 (or null: every item)")
+        raise ConfigError(f"limit={limit} must be >= 1 (or null: every item)")
     net, tok, dev, dt = loaders.load_causal_lm(model, revision=revision, device=device, dtype=dtype,
                                                device_map=device_map,
                                                needs="HellaSwag and GSM8K score next-token likelihoods and generations")
@@ -155,8 +158,8 @@ def _read_scores(path: str | Path) -> dict:
     tasks = d.get("tasks") if isinstance(d, dict) else None
     if not isinstance(tasks, dict) or "model" not in d or any(
             not isinstance(t, dict) or not isinstance(t.get("score"), (int, float)) for t in tasks.values()):
-        raise ValueError(f"{path}: not a `prh eval-harness` result (model, tasks.<task>.score); rerun that job "
-                         f"(delete the file, then snakemake)")
+        raise PRHError(f"{path}: not a `prh eval-harness` result (model, tasks.<task>.score); rerun that job "
+                       f"(delete the file, then snakemake)")
     return d
 
 
@@ -166,7 +169,7 @@ def merge_harness(paths: list[str | Path], out: str | Path) -> list[dict]:
     Every file must score the same tasks with the same setting and ``limit``: Fig 4 compares models, so a
     mixed setting is an error, not a footnote."""
     if not paths:
-        raise ValueError("no harness results to merge: pass the `prh eval-harness` JSONs")
+        raise PRHError("no harness results to merge: pass the `prh eval-harness` JSONs")
     rows, settings = [], {}
     for path in paths:
         d = _read_scores(path)
@@ -175,20 +178,20 @@ def merge_harness(paths: list[str | Path], out: str | Path) -> list[dict]:
         settings.setdefault(repr(key), []).append(d["model"])
         rows.append(d)
     if len(settings) > 1:
-        raise ValueError(f"the harness results use {len(settings)} different settings; Fig 4 needs one: "
+        raise PRHError(f"the harness results use {len(settings)} different settings; Fig 4 needs one: "
                          + "; ".join(f"{s} for {m}" for s, m in settings.items()))
     names = [r["model"] for r in rows]
     if len(set(names)) < len(names):
-        raise ValueError(f"models {sorted({n for n in names if names.count(n) > 1})} appear in several files")
+        raise PRHError(f"models {sorted({n for n in names if names.count(n) > 1})} appear in several files")
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(["model", *CSV_TASKS, *(f"{t}_setting" for t in CSV_TASKS), "origin", "source"])
+    w.writerow(CSV_COLUMNS)
     for r in rows:
         t = r["tasks"]
         lim = "" if r.get("limit") is None else f", first {r['limit']} items only"
         w.writerow([r["model"], *("" if x not in t or not math.isfinite(t[x]["score"]) else f"{t[x]['score']:.4f}"
-                                  for x in CSV_TASKS),
-                    *(t[x]["setting"] if x in t else "" for x in CSV_TASKS), "lm-eval-harness",
+                                  for x in PAPER_TASKS),
+                    *(t[x]["setting"] if x in t else "" for x in PAPER_TASKS), "lm-eval-harness",
                     f"lm-evaluation-harness {r.get('harness_version')} run by this workflow ({r['source']} at "
                     f"revision {r.get('revision')}, {r.get('dtype')}{lim})"])
     header = ("# Fig 4's downstream scores (percent), computed by `prh eval-harness` with one setting for every "
@@ -214,12 +217,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--device-map", default=None, help="'auto' to spread a large model over devices")
     p.add_argument("--out", required=True, help="results/experiments/downstream/harness/<model>.json")
     a = p.parse_args(argv)
-    try:
-        evaluate_harness(model=a.model, revision=a.revision, name=a.name, tasks=a.tasks, limit=a.limit,
-                         batch_size=a.batch_size, fewshot_seed=a.fewshot_seed, device=a.device, dtype=a.dtype,
-                         device_map=a.device_map, out=a.out)
-    except (ModelNotAvailableError, ValueError) as e:
-        raise SystemExit(f"prh eval-harness: {e}") from None
+    evaluate_harness(model=a.model, revision=a.revision, name=a.name, tasks=a.tasks, limit=a.limit,
+                     batch_size=a.batch_size, fewshot_seed=a.fewshot_seed, device=a.device, dtype=a.dtype,
+                     device_map=a.device_map, out=a.out)
 
 
 def merge_main(argv: list[str] | None = None) -> None:
@@ -228,8 +228,5 @@ def merge_main(argv: list[str] | None = None) -> None:
     p.add_argument("--scores", nargs="+", required=True, help="the per-model JSONs")
     p.add_argument("--out", required=True, help="results/experiments/downstream/harness_scores.csv")
     a = p.parse_args(argv)
-    try:
-        rows = merge_harness(a.scores, a.out)
-    except ValueError as e:
-        raise SystemExit(f"prh merge-harness: {e}") from None
+    rows = merge_harness(a.scores, a.out)
     print(f"{a.out}: {len(rows)} models")

@@ -31,8 +31,8 @@ from pathlib import Path
 
 import torch
 
-from prh.errors import CorruptFileError, ModelNotAvailableError
-from prh.io import MODEL_REMEDY, load_model_weights, read_model_config, sha256_file
+from prh.errors import CorruptFileError, ModelNotAvailableError, UsageError
+from prh.io import check_model_files, load_model_weights, read_model_config, sha256_file
 
 __all__ = [
     "load_vision_model",
@@ -282,16 +282,7 @@ def load_language_model(
         return model, tokenizer
 
     if local:  # a truncated zoo checkpoint fails inside transformers with a bare parse error: name the file
-        read_model_config(Path(src) / "config.json")
-        if (Path(src) / "model.safetensors").is_file():
-            from safetensors import SafetensorError, safe_open
-
-            try:
-                with safe_open(str(Path(src) / "model.safetensors"), framework="pt"):
-                    pass
-            except (SafetensorError, OSError) as err:
-                raise CorruptFileError(Path(src) / "model.safetensors", "checkpoint weights file", err,
-                                       remedy=MODEL_REMEDY.format(dir=src)) from err
+        check_model_files(src)
     model, tokenizer = load(False) if local else _from_hub(load, repo=src, revision=revision)
     _follow_sentencepiece(tokenizer)
     if tokenizer.pad_token is None:
@@ -311,7 +302,7 @@ def load_causal_lm(model: str | os.PathLike, *, revision: str | None = None, dev
     dt = resolve_dtype(dtype, dev)
     net, tok = load_language_model(model, revision=revision, dtype=dt, device_map=device_map, load_in_4bit=load_in_4bit)
     if not is_causal_lm(net.config):
-        raise ValueError(f"model={str(model)!r} is not a causal LM (architectures {net.config.architectures}); {needs}")
+        raise UsageError(f"model={str(model)!r} is not a causal LM (architectures {net.config.architectures}); {needs}")
     return net, tok, dev, dt
 
 

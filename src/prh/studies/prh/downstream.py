@@ -40,6 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
+from prh.evaluation.harness import CSV_COLUMNS, PAPER_TASKS
 from prh.io import read_alignment, read_json, write_json
 from prh.studies.prh.convergence import correlations
 from prh.studies.prh.mc_items import ITEM_KINDS, LEVEL, TASK, load_items
@@ -47,8 +48,6 @@ from prh.studies.prh.mc_items import ITEM_KINDS, LEVEL, TASK, load_items
 __all__ = ["PAPER_TASKS", "ORIGINS", "run_downstream_offline", "strongest_vision_model",
            "read_published_scores", "figure4", "run_figure4", "mc_main", "main"]
 
-PAPER_TASKS = ("hellaswag", "gsm8k")
-CSV_COLUMNS = ("model", "hellaswag", "gsm8k", "hellaswag_setting", "gsm8k_setting", "origin", "source")
 # origin of a row's numbers: the model's authors (paper / model card) or an lm-evaluation-harness run (ours or a leaderboard's)
 ORIGINS = ("published", "lm-eval-harness")
 OFFLINE_TASKS = {"shapes_mc_acc_norm": "acc_norm", "shapes_mc_acc": "acc"}
