@@ -5,14 +5,14 @@ import numpy as np
 import pytest
 import torch
 
-from prh.studies.seed001.align import run_alignment
-from prh.studies.seed001.analysis import analyse, decide, paired_bootstrap
-from prh.studies.seed001.arm import run_arm
-from prh.studies.seed001.covariance import input_basis, off_diagonal_mass
-from prh.studies.seed001.design import expand_arms
-from prh.studies.seed001.model import build_model, load_backbone, set_bridge
-from prh.studies.seed001.outliers import outlier_stats
-from prh.studies.seed001.train import random_labels
+from prh.studies.bridge.align import run_alignment
+from prh.studies.bridge.analysis import analyse, decide, paired_bootstrap
+from prh.studies.bridge.arm import run_arm
+from prh.studies.bridge.covariance import input_basis, off_diagonal_mass
+from prh.studies.bridge.design import expand_arms
+from prh.studies.bridge.model import build_model, load_backbone, set_bridge
+from prh.studies.bridge.outliers import outlier_stats
+from prh.studies.bridge.train import random_labels
 
 
 @pytest.fixture(scope="module")

@@ -257,7 +257,7 @@ def test_lte_matmul_shapes_are_timms(name, side, classes):
 
 
 def test_bridge_arm_trains_its_blocks_then_scores_and_extracts(tmp_path):
-    from prh.studies.seed001.design import expand_arms
+    from prh.studies.bridge.design import expand_arms
 
     config = {"suite": "paper", "datasets": {"train": {"kind": "hub", "image_size": 32}},
               "bridge": {"paper": {"train_data": "train", "arms": {"nobridge": {"epochs": 0}},
@@ -336,7 +336,7 @@ def test_phase_adaptive_lr_runs_two_modes_per_pair_with_ntks_between_steps(tmp_p
 
 def test_color_language_is_a_forward_pass_over_the_prompts(tmp_path):
     from prh.cluster.rates import COLOR_PROMPTS
-    from prh.studies.prh.color import TEMPLATES
+    from prh.studies.color.run import TEMPLATES
 
     assert COLOR_PROMPTS == len(TEMPLATES)
     config = {"suite": "paper", "model_sets": {"cl": ["a", "b"]},

@@ -12,15 +12,15 @@ from scipy.stats import special_ortho_group
 from tiny_models import save_encoder
 
 from prh.figures import draw_from
-from prh.studies.prh.color import (
+from prh.studies.color.run import (
     color_metrics,
     run_language,
     run_nce_check,
     run_vision,
     xkcd_terms,
 )
-from prh.studies.prh.color_nce import markov_world, psd_offset
-from prh.studies.prh.color_pmi import (
+from prh.studies.color.nce import markov_world, psd_offset
+from prh.studies.color.pmi import (
     align_to_reference,
     code_rgb,
     distance_agreement,
@@ -31,7 +31,7 @@ from prh.studies.prh.color_pmi import (
     sample_pixel_pairs,
     umeyama,
 )
-from prh.studies.prh.design import language_specs
+from prh.studies.color.design import language_specs
 
 
 def gradient_images(n=3, size=48, seed=0):
@@ -188,8 +188,8 @@ def test_experiment_end_to_end_and_figures_from_json_alone(tmp_path, tiny_bert):
     assert set(m) == {"vision_pmi", "language_tiny", "language_tiny_cls", "binary_nce", "infonce"}
     assert all(math.isfinite(v) for block in m.values() for v in block.values())
     # figures need nothing but the JSON folder
-    paths = draw_from(tmp_path / "exp", ["fig08_color_pmi", "fig_sec4_nce_pmi"], tmp_path / "fig")
-    assert sorted(p.name for p in paths) == ["fig08_color_pmi.pdf", "fig08_color_pmi.png",
-                                             "fig_sec4_nce_pmi.pdf", "fig_sec4_nce_pmi.png"]
+    paths = draw_from(tmp_path / "exp", ["color_fig08_pmi", "color_sec4_nce_pmi"], tmp_path / "fig")
+    assert sorted(p.name for p in paths) == ["color_fig08_pmi.pdf", "color_fig08_pmi.png",
+                                             "color_sec4_nce_pmi.pdf", "color_sec4_nce_pmi.png"]
     assert all(p.stat().st_size > 1000 for p in paths)
     assert json.loads((tmp_path / "exp" / "metrics.json").read_text()) == m

@@ -144,7 +144,7 @@ def test_cli_json_blocks_are_checked_once_with_a_clear_message(tmp_path):
         json_object("{width: 16}")
     with pytest.raises(argparse.ArgumentTypeError, match="must be a JSON object"):
         json_object("[1, 2]")
-    from prh.studies.thesis.simplicity import main
+    from prh.studies.simplicity import main
 
     with pytest.raises(SystemExit):  # argparse reports the bad --config and exits 2
         main(["--out-dir", str(tmp_path), "--config", "not json"])
@@ -156,8 +156,8 @@ def test_cli_json_blocks_are_checked_once_with_a_clear_message(tmp_path):
     [
         (lambda c: c["alignment"].update(topk=1024), r"alignment.topk: 1024 must be at most N - 2 = 998 for the 1000 items of shapes_vision"),
         (lambda c: c["alignment"].update(topk=1), r"alignment.topk: 1; CKNNA .* needs k >= 2"),
-        (lambda c: c["metrics_agreement"].update(locality_ks=[10, 2000]), r"locality_ks: 2000 must be in \[2, 1023\]"),
-        (lambda c: c["metrics_agreement"].update(batch_sizes=[1500]), r"batch_sizes: 1500 must be below the 1000 items"),
+        (lambda c: c["metric_agreement"].update(locality_ks=[10, 2000]), r"locality_ks: 2000 must be in \[2, 1023\]"),
+        (lambda c: c["metric_agreement"].update(batch_sizes=[1500]), r"batch_sizes: 1500 must be below the 1000 items"),
         (lambda c: c["suites"]["offline"].update(vision_models="zoo_language"),
          r"suites.offline.vision_models: set 'zoo_language' holds models that are not vision models"),
     ],

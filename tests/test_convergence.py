@@ -10,7 +10,7 @@ from scipy import stats
 from prh.data.shapes import sample_scene, world_features
 from prh.figures import draw_from
 from prh.io import save_features
-from prh.studies.prh.convergence import (
+from prh.studies.convergence.run import (
     competence_bins,
     language_vision,
     model_map,
@@ -106,7 +106,7 @@ def test_run_convergence_and_figures(tmp_path):
     assert pooled["note"] == "pairs are not independent: descriptive only"
     written = json.loads((out / "metrics.json").read_text())
     assert written["language_vision_descriptive"]["n"] == 12 and "language_vision_preregistered" not in written
-    paths = draw_from(out, ["fig02_competence_alignment", "fig02_model_map", "fig03_language_vision"], tmp_path / "fig")
+    paths = draw_from(out, ["convergence_fig02_competence_alignment", "convergence_fig02_model_map", "convergence_fig03_language_vision"], tmp_path / "fig")
     assert len(paths) == 6 and all(p.stat().st_size > 0 for p in paths)
     with pytest.raises(ValueError, match="unknown keys"):
         run_convergence(probes=probes, vision_alignment=vis, cross_alignment=cross, language=lang,
@@ -136,8 +136,8 @@ def test_platonic_reference(tmp_path):
     assert data["vision"]["exact"]["score"] == pytest.approx(1.0) and data["vision"]["exact"]["layer"] == 1
     assert data["vision"]["noise"]["score"] < 0.5
     assert data["language"]["exact"]["lm_score"] == 0.5 and data["language"]["noise"]["lm_score"] is None
-    paths = draw_from(tmp_path / "exp", ["fig_platonic_reference"], tmp_path / "fig")
-    assert [p.name for p in paths] == ["fig_platonic_reference.pdf", "fig_platonic_reference.png"]
+    paths = draw_from(tmp_path / "exp", ["convergence_platonic_reference"], tmp_path / "fig")
+    assert [p.name for p in paths] == ["convergence_platonic_reference.pdf", "convergence_platonic_reference.png"]
 
 
 def test_platonic_sensitivity_reruns_the_reference_under_each_kernel_setting(tmp_path):
@@ -180,7 +180,7 @@ def test_platonic_sensitivity_reruns_the_reference_under_each_kernel_setting(tmp
 
 
 def test_null_summary_hand_example():
-    from prh.studies.prh.convergence import null_summary
+    from prh.studies.convergence.run import null_summary
 
     cross = {"x_names": ["a", "b"], "y_names": ["v"], "scores": [[0.3], [0.1]],
              "calibration": {"permutations": 19, "p_value": [[0.05], [0.5]], "null_max_mean": [[0.02], [0.04]]}}
@@ -230,7 +230,7 @@ def test_run_convergence_with_the_preregistered_test(tmp_path):
     assert pre["gate_rule"] == {"min_steps": 1000, "background": 0.9, "count": 0.8, "largest_color": 0.6}
     from prh.figures import draw_from
 
-    paths = draw_from(tmp_path / "exp", ["fig03_preregistered"], tmp_path / "fig")
+    paths = draw_from(tmp_path / "exp", ["convergence_fig03_preregistered"], tmp_path / "fig")
     assert all(p.stat().st_size > 1000 for p in paths) and {p.suffix for p in paths} == {".pdf", ".png"}
     # a failed gate: the same numbers, no verdict
     _write(tmp_path / "comp.json", {**competence, "gate_passed": False})

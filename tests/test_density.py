@@ -9,7 +9,7 @@ from prh.data.captions import caption
 from prh.data.shapes import sample_scene, world_features
 from prh.io import read_json, save_features
 from prh.plots.density import plot_density
-from prh.studies.prh.density import (
+from prh.studies.density.run import (
     density_trend,
     level_summary,
     level_word_counts,

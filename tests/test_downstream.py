@@ -16,13 +16,13 @@ from prh.evaluation.likelihood import choice_logprobs, mc_scores
 from prh.io import read_json, write_json, write_jsonl
 from prh.models.loaders import count_params, load_language_model
 from prh.plots.downstream import plot_downstream
-from prh.studies.prh.downstream import (
+from prh.studies.downstream.run import (
     figure4,
     read_published_scores,
     run_figure4,
     strongest_vision_model,
 )
-from prh.studies.prh.mc_items import build_items, contradictions
+from prh.studies.downstream.mc_items import build_items, contradictions
 
 
 @pytest.fixture(scope="module")
@@ -146,7 +146,7 @@ def _write_dataset(path, world, n):
 
 def test_downstream_mc_cli_scores_causal_lms_and_skips_masked_ones(lm_dirs, world, tmp_path):
     from prh.cli import main
-    from prh.studies.prh.mc_items import load_items
+    from prh.studies.downstream.mc_items import load_items
 
     _write_dataset(tmp_path, world, 40)
     out = tmp_path / "mc.json"
@@ -296,7 +296,7 @@ def test_run_figure4_from_csv_and_from_offline_json_then_plot(tmp_path):
 
     paths = plot_downstream(off, tmp_path / "fig" / "fig04.pdf")  # from the JSON alone
     assert all(p.exists() and p.stat().st_size > 1000 for p in paths)
-    main(["plot", "fig04_downstream", "--input", f"downstream={tmp_path / 'paper' / 'downstream.json'}",
+    main(["plot", "downstream_fig04", "--input", f"downstream={tmp_path / 'paper' / 'downstream.json'}",
           "--out", str(tmp_path / "fig" / "paper.pdf")])
     assert (tmp_path / "fig" / "paper.pdf").exists() and (tmp_path / "fig" / "paper.png").exists()
     with pytest.raises(ValueError, match="exactly one"):

@@ -47,11 +47,11 @@ def test_draw_names_what_is_wrong(tmp_path):
     with pytest.raises(ValueError, match="unknown figure 'fig99'"):
         draw("fig99", tmp_path / "x.pdf")
     with pytest.raises(ValueError, match=r"\['bogus'\] are not its inputs"):
-        draw("fig04_downstream", tmp_path / "x.pdf", {"bogus": "x.json"})
+        draw("downstream_fig04", tmp_path / "x.pdf", {"bogus": "x.json"})
     with pytest.raises(ValueError, match="give these inputs as --input KEY=PATH"):
         draw("world_sample_sheet", tmp_path / "x.pdf")
     with pytest.raises(FileNotFoundError, match="missing.json is missing: run `snakemake"):
-        draw("fig04_downstream", tmp_path / "x.pdf", {"downstream": str(tmp_path / "missing.json")})
+        draw("downstream_fig04", tmp_path / "x.pdf", {"downstream": str(tmp_path / "missing.json")})
 
 
 def test_a_pattern_entry_draws_a_concrete_figure(tmp_path):

@@ -17,7 +17,7 @@ from tiny_models import save_language_model
 from prh.evaluation.harness import merge_harness, task_yaml
 from prh.io import write_json
 from prh.standin.datasets import build_dataset_standins
-from prh.studies.prh.downstream import read_published_scores
+from prh.studies.downstream.run import read_published_scores
 
 ROOT = Path(__file__).resolve().parents[1]
 PRH = Path(sys.executable).parent / "prh"

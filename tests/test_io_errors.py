@@ -13,7 +13,7 @@ import torch
 from prh.errors import CorruptFileError
 from prh.evaluation.probe_splits import load_probe_layers
 from prh.io import load_features, read_json, read_jsonl, save_features, write_json, write_jsonl
-from prh.studies.prh.locality import n_items_of
+from prh.studies.metric_agreement.locality import n_items_of
 
 
 def truncate(path: Path, keep: float = 0.5) -> None:

@@ -9,7 +9,7 @@ import torch
 from prh.cli import main as prh_main
 from prh.io import save_features
 from prh.metrics.engine import alignment_table
-from prh.studies.prh.locality import locality_table, locality_trends, resolve_ks
+from prh.studies.metric_agreement.locality import locality_table, locality_trends, resolve_ks
 
 
 def write_features(folder, names, n=48, seed=0):
@@ -105,7 +105,7 @@ def test_cli_writes_tables_trends_metrics_and_the_figure_renders(tmp_path):
     assert list(metrics) == ["k5", "k10", "k47"] and metrics["k47"]["full_k"] and not metrics["k5"]["full_k"]
     assert metrics["k5"]["spearman_r"] is None  # two LMs: no correlation, written as null
     assert metrics["k10"]["mean_alignment"] == pytest.approx(np.mean(np.array(data["tables"][1]["scores"])[:2]))
-    prh_main(["plot", "fig10_locality", "--out", str(tmp_path / "fig" / "fig10_locality.pdf"),
+    prh_main(["plot", "metric_agreement_fig10_locality", "--out", str(tmp_path / "fig" / "metric_agreement_fig10_locality.pdf"),
               "--input", f"locality={out / 'locality.json'}"])
     for suffix in (".pdf", ".png"):
-        assert (tmp_path / "fig" / f"fig10_locality{suffix}").stat().st_size > 1000
+        assert (tmp_path / "fig" / f"metric_agreement_fig10_locality{suffix}").stat().st_size > 1000

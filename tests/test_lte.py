@@ -1,4 +1,4 @@
-"""LoRA-the-Explorer (prh.studies.thesis.lte): layers, merges, exact equivalence, a real 2-rank gloo run,
+"""LoRA-the-Explorer (prh.studies.lte): layers, merges, exact equivalence, a real 2-rank gloo run,
 communication counts, least squares (Fig 8.1) and the rank of the accumulated update."""
 
 from __future__ import annotations
@@ -13,16 +13,16 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch import nn
 
-from prh.studies.thesis.lte.engine import effective_rank, key, train_lte
-from prh.studies.thesis.lte.least_squares import run_least_squares
-from prh.studies.thesis.lte.lora import (
+from prh.studies.lte.engine import effective_rank, key, train_lte
+from prh.studies.lte.least_squares import run_least_squares
+from prh.studies.lte.lora import (
     LoRALinear,
     init_a,
     inject_lora,
     lora_layers,
     small_parameters,
 )
-from prh.studies.thesis.lte.orthogonality import grassmann, head_alignment
+from prh.studies.lte.orthogonality import grassmann, head_alignment
 
 
 def _mlp(bias=True, dtype=torch.float32):
@@ -198,8 +198,8 @@ def test_vision_experiments_verdicts_and_figures_end_to_end(tmp_path, least_squa
     from prh.data.shapes import build_dataset
     from prh.figures import FIGURES, draw
     from prh.io import write_json
-    from prh.studies.thesis.lte.run import run_orthogonality, run_table, run_vision
-    from prh.studies.thesis.lte.verdicts import verdicts
+    from prh.studies.lte.run import run_orthogonality, run_table, run_vision
+    from prh.studies.lte.verdicts import verdicts
 
     data = build_dataset(tmp_path / "shapes", n=60, seed=0)
     tiny = dict(model={"patch": 8, "dim": 16, "depth": 1, "attn_heads": 2, "mlp_ratio": 2}, batch_size=8, samples=64,

@@ -10,7 +10,7 @@ from scipy import stats
 from prh.cli import main as prh_main
 from prh.io import load_features, save_features
 from prh.metrics.engine import alignment_table
-from prh.studies.prh.metric_agreement import (
+from prh.studies.metric_agreement.run import (
     spearman_matrix,
     upper_triangle,
     variant_label,
@@ -113,11 +113,11 @@ def test_run_writes_fig12_to_14_numbers_with_truncated_batches(tmp_path):
     assert summary["metric_agreement"]["min_spearman"] == pytest.approx(off.min())
     assert set(summary["cross_modal"]) == set(metrics)
 
-    for stem in ("fig12_metric_agreement", "fig13_cross_metrics", "fig14_cross_metrics"):
+    for stem in ("metric_agreement_fig12", "metric_agreement_fig13_cross_metrics", "metric_agreement_fig14_cross_metrics"):
         name = "metric_agreement" if stem.startswith("fig12") else "cross_metrics"
         prh_main(["plot", stem, "--out", str(tmp_path / "fig" / f"{stem}.pdf"),
                   "--input", f"{'agreement' if name == 'metric_agreement' else 'cross'}={out / f'{name}.json'}"])
-    for stem in ("fig12_metric_agreement", "fig13_cross_metrics", "fig14_cross_metrics"):
+    for stem in ("metric_agreement_fig12", "metric_agreement_fig13_cross_metrics", "metric_agreement_fig14_cross_metrics"):
         for suffix in (".pdf", ".png"):
             assert (tmp_path / "fig" / f"{stem}{suffix}").stat().st_size > 1000
     with pytest.raises(ValueError, match="one JSON per metric"):

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from prh.studies.seed000 import ntk as nt
-from prh.studies.seed000.alignment import pair_retrieval, ridge_retrieval
-from prh.studies.seed000.spectra import participation_ratio, power_law_exponent
-from prh.studies.seed000.stats import (
+from prh.studies.phase import ntk as nt
+from prh.studies.phase.alignment import pair_retrieval, ridge_retrieval
+from prh.studies.phase.spectra import participation_ratio, power_law_exponent
+from prh.studies.phase.stats import (
     balanced_accuracy,
     mantel_partial,
     modality_permutation,
@@ -122,7 +122,7 @@ def test_spectra_and_stats():
     perm = modality_permutation(m, labels, n_permutations=200)
     assert perm["statistic"] == pytest.approx(1.0) and perm["p_value"] <= 0.1
     with pytest.raises(ValueError, match="n_ntk"):
-        from prh.studies.seed000.run import item_split
+        from prh.studies.phase.run import item_split
 
         item_split(10, n_ntk=20, seed=0)
 
@@ -137,9 +137,9 @@ def test_tiny_end_to_end(tmp_path):
     from prh.figures import draw_from
     from prh.io import read_json, read_jsonl, write_jsonl
     from prh.models.vision_zoo import build_model, save_checkpoint
-    from prh.studies.seed000.adaptive_lr import run_adaptive_lr
-    from prh.studies.seed000.analysis import analyse
-    from prh.studies.seed000.run import main as phase_main
+    from prh.studies.phase.adaptive_lr import run_adaptive_lr
+    from prh.studies.phase.analysis import analyse
+    from prh.studies.phase.run import main as phase_main
 
     data = build_dataset(tmp_path / "data", n=24, seed=0)
     records = read_jsonl(data / "captions.jsonl")  # the sparsest captions fit the tiny GPT-2's 128 positions
@@ -180,7 +180,7 @@ def test_tiny_end_to_end(tmp_path):
     for claim in ("C1_alignment_gap", "C2b_cross_below_within", "C3_s_explains_alignment"):
         assert 0 < metrics["claims"][claim]["p_value"] <= 1
     assert 0 <= metrics["failure_base_rate"] <= 1
-    stems = ["seed000_fig1a_phase_landscape", "seed000_fig1b_families", "seed000_fig2_histograms"]
+    stems = ["phase_fig01a_landscape", "phase_fig01b_families", "phase_fig02_histograms"]
     draw_from(tmp_path / "phase", stems, tmp_path / "fig")
     for stem in stems:
         assert (tmp_path / "fig" / f"{stem}.png").exists()

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from prh.stats import holm, spearman_permutation
-from prh.studies.prh.preregistered import calibrated_outcomes, preregistered_language_vision
+from prh.studies.convergence.preregistered import calibrated_outcomes, preregistered_language_vision
 
 LMS = [f"lm{i}" for i in range(10)]
 VISION = ["v_sup", "v_ssl", "v_random"]

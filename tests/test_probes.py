@@ -195,7 +195,7 @@ def test_load_probe_layers_reads_the_last_layer_at_its_real_width(tmp_path):
 
 
 def test_split_probes_solve_with_informative_features_and_feed_solved_counts(tmp_path):
-    from prh.studies.prh.convergence import solved_counts
+    from prh.studies.convergence.run import solved_counts
 
     tasks = _split_suite(tmp_path)
     out = tmp_path / "vtab.json"

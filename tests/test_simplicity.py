@@ -14,7 +14,7 @@ from prh.figures import FIGURES, draw_from
 from prh.io import read_json
 from prh.metrics import effective_rank
 from prh.stats import depth_trend
-from prh.studies.thesis import simplicity as S
+from prh.studies import simplicity as S
 
 SMOKE = {  # the sizes proposed for tests/smoke/params.yaml
     "width": 16,
@@ -121,7 +121,7 @@ def test_smoke_run_writes_finite_metrics_and_figures_render_from_json_alone(tmp_
 
 def test_plotting_without_results_says_what_to_run(tmp_path):
     with pytest.raises(FileNotFoundError, match="run `snakemake .*random_nets.json` first"):
-        draw_from(tmp_path, ["thesis_fig2.2_random_net_rank"], tmp_path / "figures")
+        draw_from(tmp_path, ["simplicity_fig2.2_random_net_rank"], tmp_path / "figures")
 
 
 def _schema_defaults(schema: dict):

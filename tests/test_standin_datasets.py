@@ -38,9 +38,9 @@ ROOT = Path(__file__).resolve().parents[1]
 ROWS = 24
 # one of each kind: parquet list[string] captions at a tag (wit), parquet class_label, a named config
 # (svhn), a clip-benchmark webdataset split, a carved split, a carved split read through data_files
-SAMPLE = ["wit_1024", "cifar10_seed000", "svhn_seed000", "vtab_caltech101_test", "vtab_sun397_train",
+SAMPLE = ["wit_1024", "cifar10_phase", "svhn_phase", "vtab_caltech101_test", "vtab_sun397_train",
           "vtab_kitti_dist_test"]
-DETERMINISM_ONLY = ["minhuh/prh", "svhn_seed000", "vtab_kitti_dist_test", "paper.lm_score"]
+DETERMINISM_ONLY = ["minhuh/prh", "svhn_phase", "vtab_kitti_dist_test", "paper.lm_score"]
 
 OFFLINE_SCRIPT = r"""
 import json, sys, traceback

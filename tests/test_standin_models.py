@@ -207,7 +207,7 @@ def test_sentencepiece_families_tokenize_as_their_sentencepiece_model(repo, offl
 
 
 def test_instruct_standin_has_a_chat_template_and_summarises(offline):
-    from prh.studies.prh.summarise import prompt_text, summarise_captions
+    from prh.studies.density.summarise import prompt_text, summarise_captions
 
     model, tok = loaders.load_language_model("meta-llama/Meta-Llama-3-8B-Instruct", "main")
     prompt = prompt_text(tok, "a red cube on a table", 5)

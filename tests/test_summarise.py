@@ -14,7 +14,7 @@ import torch
 from tiny_models import CORPUS, make_language_model, make_tokenizer
 
 from prh.io import read_json, read_jsonl, write_jsonl
-from prh.studies.prh.summarise import (
+from prh.studies.density.summarise import (
     SYSTEM_PROMPT,
     build_messages,
     clean_summary,

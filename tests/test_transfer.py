@@ -14,14 +14,14 @@ from prh import cli
 from prh.figures import FIGURES, draw_from
 from prh.io import read_json
 from prh.metrics import alignment_curve
-from prh.studies.imani.batched_mlp import (
+from prh.studies.transfer.batched_mlp import (
     _backward,
     _forward_train,
     _loss_and_grad,
     init_mlp,
     train_mlp,
 )
-from prh.studies.imani.linear_gd import (
+from prh.studies.transfer.linear_gd import (
     gd_loss_closed_form,
     gradient_descent,
     label_spectrum,
@@ -29,14 +29,14 @@ from prh.studies.imani.linear_gd import (
     log_steps,
     prepare_features,
 )
-from prh.studies.imani.peaks import run_peaks
-from prh.studies.imani.peaks_task import (
+from prh.studies.transfer.peaks import run_peaks
+from prh.studies.transfer.peaks_task import (
     choose_tasks,
     peaks_function,
     rbf_encode,
     sample_peaks,
 )
-from prh.studies.imani.transfer import run_transfer
+from prh.studies.transfer.transfer import run_transfer
 
 SMOKE = {  # the sizes proposed for tests/smoke/params.yaml
     "runs": 2, "n_source": 400, "n_target": 50, "n_test": 100, "deep_layers": 2, "max_epochs": 4,
@@ -187,7 +187,7 @@ def test_log_steps_and_bad_inputs():
     assert steps[0] == 0 and steps[-1] == 1000 and np.all(np.diff(steps) > 0)
     with pytest.raises(ValueError, match="eta"):
         gd_loss_closed_form(np.eye(3), np.ones(3), eta=0.0, steps=[1])
-    from prh.studies.imani.emergence import load_binary_digits
+    from prh.studies.transfer.emergence import load_binary_digits
 
     with pytest.raises(ValueError, match="digits"):
         load_binary_digits(dataset="cifar")
@@ -201,7 +201,7 @@ def test_mnist_loader_reads_the_hub_layout_from_a_local_folder(tmp_path):
     import datasets
     from PIL import Image
 
-    from prh.studies.imani.emergence import MNIST_REVISION, load_binary_digits
+    from prh.studies.transfer.emergence import MNIST_REVISION, load_binary_digits
 
     rng = np.random.default_rng(0)
     images = [Image.fromarray((rng.random((28, 28)) * 255).astype("uint8")) for _ in range(12)]
@@ -217,7 +217,7 @@ def test_mnist_loader_reads_the_hub_layout_from_a_local_folder(tmp_path):
 
 def test_each_part_reads_only_its_slice_and_every_key_has_a_part():
     """The rules pass each part its slice of the block: a key no part reads could never rerun anything."""
-    from prh.studies.imani.transfer import DEFAULTS, SLICES, _part_config
+    from prh.studies.transfer.transfer import DEFAULTS, SLICES, _part_config
 
     assert set().union(*SLICES.values()) == set(DEFAULTS)
     assert set(_part_config({"width": 7, "fig2_runs": 3}, "peaks_deep")) == set(SLICES["peaks_deep"])

@@ -60,18 +60,18 @@ def test_topk_of_n_minus_1_is_refused(cfg):
     c["alignment"]["topk"] = n - 2
     with pytest.raises(ConfigError) as err:  # N - 2 is allowed: only Fig 12's batch sizes (below N) are left too small
         check_config(c)
-    assert "alignment.topk:" not in str(err.value) and "metrics_agreement.batch_sizes:" in str(err.value)
+    assert "alignment.topk:" not in str(err.value) and "metric_agreement.batch_sizes:" in str(err.value)
 
 
 # ---- limits checked before any job ----
 
 @pytest.mark.parametrize("sizes, expected", [
-    ([1000], "metrics_agreement.batch_sizes: 1000 must be below the 1000 items of shapes_vision"),
-    ([11], "metrics_agreement.batch_sizes: 11 must be at least alignment.topk + 2 = 12"),
-    ([500, 500], "metrics_agreement.batch_sizes: lists 500 more than once"),
+    ([1000], "metric_agreement.batch_sizes: 1000 must be below the 1000 items of shapes_vision"),
+    ([11], "metric_agreement.batch_sizes: 11 must be at least alignment.topk + 2 = 12"),
+    ([500, 500], "metric_agreement.batch_sizes: lists 500 more than once"),
 ])
 def test_fig12_batch_sizes(cfg, sizes, expected):
-    assert expected in bad(cfg, lambda c: c["metrics_agreement"].update(batch_sizes=sizes))
+    assert expected in bad(cfg, lambda c: c["metric_agreement"].update(batch_sizes=sizes))
 
 
 def test_competence_bins_are_checked_with_the_config(cfg):
@@ -213,7 +213,7 @@ def test_names_have_a_pattern(cfg, edit, key):
 def test_user_errors_are_one_line_and_debug_shows_the_traceback():
     proc = subprocess.run([str(PRH), "plot", "fig04_downstrem"], capture_output=True, text=True)
     assert proc.returncode == 1
-    assert proc.stderr == "prh plot: unknown figure 'fig04_downstrem'; did you mean 'fig04_downstream'?\n"
+    assert proc.stderr == "prh plot: unknown figure 'fig04_downstrem'; did you mean 'downstream_fig04'?\n"
     for extra, env in ((["--debug"], {}), ([], {"PRH_DEBUG": "1"})):
         proc = subprocess.run([str(PRH), "plot", "fig04_downstrem", *extra], capture_output=True, text=True,
                               env={**os.environ, **env})

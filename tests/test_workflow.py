@@ -94,19 +94,19 @@ EXPECTED_FIGURES = {
     "world_sample_sheet",
     "alignment_shapes_vision_mutual_knn_zoo_vision__zoo_vision",
     "alignment_shapes_eval_mutual_knn_zoo_language__zoo_vision",
-    "thesis_fig2.2_random_net_rank", "thesis_fig2.5_optimizer_rank",
-    "thesis_fig2.6_trained_linear_rank", "thesis_fig7.1_gaussian_product_rank",
-    "imani_fig02_shuffled_emergence", "imani_fig07_layerwise", "imani_fig10_peaks_alignment",
-    "imani_fig11_peaks_transfer", "imani_fig12_peaks_layers",
-    "fig08_color_pmi", "fig_sec4_nce_pmi",
-    "fig02_competence_alignment", "fig02_model_map", "fig03_language_vision", "fig03_preregistered",
-    "fig_platonic_reference",
-    "fig04_downstream", "fig09_caption_density",
-    "fig10_locality", "fig12_metric_agreement", "fig13_cross_metrics", "fig14_cross_metrics",
-    "seed001_fig2_outliers", "seed001_fig3_random_labels", "seed001_fig8_partial_bridge", "seed001_fig10_outliers_after",
-    "thesis_fig8.1_lte_least_squares", "thesis_fig4.6_lte_vs_standard", "thesis_fig4.7_head_orthogonality",
-    "thesis_fig8.5_update_rank",
-    "seed000_fig1a_phase_landscape", "seed000_fig1b_families", "seed000_fig2_histograms",
+    "simplicity_fig2.2_random_net_rank", "simplicity_fig2.5_optimizer_rank",
+    "simplicity_fig2.6_trained_linear_rank", "simplicity_fig7.1_gaussian_product_rank",
+    "transfer_fig02_shuffled_emergence", "transfer_fig07_layerwise", "transfer_fig10_peaks_alignment",
+    "transfer_fig11_peaks_transfer", "transfer_fig12_peaks_layers",
+    "color_fig08_pmi", "color_sec4_nce_pmi",
+    "convergence_fig02_competence_alignment", "convergence_fig02_model_map", "convergence_fig03_language_vision", "convergence_fig03_preregistered",
+    "convergence_platonic_reference",
+    "downstream_fig04", "density_fig09_caption_density",
+    "metric_agreement_fig10_locality", "metric_agreement_fig12", "metric_agreement_fig13_cross_metrics", "metric_agreement_fig14_cross_metrics",
+    "bridge_fig02_outliers", "bridge_fig03_random_labels", "bridge_fig08_partial_bridge", "bridge_fig10_outliers_after",
+    "lte_fig8.1_least_squares", "lte_fig4.6_vs_standard", "lte_fig4.7_head_orthogonality",
+    "lte_fig8.5_update_rank",
+    "phase_fig01a_landscape", "phase_fig01b_families", "phase_fig02_histograms",
 }
 
 
@@ -224,11 +224,11 @@ def test_changing_one_param_replans_only_its_jobs(smoke):
     # every metric is passed k; and the headline table of the whole language zoo), the
     # two headline figures, and the experiments that read those tables (Figs 2-4, 9, 12-14) with
     # their figures; not the locality of Fig 10 (its ks are its own), not the zoo or features
-    assert jobs == {"align_all_metrics": 2, "align": 1, "plot_alignment": 2, "convergence": 1, "plot_fig02_competence_alignment": 1,
-                    "plot_fig02_model_map": 1, "plot_fig03_language_vision": 1, "plot_fig03_preregistered": 1,
-                    "density": 1, "plot_fig09_caption_density": 1, "downstream": 1, "plot_fig04_downstream": 1,
-                    "metric_agreement": 1, "plot_fig12_metric_agreement": 1, "plot_fig13_cross_metrics": 1,
-                    "plot_fig14_cross_metrics": 1, "all": 1}, jobs
+    assert jobs == {"align_all_metrics": 2, "align": 1, "plot_alignment": 2, "convergence": 1, "plot_convergence_fig02_competence_alignment": 1,
+                    "plot_convergence_fig02_model_map": 1, "plot_convergence_fig03_language_vision": 1, "plot_convergence_fig03_preregistered": 1,
+                    "density": 1, "plot_density_fig09_caption_density": 1, "downstream": 1, "plot_downstream_fig04": 1,
+                    "metric_agreement": 1, "plot_metric_agreement_fig12": 1, "plot_metric_agreement_fig13_cross_metrics": 1,
+                    "plot_metric_agreement_fig14_cross_metrics": 1, "all": 1}, jobs
     assert planned_jobs(smoke) == {}
 
 
@@ -280,7 +280,7 @@ def test_dvc_push_clone_pull_plans_nothing(smoke, tmp_path):
     params["simplicity"]["random_nets"]["bins"] += 1
     (clone / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     assert planned_jobs(clone) == {"simplicity_experiment": 1, "simplicity_metrics": 1,
-                                   "plot_thesis_fig2_2_random_net_rank": 1, "all": 1}
+                                   "plot_simplicity_fig2_2_random_net_rank": 1, "all": 1}
     status = run(["dvc", "status"], clone).stdout
     assert "workflow" in status and "simplicity" in status, status
 

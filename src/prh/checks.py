@@ -179,19 +179,19 @@ def _knn_problems(cfg: dict, name: str) -> list[tuple[str, str]]:
             if n is not None and k > n - 2:
                 out.append((key, f"{k} must be at most N - 2 = {n - 2} for the {n} items of {ds} (suites.{name}.{skey}):"
                                  " at k = N - 1 every other item is a neighbour and mutual k-NN is 1.0 for any two models"))
-    agree = cfg.get("metrics_agreement") or {}
+    agree = cfg.get("metric_agreement") or {}
     topk = (cfg.get("alignment") or {}).get("topk", 10)
     ds, n = sizes.get("paired_dataset", (None, None))
     for k in agree.get("locality_ks", []):
         if n is not None and k not in ("N-1", -1) and not 2 <= int(k) <= n - 1:
-            out.append(("metrics_agreement.locality_ks", f"{k} must be in [2, {n - 1}] (N - 1 of {ds}), or 'N-1'"))
+            out.append(("metric_agreement.locality_ks", f"{k} must be in [2, {n - 1}] (N - 1 of {ds}), or 'N-1'"))
     ds, n = sizes.get("vision_dataset", (None, None))
     for b in agree.get("batch_sizes", []):
         if n is not None and b >= n:
-            out.append(("metrics_agreement.batch_sizes", f"{b} must be below the {n} items of {ds} (a batch of all N "
+            out.append(("metric_agreement.batch_sizes", f"{b} must be below the {n} items of {ds} (a batch of all N "
                                                          "items is the full-set score Fig 12 compares against)"))
         if b < topk + 2 and not any(key == "alignment.topk" for key, _ in out):  # a bad topk is the one cause
-            out.append(("metrics_agreement.batch_sizes", f"{b} must be at least alignment.topk + 2 = {topk + 2} "
+            out.append(("metric_agreement.batch_sizes", f"{b} must be at least alignment.topk + 2 = {topk + 2} "
                                                          "(k-NN within a batch needs k + 1 other items)"))
     bridge = ((cfg.get("bridge") or {}).get(name) or {}).get("config") or {}
     if "topk" in bridge and "n_probe" in bridge and bridge["topk"] > bridge["n_probe"] - 2:

@@ -111,6 +111,6 @@ rule bridge_analyse:
 
 
 if BRIDGE_ARMS:
-    TARGETS += figure_targets("seed001_fig2_outliers", "seed001_fig3_random_labels", "seed001_fig8_partial_bridge",
-                              "seed001_fig10_outliers_after")
+    TARGETS += figure_targets("bridge_fig02_outliers", "bridge_fig03_random_labels", "bridge_fig08_partial_bridge",
+                              "bridge_fig10_outliers_after")
     TARGETS.append(rules.bridge_analyse.output.metrics)

@@ -5,7 +5,7 @@ import json
 import os
 import shlex
 
-from prh.studies.prh.design import language_specs
+from prh.studies.color.design import language_specs
 
 COLOR = f"{R}/experiments/color"
 COLOR_CFG = config["color"]
@@ -111,5 +111,5 @@ rule color_metrics:
         "prh run-color metrics --in-dir {params.in_dir} --out {output.metrics} > {log} 2>&1"
 
 
-TARGETS += figure_targets("fig08_color_pmi", "fig_sec4_nce_pmi")
+TARGETS += figure_targets("color_fig08_pmi", "color_sec4_nce_pmi")
 TARGETS.append(rules.color_metrics.output.metrics)

@@ -11,8 +11,8 @@ from prh.config import all_models, vtab_tasks
 from prh.figures import FIGURES
 from prh.metrics import SUPPORTED_METRICS
 from prh.metrics.memory import align_memory_mb
-from prh.studies.seed000.design import choose_pairs
-from prh.studies.seed001.design import expand_arms
+from prh.studies.phase.design import choose_pairs
+from prh.studies.bridge.design import expand_arms
 
 SUITE = config["suite"]
 SUITE_CFG = config["suites"][SUITE]
@@ -351,7 +351,7 @@ PHASE_LANGUAGE = (model_set(PHASE_CFG["language_models"][SUITE]) if PHASE_CFG["l
                   else model_set(LANGUAGE_PANEL))
 PHASE_MODELS = PHASE_VISION + PHASE_LANGUAGE
 PHASE_DATA = PHASE_CFG["paired_dataset"][SUITE] or SUITE_CFG["paired_dataset"]
-PHASE_FIGURES = ("seed000_fig1a_phase_landscape", "seed000_fig1b_families", "seed000_fig2_histograms")
+PHASE_FIGURES = ("phase_fig01a_landscape", "phase_fig01b_families", "phase_fig02_histograms")
 
 
 def phase_group(model):

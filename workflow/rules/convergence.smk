@@ -123,7 +123,7 @@ rule convergence:
         " --out-dir {params.out_dir} --config {params.config} {params.preregistered} > {log} 2>&1"
 
 TARGETS += [f"{CONV}/metrics.json",
-            *figure_targets("fig02_competence_alignment", "fig02_model_map", "fig03_language_vision")]
+            *figure_targets("convergence_fig02_competence_alignment", "convergence_fig02_model_map", "convergence_fig03_language_vision")]
 
 
 if SUITE == "offline":
@@ -159,4 +159,4 @@ if SUITE == "offline":
             " --paired-scenes {input.paired_scenes} --probes {input.probes} --language {input.bpb}"
             " --out-dir {params.out_dir} --config {params.config} --kernel {params.kernel} > {log} 2>&1"
 
-    TARGETS += [f"{CONV}/platonic_metrics.json", *figure_targets("fig_platonic_reference", "fig03_preregistered")]
+    TARGETS += [f"{CONV}/platonic_metrics.json", *figure_targets("convergence_platonic_reference", "convergence_fig03_preregistered")]

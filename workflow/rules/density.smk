@@ -8,7 +8,7 @@ import json
 import shlex
 
 from prh.data.captions import LEVELS as SHAPES_LEVELS
-from prh.studies.prh.design import prompt_sha256
+from prh.studies.density.design import prompt_sha256
 
 DENS = config["density"]
 DENS_DATASET = SUITE_CFG.get("density_dataset", SUITE_CFG["paired_dataset"])
@@ -134,4 +134,4 @@ rule density:
         " --out-dir {params.out_dir} > {log} 2>&1"
 
 
-TARGETS += [f"{DENS_OUT}/metrics.json", *figure_targets("fig09_caption_density")]
+TARGETS += [f"{DENS_OUT}/metrics.json", *figure_targets("density_fig09_caption_density")]

@@ -125,4 +125,4 @@ rule downstream:
         " --language {input.language} --out-dir {params.out_dir} > {log} 2>&1"
 
 
-TARGETS += [f"{DOWN_OUT}/metrics.json", *figure_targets("fig04_downstream")]
+TARGETS += [f"{DOWN_OUT}/metrics.json", *figure_targets("downstream_fig04")]

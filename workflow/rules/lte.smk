@@ -158,6 +158,6 @@ rule lte_paper:
 if SUITE == "paper":
     TARGETS += [f"{LTE}/paper/{d}__{m}.json" for d in LTE_PAPER["datasets"] for m in LTE_PAPER["models"]]
 else:
-    TARGETS += figure_targets("thesis_fig8.1_lte_least_squares", "thesis_fig4.6_lte_vs_standard",
-                              "thesis_fig4.7_head_orthogonality", "thesis_fig8.5_update_rank", "thesis_table4.9_mini")
+    TARGETS += figure_targets("lte_fig8.1_least_squares", "lte_fig4.6_vs_standard",
+                              "lte_fig4.7_head_orthogonality", "lte_fig8.5_update_rank", "lte_table4.9_mini")
     TARGETS.append(rules.lte_verdicts.output[0])

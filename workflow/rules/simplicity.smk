@@ -56,6 +56,6 @@ rule simplicity_metrics:
         "prh run-simplicity --part metrics --out-dir {params.out_dir} > {log} 2>&1"
 
 
-TARGETS += figure_targets("thesis_fig2.2_random_net_rank", "thesis_fig2.5_optimizer_rank", "thesis_fig2.6_trained_linear_rank",
-                          "thesis_fig7.1_gaussian_product_rank")
+TARGETS += figure_targets("simplicity_fig2.2_random_net_rank", "simplicity_fig2.5_optimizer_rank", "simplicity_fig2.6_trained_linear_rank",
+                          "simplicity_fig7.1_gaussian_product_rank")
 TARGETS.append(rules.simplicity_metrics.output[0])

@@ -1,9 +1,9 @@
 # Representation alignment and transfer (Imani, Hu & White, TMLR): the peaks task
 # (Figs 10-12) and the digits experiments (Figs 2, 7). One job per part, each with only
-# its slice of the `transfer:` block (prh.studies.imani.transfer.SLICES), so editing one
+# its slice of the `transfer:` block (prh.studies.transfer.transfer.SLICES), so editing one
 # figure's parameter reruns only its part; one job reads the parts' JSON files and
 # decides the claims (metrics.json) and joins Fig 7 (layerwise.json).
-from prh.studies.imani.transfer import SLICES as TRANSFER_SLICES
+from prh.studies.transfer.transfer import SLICES as TRANSFER_SLICES
 
 TRANSFER = f"{R}/experiments/transfer"
 TRANSFER_OUTPUTS = {  # part -> the JSON files it writes
@@ -62,6 +62,6 @@ rule transfer_claims:
         "prh run-transfer --part claims --out-dir {params.out_dir} > {log} 2>&1"
 
 
-TARGETS += figure_targets("imani_fig02_shuffled_emergence", "imani_fig07_layerwise", "imani_fig10_peaks_alignment",
-                          "imani_fig11_peaks_transfer", "imani_fig12_peaks_layers")
+TARGETS += figure_targets("transfer_fig02_shuffled_emergence", "transfer_fig07_layerwise", "transfer_fig10_peaks_alignment",
+                          "transfer_fig11_peaks_transfer", "transfer_fig12_peaks_layers")
 TARGETS.append(rules.transfer_claims.output.metrics)

@@ -20,7 +20,7 @@ form appears twice in the table, and none is a word the grammar writes elsewhere
 template word, a background, size, region or count word): so a form identifies its
 name, and a caption's forms can be read back (``CANONICAL``). Three forms for every
 name, so a form's index among its name's forms is uniform whatever the name (the
-multiple-choice items rely on it: ``prh.studies.prh.mc_items``).
+multiple-choice items rely on it: ``prh.studies.downstream.mc_items``).
 """
 
 from __future__ import annotations

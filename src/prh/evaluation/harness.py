@@ -24,7 +24,7 @@ tokenizer fixes as extraction) and is handed to the harness as an ``HFLM``.
     prh merge-harness --scores results/experiments/downstream/harness/*.json \\
         --out results/experiments/downstream/harness_scores.csv
 
-The merged CSV has the columns of ``prh.studies.prh.downstream.read_published_scores`` (percent,
+The merged CSV has the columns of ``prh.studies.downstream.run.read_published_scores`` (percent,
 origin ``lm-eval-harness``, the setting of each score), so ``prh run-downstream`` reads it as is.
 """
 

@@ -1,6 +1,6 @@
 """Figures of the convergence experiments (PRH Figs 2 and 3, and the platonic reference).
 
-Each function reads one JSON written by :mod:`prh.studies.prh.convergence` and draws it.
+Each function reads one JSON written by :mod:`prh.studies.convergence.run` and draws it.
 
     prh plot --list   # the figures, with their inputs (prh.figures)
 """

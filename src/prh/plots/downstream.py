@@ -1,6 +1,6 @@
 """PRH Figure 4: alignment to the strongest vision model against downstream scores.
 
-Reads the ``downstream.json`` written by :mod:`prh.studies.prh.downstream` (``prh run-downstream``).
+Reads the ``downstream.json`` written by :mod:`prh.studies.downstream.run` (``prh run-downstream``).
 
     prh plot --list   # the figures, with their inputs (prh.figures)
 """

@@ -2,7 +2,7 @@
 
 Registered in ``prh.figures`` (inputs: ``pairs.csv`` / ``table1.csv`` as paths, ``metrics.json`` read):
 
-    prh plot seed000_fig1a_phase_landscape --out results/figures/seed000_fig1a_phase_landscape.pdf
+    prh plot phase_fig01a_landscape --out results/figures/phase_fig01a_landscape.pdf
 """
 
 from __future__ import annotations

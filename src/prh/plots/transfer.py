@@ -1,8 +1,8 @@
 """Figures of the representation-alignment experiments (Imani, Hu & White, Figs 2, 7, 10-12).
 
-Each function reads one JSON written by ``prh.studies.imani.transfer`` and draws one
+Each function reads one JSON written by ``prh.studies.transfer.transfer`` and draws one
 figure; titles and legends carry the normalised area under each alignment curve
-(AUC, see ``prh.studies.imani.align_curves``) so the report states what it shows.
+(AUC, see ``prh.studies.transfer.align_curves``) so the report states what it shows.
 
     prh plot --list   # the figures, with their inputs (prh.figures)
 """

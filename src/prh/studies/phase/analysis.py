@@ -1,0 +1,155 @@
+"""``prh run-phase-analysis``: pairs, Table 1, the claims' statistics and verdicts (seed 000).
+
+Reads every model's NTK job output (``prh run-phase-model``) and per-layer features, and writes
+to ``--out-dir``: ``pairs.csv`` (one row per model pair: S literal and centred, retrieval,
+mutual k-NN, feature CKA, AGOP ratio, ΔNTK, phase), ``models.csv`` (one row per model),
+``table1.csv`` (per family) and ``metrics.json`` (per claim: statistic, p-value, verdict;
+``claims.py`` holds the rules).
+
+    prh run-phase-analysis --models '{"resnet_xs_sup": {"modality": "vision", "group": "CNN",
+        "ntk": "results/experiments/phase/models/resnet_xs_sup.json",
+        "features": "results/features/shapes_eval/resnet_xs_sup.safetensors"}, ...}' \\
+        --config '{...}' --out-dir results/experiments/phase
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import itertools
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+
+from prh.io import atomic_path, load_features, read_json, write_json
+from prh.studies.phase import ntk as nt
+from prh.studies.phase.alignment import (
+    linear_cka_last,
+    mutual_knn_last,
+    pair_retrieval,
+)
+from prh.studies.phase.claims import evaluate_claims
+from prh.studies.phase.spectra import layer_summary
+
+__all__ = ["phase_of", "model_rows", "pair_rows", "table1", "write_csv", "analyse", "main"]
+
+
+def phase_of(s: float, *, chaotic: float, lazy: float) -> str:
+    """Seed 000's phases: chaotic S < 0.5, optimal 0.5 ≤ S < 0.9, lazy S ≥ 0.9."""
+    return "chaotic" if s < chaotic else ("lazy" if s >= lazy else "optimal")
+
+
+def write_csv(path, rows: list[dict]) -> None:
+    with atomic_path(path) as tmp, open(tmp, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+
+
+def model_rows(models: dict, *, k_max: int) -> tuple[list[dict], dict]:
+    """Per-model numbers and the per-model arrays (Θ states, last-layer features)."""
+    rows, arrays = [], {}
+    for name, spec in models.items():
+        res = read_json(spec["ntk"])
+        theta = np.load(Path(spec["ntk"]).with_suffix(".npy"), allow_pickle=False)
+        feats, meta = load_features(spec["features"], with_meta=True)
+        dims = meta.get("layer_dims")
+        last = feats[:, -1, : dims[-1]] if dims else feats[:, -1]
+        arrays[name] = {"states": nt.ntk_states(theta), "feats": last.double().numpy()}
+        rows.append({"model": name, "modality": spec["modality"], "group": spec["group"],
+                     "n_params": res["n_params"], "lambda1": res["agop"]["lambda1"],
+                     "anisotropy": res["agop"]["anisotropy"], "stability": res["stability"],
+                     "stability_centred": res["stability_centred"], "sketch_error": res["sketch_error"],
+                     **layer_summary(feats.numpy(), layer_dims=dims, k_max=k_max)})
+    return rows, arrays
+
+
+def pair_rows(rows: list[dict], arrays: dict, *, config: dict, seed: int) -> list[dict]:
+    """Every unordered model pair (cross-modal first as vision × language)."""
+    by = {r["model"]: r for r in rows}
+    n = len(next(iter(arrays.values()))["feats"])
+    perm = np.random.default_rng(seed).permutation(n)
+    n_test = int(round(n * config["test_fraction"]))
+    test, train = np.sort(perm[:n_test]), np.sort(perm[n_test:])
+    rules = config["rules"]
+    out = []
+    for a, b in itertools.combinations(by, 2):
+        ra, rb = by[a], by[b]
+        if ra["modality"] == "language" and rb["modality"] == "vision":
+            a, b, ra, rb = b, a, rb, ra
+        kind = "cross" if ra["modality"] != rb["modality"] else ra["modality"]
+        fa, fb = arrays[a]["feats"], arrays[b]["feats"]
+        s_lit = nt.state_similarity(arrays[a]["states"]["literal"], arrays[b]["states"]["literal"])
+        s_cen = nt.state_similarity(arrays[a]["states"]["centred"], arrays[b]["states"]["centred"])
+        ret = pair_retrieval(fa, fb, train=train, test=test)
+        lam = sorted([ra["lambda1"], rb["lambda1"]])
+        ratio = lam[1] / lam[0] if lam[0] > 0 else math.inf
+        d_ntk = abs(ra["stability"] - rb["stability"])
+        out.append({
+            "a": a, "b": b, "kind": kind, "group_a": ra["group"], "group_b": rb["group"],
+            "s_literal": s_lit, "s_centred": s_cen, "phase": phase_of(s_lit, chaotic=rules["chaotic"], lazy=rules["lazy"]),
+            "retrieval": ret["retrieval"], "retrieval_ab": ret["a_to_b"], "retrieval_ba": ret["b_to_a"],
+            "chance": ret["chance"], "mutual_knn": mutual_knn_last(fa, fb, topk=config["topk"], quantile=config["quantile"]),
+            "feature_cka": linear_cka_last(fa, fb), "agop_ratio": ratio, "delta_ntk": d_ntk,
+            "combined": d_ntk * math.log10(ratio), "log_params": math.log(ra["n_params"]) + math.log(rb["n_params"]),
+        })
+    return out
+
+
+def table1(rows: list[dict], pairs: list[dict], *, config: dict) -> list[dict]:
+    """Seed 000 Table 1 per family: mean cross-modal S, AGOP λ₁ range, compression, spectral decay, phase."""
+    out = []
+    for group in dict.fromkeys(r["group"] for r in rows):
+        members = [r for r in rows if r["group"] == group]
+        names = {r["model"] for r in members}
+        cross = [p for p in pairs if p["kind"] == "cross" and (p["a"] in names or p["b"] in names)]
+        s = float(np.mean([p["s_literal"] for p in cross])) if cross else float("nan")
+        lam = [r["lambda1"] for r in members]
+        stab = float(np.mean([r["stability"] for r in members]))
+        out.append({
+            "family": group, "modality": members[0]["modality"], "n_models": len(members),
+            "avg_ntk_cross": s, "avg_ntk_cross_centred": float(np.mean([p["s_centred"] for p in cross])) if cross else float("nan"),
+            "agop_lambda1_min": min(lam), "agop_lambda1_max": max(lam),
+            "compression": float(np.mean([r["compression"] for r in members])),
+            "spectral_decay": float(np.nanmean([r["spectral_decay"] for r in members])),
+            "stability": stab, "phase": phase_of(s, chaotic=config["rules"]["chaotic"], lazy=config["rules"]["lazy"]),
+        })
+    return out
+
+
+def analyse(*, models: dict, config: dict, out_dir: str, adaptive_lr: str | None = None, seed: int = 0) -> dict:
+    """Pairs, Table 1 and the claims' verdicts of every model in ``models`` -> ``out_dir``."""
+    t0 = time.process_time()
+    if not any(s["modality"] == "vision" for s in models.values()) or not any(
+            s["modality"] == "language" for s in models.values()):
+        raise ValueError("models must include at least one vision and one language model")
+    rows, arrays = model_rows(models, k_max=config["spectral_k_max"])
+    pairs = pair_rows(rows, arrays, config=config, seed=seed)
+    t1 = table1(rows, pairs, config=config)
+    lr = read_json(adaptive_lr) if adaptive_lr else None
+    metrics = evaluate_claims(rows, pairs, config=config, adaptive_lr=lr, seed=seed)
+    metrics["analysis_cpu_seconds"] = time.process_time() - t0
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    write_csv(out / "models.csv", rows)
+    write_csv(out / "pairs.csv", pairs)
+    write_csv(out / "table1.csv", t1)
+    write_json(out / "metrics.json", metrics)
+    return metrics
+
+
+def main(argv: list[str] | None = None) -> None:
+    from prh.io import json_object
+
+    p = argparse.ArgumentParser(prog="prh run-phase-analysis", description=analyse.__doc__.split("\n")[0])
+    p.add_argument("--models", type=json_object, required=True,
+                   help="name -> {modality, group, ntk (model job JSON), features (safetensors)}")
+    p.add_argument("--config", type=json_object, required=True, help="the params.yaml `phase` block as JSON")
+    p.add_argument("--adaptive-lr", default=None, help="adaptive_lr.json of `prh run-phase-adaptive-lr` (Table 2)")
+    p.add_argument("--out-dir", required=True)
+    p.add_argument("--seed", type=int, default=0)
+    a = p.parse_args(argv)
+    m = analyse(models=a.models, config=a.config, out_dir=a.out_dir, adaptive_lr=a.adaptive_lr, seed=a.seed)
+    print({k: v.get("verdict") for k, v in m["claims"].items()})

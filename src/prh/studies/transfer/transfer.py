@@ -1,0 +1,235 @@
+"""Representation alignment and transfer (Imani, Hu & White, TMLR): every number of Figs 2, 7, 10-12.
+
+Runs the peaks experiment with one hidden layer (Figs 10, 11) and with three
+(Fig 12, and the regression panel of Fig 7), and the digits experiment (Fig 2 and
+the classification panel of Fig 7), writes one JSON per figure and ``metrics.json``
+saying which of the paper's claims were reproduced, with the numbers behind each
+verdict (AUC = normalised area under the alignment curve, see
+:mod:`prh.studies.transfer.align_curves`; all numbers are means over runs).
+
+    prh run-transfer --out-dir results/experiments/transfer --config '{"runs": 10}' --seed 0
+
+Writes ``peaks_alignment.json`` (Fig 10), ``peaks_transfer.json`` (Fig 11),
+``peaks_deep.json`` (Fig 12), ``emergence_shuffled.json`` (Fig 2),
+``layerwise.json`` (Fig 7) and ``metrics.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import numpy as np
+
+from prh.config import schema_defaults
+from prh.io import json_object, write_json
+
+__all__ = ["DEFAULTS", "SLICES", "PARTS", "run_transfer", "transfer_claims", "claims", "main"]
+
+# The `transfer:` block's defaults: workflow/schemas/transfer.schema.yaml documents each key.
+DEFAULTS = schema_defaults("transfer")
+
+
+def _timed(fn, **kwargs):
+    wall, cpu = time.perf_counter(), time.process_time()
+    out = fn(**kwargs)
+    return out, {"wall_s": round(time.perf_counter() - wall, 2), "cpu_s": round(time.process_time() - cpu, 2)}
+
+
+def _m(values) -> float:
+    """Mean over runs, ignoring runs that never got there (NaN); NaN if none did."""
+    v = np.asarray(values, dtype=np.float64)
+    return float(np.nanmean(v)) if np.isfinite(v).any() else float("nan")
+
+
+def claims(*, shallow: dict, deep: dict, fig2: dict, fig7: dict) -> dict:
+    """The paper's claims as booleans, each with the numbers it was decided on."""
+    a = {rep: {t: _m(v) for t, v in tasks.items()}
+         for rep, tasks in {"input": shallow["alignment"]["auc"]["trained"]["input"],
+                            "init": shallow["alignment"]["auc"]["init"]["hidden1"],
+                            "trained": shallow["alignment"]["auc"]["trained"]["hidden1"]}.items()}
+    tr = {t: {rep: {k: _m(v) for k, v in d["per_run"].items()} for rep, d in shallow["transfer"][t].items()}
+          for t in ("T1", "T2")}
+    deep_s = [_m(deep["alignment"]["auc"]["trained"][l]["S"]) for l in deep["layers"][1:]]
+    deep_t1 = [_m(deep["alignment"]["auc"]["trained"][l]["T1"]) for l in deep["layers"][1:]]
+    p2 = {k: _m(v["auc"]) for k, v in fig2["panels"].items()}
+    f7 = {s: [fig7[s][l]["auc"]["mean"][0] for l in fig7["layers"]] for s in ("init", "trained")}
+    pk7 = {s: [_m(deep["alignment"]["auc"][s][l]["S"]) for l in deep["layers"]] for s in ("init", "trained")}
+
+    def rising(v):
+        return bool(np.all(np.diff(v) > 0))
+
+    def row(ok, **numbers):
+        return {"reproduced": bool(ok), **numbers}
+
+    out = {
+        "fig10_source_alignment_rises": row(a["trained"]["S"] > max(a["input"]["S"], a["init"]["S"]),
+                                            auc={k: v["S"] for k, v in a.items()}),
+        "fig10_related_alignment_rises": row(a["trained"]["T1"] > max(a["input"]["T1"], a["init"]["T1"]),
+                                             auc={k: v["T1"] for k, v in a.items()}),
+        "fig10_unrelated_alignment_below_input": row(a["trained"]["T2"] < a["input"]["T2"],
+                                                     auc={k: v["T2"] for k, v in a.items()}),
+        "fig11_related_faster": row(tr["T1"]["trained"]["train_auc"] < min(tr["T1"]["input"]["train_auc"],
+                                                                         tr["T1"]["init"]["train_auc"]),
+                                    mean_relative_train_mse={k: v["train_auc"] for k, v in tr["T1"].items()}),
+        "fig11_related_smaller_weights": row(  # decided at half the training loss removed
+            tr["T1"]["trained"]["weight_norm_at_50pct"] < min(tr["T1"]["input"]["weight_norm_at_50pct"],
+                                                              tr["T1"]["init"]["weight_norm_at_50pct"]),
+            **{f"weight_norm_at_{q}pct_loss_removed": {k: v[f"weight_norm_at_{q}pct"] for k, v in tr["T1"].items()}
+               for q in (25, 50, 75)}),
+        "fig11_related_better_test": row(tr["T1"]["trained"]["best_test_mse"] < min(
+            tr["T1"]["input"]["best_test_mse"], tr["T1"]["init"]["best_test_mse"]),
+            best_test_mse={k: v["best_test_mse"] for k, v in tr["T1"].items()}),
+        "fig11_unrelated_slower_than_input": row(tr["T2"]["trained"]["train_auc"] > tr["T2"]["input"]["train_auc"],
+                                                 mean_relative_train_mse={k: v["train_auc"] for k, v in tr["T2"].items()}),
+        "fig11_unrelated_worse_test": row(tr["T2"]["trained"]["best_test_mse"] > max(
+            tr["T2"]["input"]["best_test_mse"], tr["T2"]["init"]["best_test_mse"]),
+            best_test_mse={k: v["best_test_mse"] for k, v in tr["T2"].items()}),
+        "fig12_source_alignment_rises_with_depth": row(rising(deep_s), auc_by_layer=deep_s),
+        "fig12_related_alignment_not_rising_with_depth": row(not rising(deep_t1), auc_by_layer=deep_t1),
+        "fig2_input_aligned_with_true_not_shuffled": row(p2["input_true"] > p2["input_shuffled"], auc=p2),
+        "fig2_alignment_emerges_on_shuffled_labels": row(
+            p2["trained_shuffled"] > max(p2["init_shuffled"], p2["input_shuffled"]), auc=p2),
+        "fig7_later_layers_better_after_training": row(rising(f7["trained"][1:]) and f7["trained"][-1] > f7["trained"][0],
+                                                       auc_by_layer=f7["trained"], dataset="fig2 dataset"),
+        "fig7_order_reversed_at_init": row(rising(f7["init"][::-1]), auc_by_layer=f7["init"]),
+        "fig7_peaks_later_layers_better_after_training": row(rising(pk7["trained"]), auc_by_layer=pk7["trained"]),
+        "fig7_peaks_order_reversed_at_init": row(rising(pk7["init"][::-1]), auc_by_layer=pk7["init"]),
+        "prop1_closed_form_matches_gd": row(shallow["prop1_check"]["max_rel_error"] < 1e-8,
+                                            max_rel_error=shallow["prop1_check"]["max_rel_error"]),
+    }
+    return out
+
+
+_COMMON = ("runs", "n_source", "n_target", "n_test", "lr", "batch_size", "max_epochs", "patience", "min_improvement",
+           "num_taus")
+# part -> the keys of the `transfer:` block it reads (the rule passes only these: editing one reruns only it)
+SLICES = {
+    "peaks": _COMMON + ("width", "step_sizes", "max_steps", "num_steps"),
+    "peaks_deep": _COMMON + ("width", "deep_layers"),
+    "emergence": ("lr", "batch_size", "patience", "min_improvement", "num_taus", "fig2_dataset", "fig2_runs",
+                  "fig2_epochs", "fig7_width", "fig7_max_epochs", "fig7_min_delta", "mnist_per_class", "mnist_revision"),
+}
+PARTS = (*SLICES, "claims")
+PAPER = "Imani, Hu & White, Representation Alignment in Neural Networks (TMLR)"
+
+
+def _part_config(config: dict | None, part: str) -> dict:
+    unknown = set(config or {}) - set(DEFAULTS)
+    if unknown:
+        raise ValueError(f"config has unknown keys {sorted(unknown)}; allowed: {sorted(DEFAULTS)}")
+    c = {**DEFAULTS, **(config or {})}
+    return {k: c[k] for k in SLICES[part]}
+
+
+def _peaks(part: str, c: dict, seed: int) -> tuple[dict, dict]:
+    from prh.studies.transfer.peaks import run_peaks
+
+    common = {k: c[k] for k in _COMMON}
+    if part == "peaks":
+        return _timed(run_peaks, hidden=[c["width"]], transfer=True, step_sizes=c["step_sizes"],
+                      max_steps=c["max_steps"], num_steps=c["num_steps"], seed=seed, **common)
+    return _timed(run_peaks, hidden=[c["width"]] * c["deep_layers"], transfer=False, seed=seed, **common)
+
+
+def run_transfer(*, out_dir, config: dict | None = None, seed: int = 0, device: str = "cpu",
+                 parts=PARTS) -> dict:
+    """Run ``parts`` of this family and write their JSON files to ``out_dir``.
+
+    Parts: ``peaks`` (one hidden layer: peaks_alignment.json, Fig 10; peaks_transfer.json, Fig 11),
+    ``peaks_deep`` (three hidden layers: peaks_deep.json, Fig 12), ``emergence`` (digits:
+    emergence_shuffled.json, Fig 2; digits_layerwise.json), ``claims`` (layerwise.json, Fig 7,
+    and metrics.json, from the other parts' JSON files). Each JSON records the slice of the
+    config its part used.
+
+    Parameters
+    ----------
+    out_dir : folder for the JSON files (created)
+    config : keys of :data:`DEFAULTS` to override (the params.yaml ``transfer:`` block, or a part's slice)
+    seed : master seed; runs derive theirs from it
+    device : where the Fig 2 / Fig 7 networks train ("auto" picks CUDA when present); the
+        peaks networks are small and always train on the CPU
+
+    Returns
+    -------
+    dict: the content of ``metrics.json`` when ``claims`` ran, else of the last JSON written
+    """
+    from prh.studies.transfer.emergence import load_binary_digits, run_emergence
+
+    bad = sorted(set(parts) - set(PARTS))
+    if bad:
+        raise ValueError(f"parts {bad} unknown; choose from {list(PARTS)}")
+    out_dir, out = Path(out_dir), None
+    for part in parts:
+        if part == "claims":
+            out = transfer_claims(out_dir)
+            continue
+        c = _part_config(config, part)
+        meta = {"paper": PAPER, "config": c, "seed": seed, "device": device}
+        if part == "peaks":
+            shallow, t_shallow = _peaks(part, c, seed)
+            align = {k: shallow[k] for k in ("taus", "layers", "tasks", "alignment", "training")}
+            write_json(out_dir / "peaks_alignment.json", {**meta, "figure": 10, **align, "time": t_shallow})
+            out = {**meta, "figure": 11, **{k: shallow[k] for k in ("steps", "reduction_grid", "transfer", "prop1_check")}}
+            write_json(out_dir / "peaks_transfer.json", out)
+        elif part == "peaks_deep":
+            deep, t_deep = _peaks(part, c, seed)
+            out = {**meta, "figure": 12, **deep, "time": t_deep}
+            write_json(out_dir / "peaks_deep.json", out)
+        else:
+            x, y = load_binary_digits(dataset=c["fig2_dataset"], per_class=c["mnist_per_class"],
+                                      revision=c["mnist_revision"], seed=seed)
+            (fig2, fig7), t_emerge = _timed(
+                run_emergence, x=x, y=y, runs=c["fig2_runs"], fig2_epochs=c["fig2_epochs"], fig7_width=c["fig7_width"],
+                lr=c["lr"], batch_size=c["batch_size"], max_epochs=c["fig7_max_epochs"], patience=c["patience"],
+                min_improvement=c["min_improvement"], min_delta=c["fig7_min_delta"], num_taus=c["num_taus"], seed=seed,
+                device=device)
+            write_json(out_dir / "emergence_shuffled.json",
+                       {**meta, "figure": 2, "dataset": c["fig2_dataset"], **fig2, "time": t_emerge})
+            out = {**meta, "dataset": c["fig2_dataset"], "classification": fig7}
+            write_json(out_dir / "digits_layerwise.json", out)
+    return out
+
+
+def transfer_claims(out_dir) -> dict:
+    """layerwise.json (Fig 7: the digits network's layers and the deep peaks network's) and metrics.json
+    (every claim's verdict) from the JSON files the other parts wrote in ``out_dir``."""
+    from prh.io import read_json
+
+    out_dir = Path(out_dir)
+    shallow = {**read_json(out_dir / "peaks_alignment.json"), **read_json(out_dir / "peaks_transfer.json")}
+    deep, fig2 = read_json(out_dir / "peaks_deep.json"), read_json(out_dir / "emergence_shuffled.json")
+    digits = read_json(out_dir / "digits_layerwise.json")
+    fig7 = digits["classification"]
+    peaks7 = {"layers": deep["layers"], "taus": deep["taus"],
+              **{s: {l: deep["alignment"]["curves"][s][l]["S"] for l in deep["layers"]} for s in ("init", "trained")}}
+    write_json(out_dir / "layerwise.json", {
+        "paper": PAPER, "config": {**deep["config"], **digits["config"]}, "seed": deep["seed"], "device": digits["device"],
+        "figure": 7, "dataset": digits["dataset"], "classification": fig7, "peaks_regression": peaks7})
+    verdicts = claims(shallow=shallow, deep=deep, fig2=fig2, fig7=fig7)
+    metrics = {
+        "claims_reproduced": sum(v["reproduced"] for v in verdicts.values()),
+        "claims_total": len(verdicts),
+        "claims": verdicts,
+        "time": {"peaks_one_hidden_layer": shallow["time"], "peaks_three_hidden_layers": deep["time"],
+                 "fig2_fig7": fig2["time"]},
+        "peaks_epochs": {"one_hidden_layer": shallow["training"]["epochs"], "three_hidden_layers": deep["training"]["epochs"]},
+    }
+    write_json(out_dir / "metrics.json", metrics)
+    return metrics
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="prh run-transfer", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out-dir", required=True, help="folder for the JSON files")
+    parser.add_argument("--config", type=json_object, default="{}", help="JSON object: the params.yaml `transfer:` block")
+    parser.add_argument("--seed", type=int, default=0, help="master seed")
+    parser.add_argument("--device", default="cpu", help="cpu | cuda | auto (Fig 2 / Fig 7 networks)")
+    parser.add_argument("--part", nargs="+", default=list(PARTS), choices=list(PARTS),
+                        help="which parts to run (claims reads the others' JSON files)")
+    args = parser.parse_args(argv)
+    out = run_transfer(out_dir=args.out_dir, config=args.config, seed=args.seed, device=args.device,
+                       parts=tuple(args.part))
+    if args.part[-1] == "claims":
+        print(f"transfer: {out['claims_reproduced']}/{out['claims_total']} claims reproduced; wrote {args.out_dir}")

@@ -1,0 +1,86 @@
+# Locality and metric agreement (PRH appendices A and B). Fig 10: CKNNA of every (language,
+# vision) pair on the paired set for each k, centred on the weakest LM and standardised
+# (prh run-locality). Figs 12-14: the vision-vision and language-vision tables under all eight
+# metrics (the align rule, once per metric), their Spearman agreement over vision pairs at the
+# full set and at smaller batch sizes, and cross-modal alignment against 1 - bpb per metric.
+import json
+import shlex
+
+AGREE = config["metric_agreement"]
+AGREE_OUT = f"{R}/experiments/metric_agreement"
+AGREE_VSET, AGREE_LSET = SUITE_CFG["vision_models"], LANGUAGE_PANEL
+AGREE_FAMILIES = families_param(AGREE_VSET)
+
+
+rule locality:
+    input:
+        language=set_features(SUITE_CFG["paired_dataset"], AGREE_LSET),
+        vision=set_features(SUITE_CFG["paired_dataset"], AGREE_VSET),
+        bpb=CONV_LANGUAGE,
+    output:
+        data=f"{AGREE_OUT}/locality.json",
+        metrics=f"{AGREE_OUT}/locality_metrics.json",
+    params:
+        language_names=model_set(AGREE_LSET),
+        vision_names=model_set(AGREE_VSET),
+        ks=AGREE["locality_ks"],
+        families=AGREE_FAMILIES,
+        quantile=ALIGN["quantile"],
+        out_dir=lambda w, output: os.path.dirname(output.metrics),
+        device=config["device"],
+    log:
+        log_path("locality", "locality"),
+    benchmark:
+        bench_path("locality", "locality")
+    threads: 2
+    resources:
+        mem_mb=8000,
+        runtime=120,
+    conda:
+        CONDA_ENV
+    shell:
+        "prh run-locality --x-names {params.language_names} --x-features {input.language}"
+        " --y-names {params.vision_names} --y-features {input.vision} --ks {params.ks}"
+        " --language {input.bpb} --families {params.families} --quantile {params.quantile}"
+        " --threads {threads} --device {params.device} --out-dir {params.out_dir} > {log} 2>&1"
+
+
+rule metric_agreement:
+    input:
+        vision=[alignment_json(SUITE_CFG["vision_dataset"], AGREE_VSET, AGREE_VSET, metric=m) for m in SUPPORTED_METRICS],
+        cross=[alignment_json(SUITE_CFG["paired_dataset"], AGREE_LSET, AGREE_VSET, metric=m) for m in SUPPORTED_METRICS],
+        features=set_features(SUITE_CFG["vision_dataset"], AGREE_VSET),
+        bpb=CONV_LANGUAGE,
+    output:
+        agreement=f"{AGREE_OUT}/metric_agreement.json",
+        cross=f"{AGREE_OUT}/cross_metrics.json",
+        metrics=f"{AGREE_OUT}/metrics.json",
+    params:
+        vision_names=model_set(AGREE_VSET),
+        batch_sizes=AGREE["batch_sizes"],
+        families=AGREE_FAMILIES,
+        topk=ALIGN["topk"],
+        quantile=ALIGN["quantile"],
+        cca_dim=ALIGN["cca_dim"],
+        out_dir=lambda w, output: os.path.dirname(output.metrics),
+        device=config["device"],
+    log:
+        log_path("metric_agreement", "metric_agreement"),
+    benchmark:
+        bench_path("metric_agreement", "metric_agreement")
+    threads: 2
+    resources:
+        mem_mb=8000,
+        runtime=60,
+    conda:
+        CONDA_ENV
+    shell:
+        "prh run-metric-agreement --vision-alignments {input.vision} --vision-names {params.vision_names}"
+        " --vision-features {input.features} --batch-sizes {params.batch_sizes}"
+        " --cross-alignments {input.cross} --language {input.bpb} --families {params.families}"
+        " --topk {params.topk} --quantile {params.quantile} --cca-dim {params.cca_dim}"
+        " --threads {threads} --device {params.device} --out-dir {params.out_dir} > {log} 2>&1"
+
+
+TARGETS += [f"{AGREE_OUT}/metrics.json", f"{AGREE_OUT}/locality_metrics.json",
+            *figure_targets("metric_agreement_fig10_locality", "metric_agreement_fig12", "metric_agreement_fig13_cross_metrics", "metric_agreement_fig14_cross_metrics")]
