@@ -73,10 +73,11 @@ include: "workflow/rules/density.smk"
 include: "workflow/rules/bridge.smk"
 include: "workflow/rules/lte.smk"
 include: "workflow/rules/phase.smk"
+include: "workflow/rules/claims.smk"
 include: "workflow/rules/figures.smk"
 
 
 rule all:
     input:
-        all_targets,
+        TARGETS,
     default_target: True

@@ -144,7 +144,7 @@ def test_cli_json_blocks_are_checked_once_with_a_clear_message(tmp_path):
         json_object("{width: 16}")
     with pytest.raises(argparse.ArgumentTypeError, match="must be a JSON object"):
         json_object("[1, 2]")
-    from prh.studies.simplicity import main
+    from prh.studies.simplicity.run import main
 
     with pytest.raises(SystemExit):  # argparse reports the bad --config and exits 2
         main(["--out-dir", str(tmp_path), "--config", "not json"])

@@ -3,7 +3,8 @@ and no module reaches into another's private names.
 
 Layers, bottom to top (a module may import its own layer and the ones below):
 
-0. ``io``, ``errors``, ``device``, ``stats``, ``bench``: plain helpers with no project imports above them
+0. ``io``, ``errors``, ``device``, ``stats``, ``bench``, ``manifest``, ``claims``: plain helpers with no project
+   imports above them; what a study declares; the one verdict engine
 1. ``config``, ``metrics``, ``pin``, ``cluster``: the config, the alignment metrics, GPU counts and plan costs
 2. ``data``: the shapes world, hub datasets, tasks
 3. ``models``, ``batching``, ``standin``, ``checks``: loaders and the offline zoo trainers; batched model runs; the
@@ -23,7 +24,7 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 LAYERS = [
-    {"prh.io", "prh.errors", "prh.device", "prh.stats", "prh.bench"},
+    {"prh.io", "prh.errors", "prh.device", "prh.stats", "prh.bench", "prh.manifest", "prh.claims"},
     {"prh.config", "prh.metrics", "prh.pin", "prh.cluster"},
     {"prh.data"},
     {"prh.models", "prh.batching", "prh.standin", "prh.checks"},
@@ -151,3 +152,60 @@ def test_prh_metrics_loads_its_submodules_on_first_use():
             "import prh.metrics as m; k = m.knn; from prh.metrics import measure; print(a, k.__name__, callable(measure))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert proc.stdout.split() == ["False", "prh.metrics.knn", "True"]
+
+
+# ---- one name per study (issue 35): package, rule file, schema, params key, results folder, figure prefix,
+# plots module and report folder all use the study's name, which its manifest declares
+ROOT = SRC.parent
+
+
+def _studies():
+    from prh.studies.ledger import manifests
+
+    return manifests()
+
+
+@pytest.mark.parametrize("name", ["convergence", "downstream", "color", "density", "metric_agreement", "phase",
+                                  "bridge", "transfer", "simplicity", "lte"])
+def test_one_name_per_study(name):
+    import yaml
+
+    study = _studies()[name]
+    assert (SRC / "prh" / "studies" / name / "__init__.py").exists(), "package"
+    assert (SRC / "prh" / "studies" / name / "manifest.py").exists(), "manifest"
+    rules = ROOT / "workflow" / "rules" / f"{name}.smk"
+    assert rules.exists(), "rule file"
+    assert (ROOT / "workflow" / "schemas" / f"{name}.schema.yaml").exists(), "schema"
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    assert name in params, "params.yaml key"
+    schema = yaml.safe_load((ROOT / "workflow" / "schemas" / "params.schema.yaml").read_text())
+    assert schema["properties"][name]["$ref"] == f"{name}.schema.yaml"
+    assert f"experiments/{name}" in rules.read_text() or f'"{name}"' in rules.read_text(), "results folder"
+    assert (SRC / "prh" / "plots" / f"{name}.py").exists(), "plots module"
+    assert (ROOT / "workflow" / "report" / name).is_dir(), "report folder"
+    for fig in study.figures:
+        assert fig.name.startswith(f"{name}_") and fig.draw.startswith(f"prh.plots.{name}:"), fig.name
+        assert (ROOT / "workflow" / "report" / f"{fig.caption}.rst").exists(), fig.caption
+    for out in study.outputs:
+        assert out.endswith((".json", ".csv")) or "." not in out, out
+
+
+def test_every_study_is_in_the_ledger_and_nothing_else_is_a_study():
+    from prh.studies.ledger import STUDIES
+
+    packages = {p.parent.name for p in (SRC / "prh" / "studies").glob("*/__init__.py")}
+    assert packages == set(STUDIES)
+
+
+def test_every_command_of_a_study_is_a_cli_command_and_named_by_one_study():
+    from prh.cli import STAGES
+
+    commands = {c for stage in STAGES.values() for c in stage}
+    seen = {}
+    for name, study in _studies().items():
+        for command in study.commands:
+            assert command in commands, f"{name}: {command}"
+            assert command not in seen, f"{command} is declared by {seen.get(command)} and {name}"
+            seen[command] = name
+    studies_stage = set(STAGES["studies"])
+    assert studies_stage - set(seen) == {"claims-ledger"}, studies_stage - set(seen)

@@ -14,7 +14,7 @@ from prh.figures import FIGURES, draw_from
 from prh.io import read_json
 from prh.metrics import effective_rank
 from prh.stats import depth_trend
-from prh.studies import simplicity as S
+from prh.studies.simplicity import run as S
 
 SMOKE = {  # the sizes proposed for tests/smoke/params.yaml
     "width": 16,

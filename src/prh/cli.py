@@ -70,7 +70,7 @@ STAGES: dict[str, dict[str, tuple[str, str]]] = {
         "run-metric-agreement": ("prh.studies.metric_agreement.run:main", "PRH Figs 12-14: metrics agree?"),
         "run-color": ("prh.studies.color.run:main", "PRH Fig 8 and section 4: colour PMI and NCE"),
         "run-transfer": ("prh.studies.transfer.transfer:main", "Imani et al.: alignment and transfer experiments"),
-        "run-simplicity": ("prh.studies.simplicity:main", "thesis ch. 2: effective rank vs depth"),
+        "run-simplicity": ("prh.studies.simplicity.run:main", "thesis ch. 2: effective rank vs depth"),
         "run-lte": ("prh.studies.lte.run:main", "thesis ch. 4: one LTE experiment (launched by torchrun)"),
         "run-lte-verdicts": ("prh.studies.lte.verdicts:main", "thesis ch. 4: LTE claims and their verdicts"),
         "run-bridge-arm": ("prh.studies.bridge.arm:main", "seed 001: one bridge-training arm and its probes"),
@@ -80,6 +80,7 @@ STAGES: dict[str, dict[str, tuple[str, str]]] = {
         "run-phase-model": ("prh.studies.phase.run:main", "seed 000: one model's NTK, AGOP and NTK stability"),
         "run-phase-adaptive-lr": ("prh.studies.phase.adaptive_lr:main", "seed 000: Table 2's adaptive LR vs fixed LR"),
         "run-phase-analysis": ("prh.studies.phase.analysis:main", "seed 000: pairs, Table 1, claims and verdicts"),
+        "claims-ledger": ("prh.studies.ledger:main", "every study's claims and verdicts in one ledger (results/claims.json)"),
     },
     "figures": {
         "plot": ("prh.figures:main", "draw one figure of the registry (`prh plot --list`)"),

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["alignment_curve", "effective_rank", "singular_values"]
+__all__ = ["alignment_curve", "effective_rank"]
 
 
 def _as_float64(x, name: str) -> np.ndarray:
@@ -34,14 +34,6 @@ def _as_float64(x, name: str) -> np.ndarray:
     if not np.all(np.isfinite(x)):
         raise ValueError(f"{name} contains NaN or inf; clean the features before measuring")
     return x
-
-
-def singular_values(matrix) -> np.ndarray:
-    """Singular values of a 2-D array (numpy or torch), descending, in float64."""
-    a = _as_float64(matrix, "matrix")
-    if a.ndim != 2:
-        raise ValueError(f"matrix must be 2-D, got shape {a.shape}")
-    return np.linalg.svd(a, compute_uv=False)
 
 
 def effective_rank(matrix_or_singular_values, exp: bool = False) -> float:

@@ -39,7 +39,6 @@ __all__ = [
     "centered_product",
     "centered_gram",
     "unit_gram",
-    "ucentered_gram",
     "ucentered_from_product",
     "gram_scores",
     "cknna_state_from_knn",
@@ -69,11 +68,6 @@ def centered_gram(x: torch.Tensor) -> torch.Tensor:
 def unit_gram(product: torch.Tensor) -> torch.Tensor:
     """The CKA state from the centred product ``centered_product(x)``."""
     return _unit(product)
-
-
-def ucentered_gram(x: torch.Tensor) -> torch.Tensor:
-    """U(K)/‖U(K)‖_F for K = X Xᵀ (the unbiased-CKA state of one layer, N × N)."""
-    return ucentered_from_product(centered_product(x))
 
 
 def ucentered_from_product(k: torch.Tensor) -> torch.Tensor:

@@ -14,14 +14,14 @@ import numpy as np
 
 from prh.plots import nan_if_none, save_figure
 
-__all__ = ["FIG13_METRICS", "FIG14_METRICS", "metric_agreement_fig10_locality", "metric_agreement_fig12", "metric_agreement_fig13_cross_metrics", "metric_agreement_fig14_cross_metrics"]
+__all__ = ["FIG13_METRICS", "FIG14_METRICS", "fig10_locality", "fig12_metric_agreement", "fig13_cross_metrics", "fig14_cross_metrics"]
 
 # The panels of PRH Figs 13 and 14 (names of registry.SUPPORTED_METRICS).
 FIG13_METRICS = ["cka", "unbiased_cka", "svcca", "mutual_knn"]
 FIG14_METRICS = ["cknna", "cycle_knn", "edit_distance_knn", "lcs_knn"]
 
 
-def metric_agreement_fig10_locality(data: dict, out: Path) -> list[Path]:
+def fig10_locality(data: dict, out: Path) -> list[Path]:
     """Fig 10: centred, standardised cross-modal CKNNA over LMs (by 1 - bpb), one line per k,
     one panel per vision family and one for all vision models."""
     import matplotlib.pyplot as plt
@@ -57,7 +57,7 @@ def metric_agreement_fig10_locality(data: dict, out: Path) -> list[Path]:
     return save_figure(fig, out)
 
 
-def metric_agreement_fig12(data: dict, out: Path) -> list[Path]:
+def fig12_metric_agreement(data: dict, out: Path) -> list[Path]:
     """Fig 12: annotated heat map of the Spearman ρ between every two (metric, bsz) variants."""
     import matplotlib.pyplot as plt
 
@@ -114,12 +114,12 @@ def _cross_panels(data: dict, metrics: list[str], out: Path, title: str) -> list
     return save_figure(fig, out)
 
 
-def metric_agreement_fig13_cross_metrics(data: dict, out: Path) -> list[Path]:
+def fig13_cross_metrics(data: dict, out: Path) -> list[Path]:
     """Fig 13: language-vision alignment vs 1 - bpb for cka, unbiased_cka, svcca, mutual_knn."""
     return _cross_panels(data, FIG13_METRICS, out, "Cross-modal alignment for various metrics")
 
 
-def metric_agreement_fig14_cross_metrics(data: dict, out: Path) -> list[Path]:
+def fig14_cross_metrics(data: dict, out: Path) -> list[Path]:
     """Fig 14: the same for cknna, cycle_knn, edit_distance_knn, lcs_knn."""
     return _cross_panels(data, FIG14_METRICS, out, "Cross-modal alignment measured with various metrics")
 

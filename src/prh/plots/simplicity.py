@@ -1,6 +1,6 @@
 """Figures of the simplicity-bias experiments (Huh's thesis, chapter 2).
 
-Each function reads one JSON written by ``prh.studies.simplicity`` and draws
+Each function reads one JSON written by ``prh.studies.simplicity.run`` and draws
 one figure; titles carry the measured Spearman correlation of effective rank
 against depth, so the report states the trend it shows.
 

@@ -25,7 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["ANALYSIS_DEFAULTS", "paired_bootstrap", "decide", "find_arms", "analyse", "main"]
+from prh.claims import interval_verdict, verdict
+
+__all__ = ["ANALYSIS_DEFAULTS", "paired_bootstrap", "find_arms", "analyse", "main"]
 
 ANALYSIS_DEFAULTS = {"n_boot": 2000, "ci": 0.95, "margin_accuracy": 0.02, "margin_outliers": 1e-4, "seed": 0}
 
@@ -33,7 +35,7 @@ ANALYSIS_DEFAULTS = {"n_boot": 2000, "ci": 0.95, "margin_accuracy": 0.02, "margi
 def paired_bootstrap(a, b, *, n_boot: int = 2000, ci: float = 0.95, seed: int = 0) -> dict:
     """Mean of a - b over paired units and its percentile bootstrap interval (``b`` None: of a alone).
 
-    One unit has no interval: ``lo`` and ``hi`` are None (``decide`` then says "not testable"); the paper
+    One unit has no interval: ``lo`` and ``hi`` are None (``prh.claims.interval_verdict`` then says "not testable"); the paper
     suite's probe sets have one task (the class label), where the shapes world has ten."""
     a = np.asarray(a, dtype=float)
     d = a if b is None else a - np.asarray(b, dtype=float)
@@ -45,23 +47,6 @@ def paired_bootstrap(a, b, *, n_boot: int = 2000, ci: float = 0.95, seed: int = 
     boots = d[idx].mean(1)
     lo, hi = np.quantile(boots, [(1 - ci) / 2, (1 + ci) / 2])
     return {"mean": float(d.mean()), "lo": float(lo), "hi": float(hi), "n_units": len(d)}
-
-
-def decide(kind: str, stat: dict, margin: float) -> str:
-    """The verdict of a "beats" or "matches" claim from a ``paired_bootstrap`` result (module docstring);
-    "not testable" when the result has no interval (one paired unit)."""
-    lo, hi = stat["lo"], stat["hi"]
-    if kind not in ("beats", "matches"):
-        raise ValueError(f"kind={kind!r} must be 'beats' or 'matches'")
-    if lo is None or hi is None:
-        return "not testable"
-    if kind == "beats":
-        return "reproduced" if lo > 0 else "not reproduced" if hi < margin else "inconclusive"
-    if kind == "matches":
-        if -margin < lo and hi < margin:
-            return "reproduced"
-        return "not reproduced" if lo >= margin or hi <= -margin else "inconclusive"
-    raise ValueError(f"kind={kind!r} must be 'beats' or 'matches'")
 
 
 def find_arms(arms: dict, **spec) -> list[dict]:
@@ -86,13 +71,13 @@ def _outlier_fracs(results: list[dict], when: str = "after") -> np.ndarray:
 def _compare(arms, a: dict, b: dict, kind: str, cfg: dict, *, what: str = "accuracy", claim: str) -> dict:
     ra, rb = find_arms(arms, **dict(a)), find_arms(arms, **dict(b))
     if not ra or not rb:
-        return {"claim": claim, "verdict": "not testable", "reason": f"no arm matches {a if not ra else b}"}
+        return {"claim": claim, "verdict": verdict(None), "reason": f"no arm matches {a if not ra else b}"}
     fa, fb = (_task_acc(ra), _task_acc(rb)) if what == "accuracy" else (_outlier_fracs(ra), _outlier_fracs(rb))
     margin = cfg["margin_accuracy"] if what == "accuracy" else cfg["margin_outliers"]
     stat = paired_bootstrap(fa, fb, n_boot=cfg["n_boot"], ci=cfg["ci"], seed=cfg["seed"])
     return {"claim": claim, "statistic": f"mean paired difference of {what} (A - B)", "A": a, "B": b,
             "arms_A": [r["name"] for r in ra], "arms_B": [r["name"] for r in rb], "test": kind,
-            "margin": margin, **stat, "verdict": decide(kind, stat, margin),
+            "margin": margin, **stat, "verdict": interval_verdict(kind, stat["lo"], stat["hi"], margin),
             **({"reason": f"{stat['n_units']} paired unit: no interval"} if stat["lo"] is None else {})}
 
 
@@ -101,16 +86,16 @@ def _fig2(outliers: dict) -> dict:
     lang = {m: r["summary"]["median_outlier_fraction"] for m, r in models.items() if r["family"] == "language_pretrained"}
     vision = {m: r["summary"]["median_outlier_fraction"] for m, r in models.items() if r["family"] == "vision_trained"}
     if not lang or not vision:
-        return {"claim": "Fig 2", "verdict": "not testable", "reason": "needs language_pretrained and vision_trained models"}
+        return {"claim": "Fig 2", "verdict": verdict(None), "reason": "needs language_pretrained and vision_trained models"}
     top = min(lang.values())
-    verdict = ("reproduced" if top > max(vision.values()) else
-               "not reproduced" if top <= float(np.median(list(vision.values()))) else "inconclusive")
+    above, below = top > max(vision.values()), top <= float(np.median(list(vision.values())))
+    label = verdict(above, conclusive=above or below)
     return {"claim": "Fig 2: language-pretrained weights have more outliers than vision-trained ones",
             "statistic": "median over matrices of the fraction beyond threshold robust SDs, per model",
             "language_pretrained": lang, "vision_trained": vision,
             "others": {m: r["summary"]["median_outlier_fraction"] for m, r in models.items()
                        if r["family"] not in ("language_pretrained", "vision_trained")},
-            "rank_p": 1.0 / (len(vision) + 1), "verdict": verdict}
+            "rank_p": 1.0 / (len(vision) + 1), "verdict": label}
 
 
 def analyse(*, arms: dict, outliers: dict | None, alignment: dict | None = None,
@@ -162,8 +147,7 @@ def analyse(*, arms: dict, outliers: dict | None, alignment: dict | None = None,
         "claim": "Appendix A: under random labels the patch embedding's covariance aligns with the input's",
         "statistic": "off-diagonal mass of U_x^T Sigma_w U_x (top PCs): after < before and < 5% random-basis null",
         "arms": {r["name"]: {k: r["covariance"][k] for k in ("before", "after", "null_q05", "aligned")} for r in cov_arms},
-        "verdict": "not testable" if not flags else "reproduced" if all(flags) else
-        "not reproduced" if not any(flags) else "inconclusive"}
+        "verdict": verdict(all(flags) if flags else None, conclusive=all(flags) or not any(flags))}
     if outliers is not None:
         claims["fig2_outliers"] = _fig2(outliers)
     metrics = {"analysis": cfg, "arms": per_arm, "claims": claims,

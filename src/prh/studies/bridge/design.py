@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import itertools
 
-__all__ = ["ARM_DEFAULTS", "arm_spec", "expand_arms"]
+__all__ = ["ARM_DEFAULTS", "arm_spec", "expand_arms", "select_arms"]
 
 ARM_DEFAULTS = {"init": "pretrained", "ratio": 1.0, "blocks": "all", "epochs": None, "seed": 0}
 
@@ -38,3 +38,13 @@ def expand_arms(arms: dict | None = None, sweeps: list | None = None) -> dict:
             name += "" if arm["epochs"] is None else f"_e{arm['epochs']}"
             out[name] = {k: arm[k] for k in keys}
     return out
+
+
+def select_arms(arms: dict, run_arms: list | None, *, where: str = "run_arms") -> dict:
+    """The arms ``run_arms`` names, in its order (None: every arm); ValueError names any it does not define."""
+    if run_arms is None:
+        return arms
+    unknown = sorted(set(run_arms) - set(arms))
+    if unknown:
+        raise ValueError(f"{where}: unknown arms {unknown}; defined: {sorted(arms)}")
+    return {name: arms[name] for name in run_arms}

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from prh.claims import verdict
 from prh.stats import holm, spearman_permutation
 
 __all__ = ["preregistered_language_vision", "calibrated_outcomes"]
@@ -119,12 +120,9 @@ def preregistered_language_vision(*, cross: dict, competence: dict[str, dict[str
     for name, p in zip(predictors, holm([t["p_permutation"] for t in tests.values()])):
         tests[name]["p_holm"] = p
     primary = tests[predictors[0]]
-    if gate_passed is not True or primary["spearman_r"] is None:
-        verdict = "inconclusive"
-    elif primary["p_holm"] < alpha and primary["spearman_r"] > 0:
-        verdict = "reproduced"
-    else:
-        verdict = "not reproduced"
+    r = primary["spearman_r"]
+    label = verdict(r is not None and r > 0 and primary["p_holm"] < alpha,
+                    conclusive=gate_passed is True and r is not None)
     skip = int(cross.get("settings", {}).get("skip_x_layers", 0))
     return {
         "unit": "language_model",
@@ -144,5 +142,5 @@ def preregistered_language_vision(*, cross: dict, competence: dict[str, dict[str
         "seed": seed,
         "alpha": alpha,
         "gate_passed": gate_passed,
-        "verdict": verdict,
+        "verdict": label,
     }

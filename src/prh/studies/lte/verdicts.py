@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 
+from prh.claims import verdict
 from prh.io import read_json, write_json
 
 __all__ = ["main", "samples_to_match", "verdicts"]
@@ -30,20 +31,13 @@ def samples_to_match(vision: dict) -> float | None:
     return None if hit is None else hit["samples"] / std["samples"]
 
 
-def _verdict(ok: bool) -> str:
-    return "reproduced" if ok else "not reproduced"
-
-
 def verdicts(*, least_squares: dict, vision: dict, table: dict, orthogonality: dict, max_ratio: float = 1.4,
              min_gap: float = 0.03) -> dict:
     """Every claim's statistic and verdict, from the experiments' JSON contents."""
     arms = {k: v["history"][-1] for k, v in vision["arms"].items()}
     gap = arms["standard"]["accuracy"] - arms["lora"]["accuracy"]
     ratio = samples_to_match(vision)
-    if gap < min_gap:
-        v = "inconclusive"
-    else:
-        v = _verdict(ratio is not None and ratio <= max_ratio)
+    v = verdict(ratio is not None and ratio <= max_ratio, conclusive=gap >= min_gap)
     match = {"statistic": "LTE samples to reach standard's final test accuracy / standard's samples",
              "value": ratio, "threshold": max_ratio, "standard_minus_lora_accuracy": gap, "min_gap": min_gap,
              "final_accuracy": {k: h["accuracy"] for k, h in arms.items()},
@@ -70,7 +64,7 @@ def verdicts(*, least_squares: dict, vision: dict, table: dict, orthogonality: d
                                 for x in merged if x["final_loss"] >= least_squares["config"]["threshold"]],
            "runs": [{k: x[k] for k in ("target_rank", "heads", "merge_every", "svd_bound", "min_loss", "final_loss",
                                        "steps_to_threshold")} for x in ls],
-           "verdict": _verdict(above and below and all(order))}
+           "verdict": verdict(above and below and all(order))}
 
     # a rank-k target's update has rank <= k: "> 2r" is testable only where the target's rank exceeds 2r
     ls_lte = min(x["update_erank"] for x in merged if x["target_rank"] > 2 * r)
@@ -79,7 +73,7 @@ def verdicts(*, least_squares: dict, vision: dict, table: dict, orthogonality: d
     rank = {"statistic": "mean effective rank of W_final - W_0 over layers",
             "least_squares": {"lte_min": ls_lte, "lora_max": ls_lora, "r": r},
             "vit": {k: h.get("update_erank") for k, h in arms.items()}, "vit_r": vr,
-            "verdict": _verdict(ls_lte > 2 * r and ls_lora <= r + 1e-6
+            "verdict": verdict(ls_lte > 2 * r and ls_lora <= r + 1e-6
                                 and arms["lte"]["update_erank"] > 2 * vr and arms["lora"]["update_erank"] <= vr + 1e-6)}
 
     st = orthogonality["settings"]
@@ -90,14 +84,14 @@ def verdicts(*, least_squares: dict, vision: dict, table: dict, orthogonality: d
             "abs_cos": {k: f.get("abs_cos") for k, f in final.items()},
             "grassmann": {k: f.get("grassmann") for k, f in final.items()},
             "test_accuracy": {k: s["test_accuracy"] for k, s in st.items()},
-            "verdict": _verdict(best_cos == "diff init, diff data" and best_acc == "diff init, diff data")}
+            "verdict": verdict(best_cos == "diff init, diff data" and best_acc == "diff init, diff data")}
 
     falls = []
     for n in sorted({row["heads"] for row in table["rows"]}):
         rows = sorted((row for row in table["rows"] if row["heads"] == n), key=lambda row: row["merge_every"])
         falls.append(all(a["test_accuracy"] >= b["test_accuracy"] for a, b in zip(rows, rows[1:])))
     merge = {"statistic": "test accuracy at a fixed budget, per number of heads, as T grows",
-             "rows": table["rows"], "verdict": _verdict(all(falls))}
+             "rows": table["rows"], "verdict": verdict(all(falls))}
 
     bytes_ = vision["arms"]["lte"]["bytes_per_merge"]
     return {"samples_to_match": match, "least_squares": lsq, "update_rank": rank, "head_orthogonality": orth,

@@ -25,6 +25,7 @@ import itertools
 
 import numpy as np
 
+from prh.claims import verdict
 from prh.studies.phase.stats import (
     mantel_partial,
     modality_permutation,
@@ -33,10 +34,6 @@ from prh.studies.phase.stats import (
 )
 
 __all__ = ["evaluate_claims", "sign_flip_p"]
-
-
-def _verdict(ok: bool | None) -> str:
-    return "not testable" if ok is None else ("reproduced" if ok else "not reproduced")
 
 
 def _square(names, pairs, key) -> np.ndarray:
@@ -64,7 +61,7 @@ def sign_flip_p(diffs) -> float:
 
 def _adaptive_lr(lr: dict | None, alpha: float) -> dict:
     if not lr or not lr.get("pairs"):
-        return {"verdict": "not testable", "reason": "adaptive-LR runs were not made"}
+        return {"verdict": verdict(None), "reason": "adaptive-LR runs were not made"}
     diffs = [p["adaptive"]["retrieval"] - p["fixed"]["retrieval"] for p in lr["pairs"]]
     p = sign_flip_p(diffs)
     stat = float(np.mean(diffs))
@@ -72,7 +69,7 @@ def _adaptive_lr(lr: dict | None, alpha: float) -> dict:
             "fixed_mean": float(np.mean([q["fixed"]["retrieval"] for q in lr["pairs"]])),
             "adaptive_mean": float(np.mean([q["adaptive"]["retrieval"] for q in lr["pairs"]])),
             "test": "adaptive minus fixed-LR retrieval, exact one-sided sign-flip over pairs",
-            "verdict": _verdict(stat > 0 and p < alpha)}
+            "verdict": verdict(stat > 0 and p < alpha)}
 
 
 def evaluate_claims(rows: list[dict], pairs: list[dict], *, config: dict, adaptive_lr: dict | None = None,
@@ -93,15 +90,15 @@ def evaluate_claims(rows: list[dict], pairs: list[dict], *, config: dict, adapti
     claims["C1_alignment_gap"] = {**perm, "median_cross": med["cross"], "median_within_vision": med["vision"],
                                   "median_within_language": med["language"], "chance": cross[0]["chance"],
                                   "test": "within minus cross mean retrieval, modality-label permutation",
-                                  "verdict": _verdict(ok and perm["statistic"] > 0 and perm["p_value"] < alpha)}
+                                  "verdict": verdict(ok and perm["statistic"] > 0 and perm["p_value"] < alpha)}
     for key in ("s_literal", "s_centred"):
         frac = float(np.mean([p[key] < r["low_s"] for p in cross]))
         claims[f"C2a_fraction_below_{r['low_s']}_{key}"] = {
             "statistic": frac, "p_value": None, "test": "descriptive fraction of cross pairs (no null)",
-            "median": float(np.median([p[key] for p in cross])), "verdict": _verdict(frac >= r["low_s_fraction"])}
+            "median": float(np.median([p[key] for p in cross])), "verdict": verdict(frac >= r["low_s_fraction"])}
     perm = modality_permutation(_square(names, pairs, "s_literal"), is_vis, n_permutations=n_perm, seed=seed)
     claims["C2b_cross_below_within"] = {**perm, "test": "within minus cross mean S (eq. 3), modality-label permutation",
-                                        "verdict": _verdict(perm["statistic"] > 0 and perm["p_value"] < alpha)}
+                                        "verdict": verdict(perm["statistic"] > 0 and perm["p_value"] < alpha)}
     fam = {}
     for p in cross:
         fam.setdefault(p["group_a"], []).append(p["s_literal"])
@@ -109,7 +106,7 @@ def evaluate_claims(rows: list[dict], pairs: list[dict], *, config: dict, adapti
     claims["C2c_vision_families_below_0.5"] = {
         "statistic": max(fam_mean.values()), "p_value": None, "family_means": fam_mean,
         "test": "largest vision-family mean cross S (descriptive); no Swin in this zoo",
-        "verdict": _verdict(max(fam_mean.values()) < r["chaotic"])}
+        "verdict": verdict(max(fam_mean.values()) < r["chaotic"])}
 
     s_x, ret_x = _cross(vis, lang, pairs, "s_literal"), _cross(vis, lang, pairs, "retrieval")
     covs = [_cross(vis, lang, pairs, "log_params"), _cross(vis, lang, pairs, "feature_cka")]
@@ -120,7 +117,7 @@ def evaluate_claims(rows: list[dict], pairs: list[dict], *, config: dict, adapti
         "raw": mantel_partial(s_x, ret_x, (), n_permutations=n_perm, seed=seed),
         "mutual_knn": mantel_partial(s_x, _cross(vis, lang, pairs, "mutual_knn"), covs, n_permutations=n_perm, seed=seed),
         "test": "Spearman partial r(S, retrieval | log params, feature CKA), Mantel permutation",
-        "verdict": _verdict(part["statistic"] > 0 and part["p_value"] < alpha)}
+        "verdict": verdict(part["statistic"] > 0 and part["p_value"] < alpha)}
 
     col = {k: np.array([x[k] for x in rows], dtype=np.float64) for k in ("spectral_decay", "compression", "lambda1")}
     for key, values, sign in (("T1_spectral_decay_vision_gt_language", col["spectral_decay"], 1),
@@ -130,7 +127,7 @@ def evaluate_claims(rows: list[dict], pairs: list[dict], *, config: dict, adapti
         claims[key] = {**t, "vision_mean": float(np.nanmean(values[is_vis])),
                        "language_mean": float(np.nanmean(values[~is_vis])),
                        "test": "vision minus language model mean, modality-label permutation",
-                       "verdict": _verdict(sign * t["statistic"] > 0 and t["p_value"] < alpha)}
+                       "verdict": verdict(sign * t["statistic"] > 0 and t["p_value"] < alpha)}
     groups = {}
     for p in cross:
         groups.setdefault(p["group_a"], []).append(p["s_literal"])
@@ -138,7 +135,7 @@ def evaluate_claims(rows: list[dict], pairs: list[dict], *, config: dict, adapti
     worst = max(float(np.mean(v)) for v in groups.values())
     claims["T1_every_family_chaotic"] = {"statistic": worst, "p_value": None,
                                          "test": "largest family mean cross S (descriptive)",
-                                         "verdict": _verdict(worst < r["chaotic"])}
+                                         "verdict": verdict(worst < r["chaotic"])}
 
     failure = ret_x < r["failure"]
     relative = ret_x < np.median(ret_x)
@@ -152,11 +149,11 @@ def evaluate_claims(rows: list[dict], pairs: list[dict], *, config: dict, adapti
         ok = None if not np.isfinite(ba) else bool(ba >= r["min_balanced_accuracy"] and res["p_value"] < alpha)
         claims[key] = {**res, "statistic": ba, "relative_failure": rel,
                        "test": "balanced accuracy of 'failure iff score > threshold', Mantel label permutation",
-                       "verdict": _verdict(ok)}
+                       "verdict": verdict(ok)}
         rules[key] = {"balanced_accuracy": ba, "failure_base_rate": res["failure_base_rate"]}
     claims["T2_adaptive_lr"] = _adaptive_lr(adaptive_lr, alpha)
     for key in ("T2_phase_regularisation", "T2_compatible_init", "F3_information_ratio"):
-        claims[key] = {"verdict": "not testable", "reason": "the seed does not specify how to build or measure it"}
+        claims[key] = {"verdict": verdict(None), "reason": "the seed does not specify how to build or measure it"}
     err = [x["sketch_error"] for x in rows if x["sketch_error"] is not None]
     return {"claims": claims, "threshold_rules": rules, "failure_base_rate": float(failure.mean()),
             "relative_failure_base_rate": float(relative.mean()), "n_models": len(rows),

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from prh.claims import verdict
 from prh.config import schema_defaults
 from prh.io import json_object, write_json
 
@@ -61,7 +62,7 @@ def claims(*, shallow: dict, deep: dict, fig2: dict, fig7: dict) -> dict:
         return bool(np.all(np.diff(v) > 0))
 
     def row(ok, **numbers):
-        return {"reproduced": bool(ok), **numbers}
+        return {"reproduced": bool(ok), "verdict": verdict(bool(ok)), **numbers}
 
     out = {
         "fig10_source_alignment_rises": row(a["trained"]["S"] > max(a["input"]["S"], a["init"]["S"]),

@@ -1,0 +1,90 @@
+"""What a study declares: its figures, output files, commands and claims (issue 35).
+
+Each study is one package of ``prh.studies`` whose ``manifest.py`` holds ``STUDY``, a
+:class:`Study`. Its one name is also its rule file (``workflow/rules/<name>.smk``), schema
+(``workflow/schemas/<name>.schema.yaml``), ``params.yaml`` key, results folder
+(``results/experiments/<name>/``), figure prefix (``results/figures/<name>_*``), plots module
+(``prh.plots.<name>``) and report folder (``workflow/report/<name>/``); ``tests/test_layout.py``
+checks all of them. The figure registry (``prh.figures``), the claims ledger
+(``prh.studies.ledger``), ``dvc.yaml``'s plots and metrics and the README's tables are built
+from the manifests or checked against them.
+
+This module holds only plain data: the workflow reads it while Snakemake parses the rules.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+__all__ = ["Figure", "ClaimSpec", "Study", "EXPERIMENTS"]
+
+EXPERIMENTS = "results/experiments"
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One figure: ``draw(*inputs, out, **kwargs)`` writes ``results/figures/<name>.<format>`` for each format
+    (a figure: PDF and PNG; a table: CSV)."""
+
+    name: str
+    draw: str  # "module:function" in prh.plots
+    inputs: dict[str, str]  # argument name -> path (in argument order)
+    caption: str  # workflow/report/<caption>.rst
+    category: str  # the report's section
+    study: str  # the study (or the stage) whose numbers it plots
+    kwargs: dict = field(default_factory=dict)
+    formats: tuple[str, ...] = ("pdf", "png")  # the files it writes; the first is the one the report shows
+
+    @property
+    def rule(self) -> str:
+        """The Snakemake rule that draws it: ``plot_<name>``, wildcards dropped, other non-identifier characters ``_``."""
+        stem = re.sub(r"_+", "_", re.sub(r"\W", "_", re.sub(r"\{\w+\}", "", self.name))).strip("_")
+        return f"plot_{stem}"
+
+    def paths(self, context: dict | None = None) -> dict[str, str]:
+        """The input paths with the ``{fields}`` found in ``context`` filled in (the rest stay wildcards)."""
+        context = context or {}
+        return {k: re.sub(r"\{(\w+)\}", lambda m: str(context.get(m.group(1), m.group(0))), v)
+                for k, v in self.inputs.items()}
+
+
+@dataclass(frozen=True)
+class ClaimSpec:
+    """A claim of a source document, as the ledger states it.
+
+    ``key`` names it within its study (the ledger's id is ``<study>.<key>``); ``unit`` is the
+    independent thing its statistic varies over (a model, a model pair, a training run, a seed),
+    ``rule`` the pass rule fixed before the verdict is read (its thresholds live in params.yaml)."""
+
+    key: str
+    source: str  # e.g. "seed 000, Fig 1a"
+    statement: str
+    statistic: str
+    unit: str
+    rule: str
+
+
+@dataclass(frozen=True)
+class Study:
+    """A study: one name everywhere, and what it declares (module docstring)."""
+
+    name: str
+    title: str  # what a reader of the source recognises
+    source: str  # the source document (../shared/seeds/)
+    outputs: tuple[str, ...]  # file names under results/experiments/<name>/
+    figures: tuple[Figure, ...]
+    commands: tuple[str, ...]  # its `prh` commands
+    claims: tuple[ClaimSpec, ...] = ()
+    # "module:function" turning the study's results into the ledger's numbers and verdicts:
+    # function(**{key: parsed JSON}) -> {claim key: {"value", "interval", "n", "verdict", "seeds", ...}}
+    verdicts: str = ""
+    verdict_inputs: dict[str, str] = field(default_factory=dict)  # key -> file name under results/experiments/<name>/
+
+    def path(self, file: str) -> str:
+        """``results/experiments/<name>/<file>``."""
+        return f"{EXPERIMENTS}/{self.name}/{file}"
+
+    @property
+    def claim_ids(self) -> list[str]:
+        return [f"{self.name}.{c.key}" for c in self.claims]

@@ -1,0 +1,180 @@
+"""The claims ledger: every claim of every study, its verdict, statistic, interval, n and unit.
+
+``STUDIES`` names the studies; each package's ``manifest`` holds ``STUDY`` (what it claims,
+``prh.manifest.ClaimSpec``) and ``results(suite, alpha, **inputs)`` (what its results say: a dict of
+claim key -> ``value``, ``interval``, ``p``, ``n``, ``seeds``, ``verdict``; the verdicts come from
+``prh.claims``). ``build`` joins the two into one row per claim; ``prh claims-ledger`` writes
+``results/claims.json`` and, with ``--readme``, the README's generated claims table.
+
+    prh claims-ledger --suite offline --alpha 0.05 --in results/experiments --out results/claims.json
+    prh claims-ledger --ledger results/claims.json --readme README.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import math
+from pathlib import Path
+
+from prh.claims import LABELS, replication
+from prh.errors import UsageError
+from prh.manifest import Study
+
+__all__ = ["STUDIES", "manifest", "manifests", "study_files", "build", "table", "replace_block", "main"]
+
+# PRH paper, then the seeds in their numbering, then Huh's thesis
+STUDIES = ("convergence", "downstream", "color", "density", "metric_agreement", "phase", "bridge", "transfer",
+           "simplicity", "lte")
+
+
+def manifest(name: str):
+    """The manifest module of study ``name`` (``prh.studies.<name>.manifest``)."""
+    if name not in STUDIES:
+        raise UsageError(f"unknown study {name!r}; the studies are {', '.join(STUDIES)}")
+    return importlib.import_module(f"prh.studies.{name}.manifest")
+
+
+def manifests() -> dict[str, Study]:
+    return {name: manifest(name).STUDY for name in STUDIES}
+
+
+def _number(x):
+    return None if x is None or (isinstance(x, float) and not math.isfinite(x)) else x
+
+
+def study_files(in_dir: str | Path, studies=STUDIES) -> dict[str, dict[str, Path]]:
+    """Every study's verdict inputs under ``in_dir`` (results/experiments), by the manifests' file names;
+    a name ending in "?" is optional (a part the suite may not run) and left out when absent."""
+    files = {}
+    for name in studies:
+        study = manifest(name).STUDY
+        paths = {k: Path(in_dir) / name / f.rstrip("?") for k, f in study.verdict_inputs.items()}
+        files[name] = {k: p for k, p in paths.items() if p.exists() or not study.verdict_inputs[k].endswith("?")}
+    return files
+
+
+def build(files: dict[str, dict[str, str | Path]], suite: str, alpha: float) -> dict:
+    """The ledger of the studies in ``files`` ({study: {input key: path}}, ``study_files``), in the order
+    of ``STUDIES``; a study whose required files are missing is listed under ``missing``."""
+    from prh.io import read_json
+
+    unknown = sorted(set(files) - set(STUDIES))
+    if unknown:
+        raise UsageError(f"unknown studies {unknown}; the studies are {', '.join(STUDIES)}")
+    rows, missing = [], {}
+    for name in [s for s in STUDIES if s in files]:
+        mod = manifest(name)
+        study = mod.STUDY
+        paths = {k: Path(p) for k, p in files[name].items()}
+        required = {k for k, f in study.verdict_inputs.items() if not f.endswith("?")}
+        bad = sorted(set(paths) - set(study.verdict_inputs))
+        if bad:
+            raise UsageError(f"study {name} reads {sorted(study.verdict_inputs)}, not {bad}")
+        absent = sorted(str(paths.get(k, k)) for k in required if k not in paths or not paths[k].exists())
+        if absent:
+            missing[name] = absent
+            continue
+        inputs = {k: read_json(paths[k]) if k in paths else None for k in study.verdict_inputs}
+        found = mod.results(suite, alpha, **inputs)
+        extra = sorted(set(found) - {c.key for c in study.claims})
+        if extra:
+            raise ValueError(f"study {name}: results() gave claims its manifest does not declare: {extra}")
+        for spec in study.claims:
+            got = found.get(spec.key, {"verdict": "not testable", "note": "the results hold no entry for it"})
+            if got["verdict"] not in LABELS:
+                raise ValueError(f"{name}.{spec.key}: verdict {got['verdict']!r} is not one of {LABELS}")
+            interval = got.get("interval")
+            rows.append({
+                "id": f"{name}.{spec.key}", "study": name, "source": spec.source, "statement": spec.statement,
+                "statistic": spec.statistic, "value": _number(got.get("value")),
+                "interval": None if interval is None or None in interval else [float(v) for v in interval],
+                "p": _number(got.get("p")), "n": got.get("n"), "unit": spec.unit, "rule": spec.rule,
+                "verdict": got["verdict"], **replication(got["verdict"], got.get("seeds")),
+                "note": got.get("note")})
+    counts = {label: sum(r["verdict"] == label for r in rows) for label in LABELS}
+    return {"suite": suite, "alpha": alpha, "claims": rows, "counts": counts, "missing": missing}
+
+
+def _fmt(x) -> str:
+    if x is None:
+        return ""
+    if isinstance(x, bool):
+        return str(x)
+    if isinstance(x, int):
+        return str(x)
+    return f"{x:.3g}"
+
+
+def table(ledger: dict | None = None) -> str:
+    """The README's generated claims table: with a ledger, its verdicts and numbers; without one, what
+    every study claims (its manifest), the verdict columns left to a run."""
+    if ledger is None:
+        lines = ["| claim | source | statement | unit | rule |", "| --- | --- | --- | --- | --- |"]
+        for name, study in manifests().items():
+            lines += [f"| `{name}.{c.key}` | {c.source} | {c.statement} | {c.unit} | {c.rule} |" for c in study.claims]
+        return "\n".join(lines)
+    lines = [f"Suite `{ledger['suite']}`: " + ", ".join(f"{v} {k}" for k, v in ledger["counts"].items()) + ".", "",
+             "| claim | source | verdict | statistic | value | interval | n | unit |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in ledger["claims"]:
+        verdict = r["verdict"] + (f" ({r['provisional']})" if r["provisional"] else "")
+        interval = "" if r["interval"] is None else f"[{_fmt(r['interval'][0])}, {_fmt(r['interval'][1])}]"
+        lines.append(f"| `{r['id']}` | {r['source']} | {verdict} | {r['statistic']} | {_fmt(r['value'])} | "
+                     f"{interval} | {_fmt(r['n'])} | {r['unit']} |")
+    return "\n".join(lines)
+
+
+def replace_block(text: str, name: str, content: str) -> str:
+    """``text`` with the lines between ``<!-- generated:name -->`` and ``<!-- /generated:name -->`` replaced."""
+    start, end = f"<!-- generated:{name} -->", f"<!-- /generated:{name} -->"
+    if text.count(start) != 1 or text.count(end) != 1 or text.index(start) > text.index(end):
+        raise UsageError(f"the file needs one '{start}' line followed by one '{end}' line")
+    head, rest = text.split(start, 1)
+    _, tail = rest.split(end, 1)
+    return f"{head}{start}\n{content}\n{end}{tail}"
+
+
+def _study_file(text: str) -> tuple[str, str, str]:
+    study, _, rest = text.partition(":")
+    key, _, path = rest.partition("=")
+    if not (study and key and path):
+        raise argparse.ArgumentTypeError(f"--file takes STUDY:KEY=PATH (e.g. phase:metrics=results/...), got {text!r}")
+    return study, key, path
+
+
+def main(argv: list[str] | None = None) -> None:
+    from prh.io import atomic_path, read_json, write_json
+
+    p = argparse.ArgumentParser(prog="prh claims-ledger", description=__doc__.splitlines()[0])
+    p.add_argument("--suite", help="the suite whose results these are (offline or paper)")
+    p.add_argument("--alpha", type=float, help="the level of the correlation rules (params.yaml claims.alpha)")
+    p.add_argument("--file", type=_study_file, action="append", default=[], metavar="STUDY:KEY=PATH",
+                   help="a study's verdict input (repeatable; the rule passes each one)")
+    p.add_argument("--in", dest="in_dir", help="or: results/experiments, read by the manifests' file names")
+    p.add_argument("--ledger", help="or: an existing ledger JSON to render")
+    p.add_argument("--out", help="the ledger JSON to write (results/claims.json)")
+    p.add_argument("--readme", help="a Markdown file whose '<!-- generated:claims -->' block gets the table")
+    a = p.parse_args(argv)
+    sources = [bool(a.file), bool(a.in_dir), bool(a.ledger)]
+    if a.readme and not any(sources):
+        ledger = None  # the manifests' table
+    elif sum(sources) != 1:
+        raise UsageError("give one of --file (repeated), --in and --ledger")
+    elif a.ledger:
+        ledger = read_json(a.ledger)
+    elif a.suite is None or a.alpha is None:
+        raise UsageError("building a ledger needs --suite and --alpha (params.yaml suite and claims.alpha)")
+    else:
+        files = study_files(a.in_dir) if a.in_dir else {}
+        for study, key, path in a.file:
+            files.setdefault(study, {})[key] = path
+        ledger = build(files, a.suite, a.alpha)
+    if a.out and ledger is not None:
+        write_json(a.out, ledger)
+    if a.readme:
+        text = replace_block(Path(a.readme).read_text(), "claims", table(ledger))
+        with atomic_path(a.readme) as tmp:
+            tmp.write_text(text)
+    if ledger is not None:
+        print(", ".join(f"{v} {k}" for k, v in ledger["counts"].items()))

@@ -1,0 +1,181 @@
+"""The one verdict engine (prh.claims), the studies' manifests and the claims ledger (issue 35)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from prh.claims import (LABELS, PROVISIONAL, correlation_row, correlation_verdict, interval_verdict, replication,
+                        verdict)
+from prh.errors import UsageError
+from prh.studies import ledger as L
+
+
+def test_verdict_reaches_every_label():
+    assert verdict(True) == "reproduced"
+    assert verdict(False) == "not reproduced"
+    assert verdict(True, conclusive=False) == verdict(False, conclusive=False) == "inconclusive"
+    assert verdict(None) == verdict(True, testable=False) == "not testable"
+    assert verdict(None, conclusive=False) == "not testable"  # a rule that cannot fire is not "inconclusive"
+
+
+@pytest.mark.parametrize("lo, hi, label", [
+    (0.01, 0.05, "reproduced"),
+    (0.0, 0.05, "inconclusive"),  # lo must be above 0, not at it
+    (-0.03, 0.01, "not reproduced"),
+    (-0.03, 0.02, "inconclusive"),  # hi at the margin: an effect as large as the margin is not excluded
+    (-0.03, 0.0199, "not reproduced"),
+    (-0.01, 0.04, "inconclusive"),
+    (None, None, "not testable"),
+])
+def test_beats_boundaries(lo, hi, label):
+    assert interval_verdict("beats", lo, hi, 0.02) == label
+
+
+@pytest.mark.parametrize("lo, hi, label", [
+    (-0.01, 0.015, "reproduced"),
+    (-0.02, 0.015, "inconclusive"),  # lo at -margin: not inside
+    (0.02, 0.05, "not reproduced"),  # wholly at or beyond the margin
+    (0.0199, 0.05, "inconclusive"),
+    (-0.05, -0.02, "not reproduced"),
+    (-0.01, 0.05, "inconclusive"),
+    (0.5, None, "not testable"),
+])
+def test_matches_boundaries(lo, hi, label):
+    assert interval_verdict("matches", lo, hi, 0.02) == label
+
+
+def test_interval_kind_is_checked():
+    with pytest.raises(ValueError, match="kind="):
+        interval_verdict("exceeds", 0, 1, 0.02)
+
+
+@pytest.mark.parametrize("r, p, n, label", [
+    (0.5, 0.01, 10, "reproduced"),
+    (0.5, 0.05, 10, "not reproduced"),  # p must be below alpha
+    (-0.5, 0.01, 10, "not reproduced"),
+    (0.0, 0.01, 10, "not reproduced"),
+    (0.9, 0.001, 3, "not testable"),  # fewer units than min_n = 4
+    (0.9, 0.001, None, "reproduced"),  # n not recorded: not checked
+    (math.nan, 0.01, 10, "not testable"),
+    (None, None, 10, "not testable"),
+])
+def test_correlation_boundaries(r, p, n, label):
+    assert correlation_verdict(r, p, n, alpha=0.05) == label
+
+
+def test_correlation_row_with_a_falling_claim():
+    row = correlation_row({"spearman_rho": -0.8, "p_value": 0.001, "n": 16}, 0.05, None, r="spearman_rho",
+                          p="p_value", sign=-1)
+    assert row == {"value": -0.8, "p": 0.001, "n": 16, "seeds": None, "verdict": "reproduced"}
+    assert correlation_row({"spearman_r": -0.8, "spearman_p": 0.001, "n": 16}, 0.05, 1)["verdict"] == "not reproduced"
+
+
+def test_replication_marks_one_seed_provisional():
+    assert replication("reproduced", 1) == {"seeds": 1, "provisional": PROVISIONAL}
+    assert replication("not reproduced", 2)["provisional"] == PROVISIONAL
+    assert replication("reproduced", 3) == {"seeds": 3, "provisional": None}
+    assert replication("inconclusive", 1)["provisional"] is None
+    assert replication("reproduced", None)["provisional"] is None  # fixed checkpoints: no training seed
+    with pytest.raises(ValueError, match="verdict"):
+        replication("probably", 3)
+
+
+def test_manifests_declare_consistent_studies():
+    studies = L.manifests()
+    assert list(studies) == list(L.STUDIES)
+    for name, study in studies.items():
+        assert study.name == name
+        assert all(fig.name.startswith(f"{name}_") and fig.study == name for fig in study.figures), name
+        assert all(fig.caption.startswith(f"{name}/") for fig in study.figures), name
+        keys = [c.key for c in study.claims]
+        assert len(keys) == len(set(keys)), name
+        assert {f.rstrip("?") for f in study.verdict_inputs.values()} <= set(study.outputs), name
+        assert all(c.unit and c.rule and c.statistic and c.source for c in study.claims), name
+
+
+def _write(path, obj):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(obj))
+    return path
+
+
+LTE = {"samples_to_match": {"value": 1.2, "verdict": "reproduced"}, "least_squares": {"verdict": "not reproduced"},
+       "update_rank": {"verdict": "reproduced"}, "head_orthogonality": {"verdict": "inconclusive"},
+       "merge_interval": {"verdict": "reproduced"}}
+
+
+def test_ledger_rows_carry_manifest_and_results(tmp_path):
+    lte = _write(tmp_path / "lte" / "metrics.json", LTE)
+    dens = _write(tmp_path / "density" / "metrics.json",
+                  {"trend": {"spearman_r": 0.9, "spearman_p": 0.01, "n_levels": 6}})
+    out = L.build({"lte": {"metrics": lte}, "density": {"metrics": dens}, "phase": {"metrics": tmp_path / "no.json"}},
+                  "offline", 0.05)
+    ids = [r["id"] for r in out["claims"]]
+    assert ids == ["density.fig09", *[f"lte.{k}" for k in LTE]]  # the order of STUDIES, then of the manifest
+    row = {r["id"]: r for r in out["claims"]}
+    assert row["lte.samples_to_match"]["value"] == 1.2 and row["lte.samples_to_match"]["provisional"] == PROVISIONAL
+    assert row["lte.head_orthogonality"]["provisional"] is None
+    assert row["density.fig09"]["n"] == 6 and row["density.fig09"]["verdict"] == "reproduced"
+    assert row["density.fig09"]["unit"] == "density level"
+    assert out["missing"] == {"phase": [str(tmp_path / "no.json")]}
+    assert out["counts"] == {"reproduced": 4, "not reproduced": 1, "inconclusive": 1, "not testable": 0}
+    assert set(out["counts"]) == set(LABELS)
+
+
+def test_ledger_refuses_undeclared_claims_and_bad_labels(tmp_path):
+    lte = _write(tmp_path / "lte" / "metrics.json", {**LTE, "merge_interval": {"verdict": "probably"}})
+    with pytest.raises(ValueError, match="probably"):
+        L.build({"lte": {"metrics": lte}}, "offline", 0.05)
+    with pytest.raises(UsageError, match="unknown studies"):
+        L.build({"phase2": {}}, "offline", 0.05)
+    with pytest.raises(UsageError, match="reads"):
+        L.build({"lte": {"vision": lte}}, "offline", 0.05)
+
+
+def test_a_claim_missing_from_the_results_is_not_testable(tmp_path):
+    lte = _write(tmp_path / "lte" / "metrics.json", {k: v for k, v in LTE.items() if k != "update_rank"})
+    row = {r["id"]: r for r in L.build({"lte": {"metrics": lte}}, "offline", 0.05)["claims"]}
+    assert row["lte.update_rank"]["verdict"] == "not testable"
+
+
+def test_tables_and_generated_blocks(tmp_path):
+    spec = L.table()
+    assert spec.count("\n") + 1 == 2 + sum(len(s.claims) for s in L.manifests().values())
+    lte = _write(tmp_path / "lte" / "metrics.json", LTE)
+    led = L.build({"lte": {"metrics": lte}}, "offline", 0.05)
+    text = L.table(led)
+    assert "| `lte.samples_to_match` | thesis section 4.3.5 | reproduced (one seed: provisional) |" in text
+    doc = "a\n<!-- generated:claims -->\nold\n<!-- /generated:claims -->\nb\n"
+    assert L.replace_block(doc, "claims", "new") == "a\n<!-- generated:claims -->\nnew\n<!-- /generated:claims -->\nb\n"
+    with pytest.raises(UsageError, match="generated:claims"):
+        L.replace_block("no markers", "claims", "x")
+
+
+def test_cli_writes_ledger_and_readme(tmp_path, capsys):
+    _write(tmp_path / "exp" / "lte" / "metrics.json", LTE)
+    readme = tmp_path / "README.md"
+    readme.write_text("x\n<!-- generated:claims -->\n<!-- /generated:claims -->\n")
+    L.main(["--suite", "offline", "--alpha", "0.05", "--in", str(tmp_path / "exp"), "--out", str(tmp_path / "c.json"),
+            "--readme", str(readme)])
+    led = json.loads((tmp_path / "c.json").read_text())
+    assert [r["id"] for r in led["claims"]] == [f"lte.{k}" for k in LTE]
+    assert "lte.merge_interval" in readme.read_text()
+    assert "3 reproduced" in capsys.readouterr().out
+    with pytest.raises(UsageError, match="--suite and --alpha"):
+        L.main(["--in", str(tmp_path / "exp")])
+    with pytest.raises(SystemExit):
+        L.main(["--file", "lte-metrics"])
+
+
+def test_dvc_metrics_hold_the_ledger_and_every_study_s_metrics(repo_root):
+    import yaml
+
+    metrics = set(yaml.safe_load((repo_root / "dvc.yaml").read_text())["metrics"])
+    assert "results/claims.json" in metrics
+    for study in L.manifests().values():
+        for f in study.verdict_inputs.values():
+            if f.rstrip("?").endswith("metrics.json"):
+                assert study.path(f.rstrip("?")) in metrics, study.path(f)
