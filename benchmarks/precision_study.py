@@ -12,7 +12,11 @@ metric, as always), and compares every cell with the float32 table:
   change must stay well below.
 
     python benchmarks/precision_study.py --results results --configfile tests/smoke/params.yaml \\
-        --json benchmarks/precision_study.json
+        --json benchmarks/precision_study.json --docs docs/metrics.md
+    python benchmarks/precision_study.py --json benchmarks/precision_study.json --docs docs/metrics.md --render
+
+The table in docs/metrics.md (between <!-- generated:precision --> and <!-- /generated:precision -->) is written
+from the JSON by --docs; --render rewrites it from an existing JSON without computing anything.
 
 It reads the float32 features the workflow wrote (results/features/<dataset>/<model>.safetensors) and the zoo
 checkpoints beside them; it writes the other dtypes' features and tables under <results>/precision/.
@@ -77,8 +81,13 @@ def compare(ref: dict, other: dict) -> dict:
             "best_pairs_moved": int(moved), "fp32_score_range": [float(off.min()), float(off.max())]}
 
 
+HEADER = ("| table | metric | fp32 scores (off-diagonal) | bf16: max / median abs. change, best pairs moved | fp16: same |",
+          "| --- | --- | --- | --- | --- |")
+BLOCK = ("<!-- generated:precision -->", "<!-- /generated:precision -->")
+
+
 def rows(study: dict) -> list[str]:
-    """One line per table of a study JSON, as the README's table (and, without the pipes, the report) shows it."""
+    """One line per table of a study JSON, as docs/metrics.md's table (and, without the pipes, the report) shows it."""
     out = []
     for r in study["tables"]:
         lo, hi = r["bfloat16"]["fp32_score_range"]
@@ -90,6 +99,17 @@ def rows(study: dict) -> list[str]:
     return out
 
 
+def write_docs(path: Path, study: dict) -> None:
+    """Replace the generated precision block of ``path`` (docs/metrics.md) with the table of ``study``."""
+    text = path.read_text()
+    start, end = BLOCK
+    if text.count(start) != 1 or text.count(end) != 1 or text.index(start) > text.index(end):
+        raise SystemExit(f"{path} needs one '{start}' line followed by one '{end}' line")
+    head, rest = text.split(start, 1)
+    tail = rest.split(end, 1)[1]
+    path.write_text("\n".join([head + start, *HEADER, *rows(study), end]) + tail)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--results", default="results")
@@ -97,7 +117,14 @@ def main() -> None:
     p.add_argument("--configfile", action="append", default=[])
     p.add_argument("--metrics", nargs="+", default=["mutual_knn", "cka"])
     p.add_argument("--json", required=True)
+    p.add_argument("--docs", type=Path, help="the markdown file whose generated precision block to rewrite")
+    p.add_argument("--render", action="store_true", help="only rewrite --docs from the existing --json")
     a = p.parse_args()
+    if a.render:
+        if not a.docs:
+            p.error("--render needs --docs")
+        write_docs(a.docs, json.loads(Path(a.json).read_text()))
+        return
     cfg, results = config(a.params, a.configfile), Path(a.results)
     suite, sets = cfg["suites"][cfg["suite"]], cfg["model_sets"]
     out = {"suite": cfg["suite"], "configfiles": a.configfile, "tables": []}
@@ -120,6 +147,8 @@ def main() -> None:
             print(json.dumps(row), flush=True)
     Path(a.json).write_text(json.dumps(out, indent=1) + "\n")
     print("\n".join(rows(out)))
+    if a.docs:
+        write_docs(a.docs, out)
 
 
 if __name__ == "__main__":

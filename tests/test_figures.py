@@ -1,5 +1,5 @@
 """The figure registry (prh.figures) is the one home of every figure: its plot
-function, inputs and caption exist, and dvc.yaml and the README agree with it."""
+function, inputs and caption exist, and dvc.yaml and the figure table (docs/figures.md) agree with it."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import yaml
 
 from prh.figures import FIGURES, draw, main
 from prh.io import write_json
+from test_readme import generated_block
 
 
 @pytest.mark.parametrize("name", list(FIGURES))
@@ -35,11 +36,13 @@ def test_dvc_plots_are_the_registered_figures(repo_root):
     assert {n for n, f in FIGURES.items() if "{" not in n and "png" in f.formats} <= set(stems)
 
 
-def test_readme_table_names_each_figure_with_its_rule_and_code(repo_root):
-    readme = (repo_root / "README.md").read_text()
+def test_figure_table_names_each_figure_with_its_rule_and_code(repo_root):
+    rows = generated_block((repo_root / "docs" / "figures.md").read_text(), "figures").splitlines()
+    named = [line.split("`")[1] for line in rows if line.startswith("| `")]
+    assert sorted(named) == sorted(FIGURES), "docs/figures.md has one row per registered figure, and no other"
     for fig in FIGURES.values():
-        row = next((line for line in readme.splitlines() if line.startswith(f"| `{fig.name}`")), None)
-        assert row, f"README's figure table has no row for {fig.name}"
+        row = next((line for line in rows if line.startswith(f"| `{fig.name}`")), None)
+        assert row, f"docs/figures.md's figure table has no row for {fig.name}"
         assert f"`{fig.rule}`" in row and f"`{fig.draw}`" in row, row
 
 
