@@ -179,3 +179,12 @@ def test_dvc_metrics_hold_the_ledger_and_every_study_s_metrics(repo_root):
         for f in study.verdict_inputs.values():
             if f.rstrip("?").endswith("metrics.json"):
                 assert study.path(f.rstrip("?")) in metrics, study.path(f)
+
+
+def test_readme_claims_block_is_generated(repo_root):
+    """The README's claims table is the manifests' (or a committed ledger's) rendering, never typed."""
+    text = (repo_root / "README.md").read_text()
+    block = text.split("<!-- generated:claims -->\n", 1)[1].split("\n<!-- /generated:claims -->", 1)[0]
+    ledger_copy = repo_root / "docs" / "claims.json"
+    expected = L.table(json.loads(ledger_copy.read_text())) if ledger_copy.exists() else L.table()
+    assert block == expected, "regenerate it: prh claims-ledger --readme README.md (see the README)"
