@@ -270,7 +270,7 @@ def check_config(cfg: dict, *, layers: list[tuple[str, dict]] | None = None) -> 
 
 
 def _override(text: str) -> tuple[str, object]:
-    """``key=value`` of ``--config``, the value read as YAML (Snakemake's own parser is stricter: see README)."""
+    """``key=value`` of ``--config``, the value read as YAML (Snakemake's own parser is stricter: see docs/trust.md)."""
     import yaml
 
     key, sep, value = text.partition("=")

@@ -5,7 +5,7 @@ function that draws it, the experiment files it reads, its report caption
 (``workflow/report/<caption>.rst``) and its report category. The rule files
 generate one plot rule per entry from this table (``workflow/rules/figures.smk``),
 ``prh plot NAME`` draws any entry by hand, and a test checks ``dvc.yaml``'s plots,
-the README's figure table and the smoke run's figures against it.
+docs/figures.md's table and the smoke run's figures against it.
 
 An input path may hold ``{fields}``: those named in the rule file's context (e.g.
 ``{sample_sheet_dataset}``) are filled from params.yaml, the others are Snakemake

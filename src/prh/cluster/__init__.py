@@ -2,7 +2,7 @@
 
 One formula for the GPU count (issue 22): every rule that loads a hub model asks for
 ``gpus_needed`` GPUs and passes ``--device-map auto`` exactly when that is more than one;
-the SLURM profile's notes and the README's table are generated from it (a test checks).
+the SLURM profile's notes and docs/paper_suite.md's table are generated from it (a test checks).
 
 ``plan_cost`` turns the jobs of a Snakemake dry run (rule, wildcards, resources) into
 GPU-hours *reserved* (what the jobs ask SLURM for: ``gpu x runtime``) and *estimated*

@@ -60,7 +60,7 @@ def _local_folder_missing(name: str, spec: dict) -> str | None:
         return None  # the rule prepare_<name> builds the folder from the download
     if Path(spec["repo"]).expanduser().is_dir():
         return None
-    how = (f"download it (README, paper suite) to {prep['source']}; rule prepare_{name} builds the folder"
+    how = (f"download it (docs/paper_suite.md) to {prep['source']}; rule prepare_{name} builds the folder"
            if prep else "prepare it as params.yaml's comment on it says")
     return f"  dataset {name}: folder {spec['repo']} does not exist ({how})"
 
@@ -106,7 +106,7 @@ def check_hub_cache(cfg: dict, **caches) -> dict:
             "paper suite are not in the Hugging Face cache:\n" + "\n".join(missing) + "\nEither fetch them into "
             "the cache on a machine with network, with the same HF_HOME (the commands above), or fetch what was "
             "computed elsewhere: `dvc pull results/data` (the materialised datasets) or `make pull` (data, alignment "
-            "tables, experiments and figures; per-layer features are not versioned). To replay the DAG without the hub, build stand-ins: README, "
+            "tables, experiments and figures; per-layer features are not versioned). To replay the DAG without the hub, build stand-ins: docs/paper_suite.md, "
             "'Replaying the paper suite offline'."
         )
     return cfg
