@@ -188,3 +188,22 @@ def test_readme_claims_block_is_generated(repo_root):
     ledger_copy = repo_root / "docs" / "claims.json"
     expected = L.table(json.loads(ledger_copy.read_text())) if ledger_copy.exists() else L.table()
     assert block == expected, "regenerate it: prh claims-ledger --readme README.md (see the README)"
+
+
+@pytest.mark.parametrize("effects, passed, margin, label", [
+    ([0.1, 0.2, 0.05], True, 0.0, "reproduced"),
+    ([0.1, 0.2, 0.05], False, 0.0, "not reproduced"),  # the statistic failed although every run points the same way
+    ([-0.1, -0.2, -0.05], False, 0.0, "not reproduced"),
+    ([0.1, -0.2, 0.05], True, 0.0, "inconclusive"),  # runs disagree in sign
+    ([0.01, 0.02, 0.015], True, 0.015, "inconclusive"),  # mean 0.015 inside the equivalence margin (boundary)
+    ([0.01, 0.02, 0.0151], True, 0.015, "reproduced"),
+    ([0.3], True, 0.0, "reproduced"),  # one run: labelled, then marked provisional by replication()
+    ([], True, 0.0, "not testable"),
+    ([0.1, math.nan, 0.2], True, 0.0, "not testable"),
+    ([0.1, 0.2, 0.3], None, 0.0, "not testable"),
+    ([0.0, 0.0, 0.0], True, 0.0, "inconclusive"),  # no effect at all sits on the margin
+])
+def test_seeds_verdict_boundaries(effects, passed, margin, label):
+    from prh.claims import seeds_verdict
+
+    assert seeds_verdict(effects, passed, margin=margin) == label

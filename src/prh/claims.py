@@ -8,8 +8,8 @@ A verdict is one of four labels:
   equivalence margin, a validity gate not passed, an effect too small to read);
 * ``reproduced`` / ``not reproduced``: the pre-registered rule passed / failed.
 
-:func:`verdict` is the only function that picks a label; :func:`interval_verdict` and
-:func:`correlation_verdict` are the two common rules written with it. :func:`replication`
+:func:`verdict` is the only function that picks a label; :func:`interval_verdict`,
+:func:`correlation_verdict` and :func:`seeds_verdict` (independent runs) are rules written with it. :func:`replication`
 adds what the number of independent runs allows: a "reproduced" that rests on fewer than
 ``MIN_SEEDS`` runs is marked "one seed: provisional" (``provisional`` in the ledger).
 """
@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["LABELS", "MIN_SEEDS", "PROVISIONAL", "verdict", "interval_verdict", "correlation_verdict", "correlation_row", "replication"]
+__all__ = ["LABELS", "MIN_SEEDS", "PROVISIONAL", "verdict", "interval_verdict", "correlation_verdict", "correlation_row",
+           "seeds_verdict", "replication"]
 
 LABELS = ("reproduced", "not reproduced", "inconclusive", "not testable")
 MIN_SEEDS = 3  # "reproduced" needs at least this many agreeing independent runs
@@ -57,6 +58,22 @@ def correlation_verdict(r: float | None, p: float | None, n: int | None, *, alph
     ``min_n`` units (``n`` None: not recorded, not checked) or an undefined r or p (a constant variable)."""
     defined = r is not None and p is not None and math.isfinite(r) and math.isfinite(p)
     return verdict(bool(defined and r > 0 and p < alpha), testable=defined and (n is None or n >= min_n))
+
+
+def seeds_verdict(effects, passed: bool | None, *, margin: float = 0.0) -> str:
+    """A claim replicated over independent runs (issue 36): ``effects`` holds one signed effect per run
+    (positive = the claimed direction), ``passed`` whether the pre-registered statistic passed.
+
+    not testable: the rule cannot fire (``passed`` None, no run, an undefined effect);
+    inconclusive: the runs disagree in sign, or the mean effect lies within ``margin`` of 0;
+    reproduced: passed and every run agrees (fewer than ``MIN_SEEDS`` runs: still "reproduced",
+    and :func:`replication` marks it provisional); not reproduced otherwise."""
+    effects = [float(e) for e in effects]
+    if not effects or any(not math.isfinite(e) for e in effects):
+        return verdict(None)
+    disagree = any(e > 0 for e in effects) and any(e < 0 for e in effects)
+    small = abs(sum(effects) / len(effects)) <= margin
+    return verdict(passed, conclusive=not disagree and not small)
 
 
 def correlation_row(stats: dict, alpha: float, seeds: int | None, *, r: str = "spearman_r", p: str = "spearman_p",
