@@ -100,3 +100,47 @@ def test_errors_name_what_is_missing():
     assert flat["predictors"]["mc_accuracy"]["spearman_r"] is not None
     with pytest.raises(ValueError, match="gate_passed"):
         preregistered_language_vision(cross=table(comp), competence=competence(comp), gate_passed="yes", **KW)
+
+
+# ---- issue 36's amendment: one point per training run, the outcome its gain over the untrained model
+def _runs(n_runs, *, untrained="lm9"):
+    return {f"run{i}": {"final": f"lm{i}", "untrained": untrained, "seed": i % 2} for i in range(n_runs)}
+
+
+def test_amended_test_uses_the_gain_over_the_untrained_model():
+    # finals lm0..lm5 with outcomes 0.00..0.05; the untrained lm9 sits at 0.09, above every final
+    outcome = [0.0, 0.01, 0.02, 0.03, 0.04, 0.05, 0, 0, 0, 0.09]
+    from prh.studies.convergence.preregistered import amended_language_vision
+
+    res = amended_language_vision(cross=table(outcome), competence=competence(np.arange(10)), runs=_runs(6),
+                                  vision_models=["v_sup", "v_ssl"], predictors=["reducible_fraction", "mc_accuracy"],
+                                  permutations=2000, seed=0)
+    assert res["unit"] == "run" and res["n"] == 6 and res["seeds"] == 2
+    gains = [p["gain"] for p in res["points"]]
+    assert gains == pytest.approx([-0.09, -0.08, -0.07, -0.06, -0.05, -0.04])  # every run below its untrained model
+    assert res["gain_positive_runs"] == 0
+    # the ranks still rise with competence: the test is about the ordering, not the floor
+    assert res["spearman_r"] == pytest.approx(1.0)
+    exact = spearman_permutation(np.arange(6), gains, permutations=2000, seed=0)["p_permutation"]
+    assert res["p_permutation"] == pytest.approx(exact)
+    assert res["p_holm"] == pytest.approx(holm([exact, exact])[0])
+    assert res["verdict"] == "reproduced"
+
+
+def test_amended_test_verdicts_across_the_boundaries():
+    from prh.studies.convergence.preregistered import amended_language_vision
+
+    kw = dict(vision_models=["v_sup", "v_ssl"], predictors=["reducible_fraction", "mc_accuracy"], permutations=2000)
+    falling = [0.05, 0.04, 0.03, 0.02, 0.01, 0.0, 0, 0, 0, 0.0]
+    res = amended_language_vision(cross=table(falling), competence=competence(np.arange(10)), runs=_runs(6), **kw)
+    assert res["spearman_r"] == pytest.approx(-1.0) and res["verdict"] == "not reproduced"
+    three = amended_language_vision(cross=table(np.linspace(0, 0.1, 10)), competence=competence(np.arange(10)),
+                                    runs=_runs(3), **kw)
+    assert three["verdict"] == "not testable"  # 3 runs: the rule needs 4
+    flat = amended_language_vision(cross=table(np.linspace(0, 0.1, 10)), competence=competence(np.ones(10)),
+                                   runs=_runs(6), **kw)
+    assert flat["predictors"]["reducible_fraction"]["spearman_r"] is None and flat["verdict"] == "not testable"
+    with pytest.raises(ValueError, match="at least 3 training runs"):
+        amended_language_vision(cross=table(falling), competence=competence(np.arange(10)), runs=_runs(2), **kw)
+    with pytest.raises(ValueError, match="lack competence"):
+        amended_language_vision(cross=table(falling), competence={}, runs=_runs(6), **kw)

@@ -27,7 +27,7 @@ import numpy as np
 from prh.claims import verdict
 from prh.stats import holm, spearman_permutation
 
-__all__ = ["preregistered_language_vision", "calibrated_outcomes"]
+__all__ = ["preregistered_language_vision", "amended_language_vision", "calibrated_outcomes"]
 
 OUTCOME = ("mean calibrated alignment (best layer pair, embedding layer excluded, minus the mean null "
            "maximum) over the vision set")
@@ -61,6 +61,25 @@ def calibrated_outcomes(*, cross: dict, language_models: list[str], vision_model
     if bad:
         raise ValueError(f"language models {bad} have an undefined (NaN) score or null against a vision model")
     return {lm: float(v) for lm, v in zip(language_models, block.mean(axis=1))}
+
+
+def _holm_tests(xs: dict[str, list[float]], y: list[float], *, permutations: int, alternative: str,
+                seed: int) -> dict:
+    """{predictor: {spearman_r, p_permutation, p_holm}} of each predictor's values ``xs`` against ``y``,
+    Holm-corrected across the predictors (in their order; the first is primary)."""
+    tests = {}
+    for name, x in xs.items():
+        if len(set(x)) == 1 and len(x) >= 3:  # e.g. every LM at the same accuracy: no test, not a crash
+            tests[name] = {"spearman_r": None, "p_permutation": 1.0, "note": "constant predictor: r undefined"}
+            continue
+        try:
+            res = spearman_permutation(x, y, permutations=permutations, alternative=alternative, seed=seed)
+        except ValueError as err:
+            raise ValueError(f"predictor {name!r} against the outcome: {err}") from err
+        tests[name] = {"spearman_r": res["spearman_r"], "p_permutation": res["p_permutation"]}
+    for name, p in zip(xs, holm([t["p_permutation"] for t in tests.values()])):
+        tests[name]["p_holm"] = p
+    return tests
 
 
 def preregistered_language_vision(*, cross: dict, competence: dict[str, dict[str, float]], language_models: list[str],
@@ -106,19 +125,8 @@ def preregistered_language_vision(*, cross: dict, competence: dict[str, dict[str
         raise ValueError(f"competence lacks predictors (LM: missing): {lacking}")
     outcome = calibrated_outcomes(cross=cross, language_models=language_models, vision_models=vision_models)
     y = [outcome[lm] for lm in language_models]
-    tests = {}
-    for name in predictors:
-        x = [competence[lm][name] for lm in language_models]
-        if len(set(x)) == 1 and len(x) >= 3:  # e.g. every LM at the same accuracy: no test, not a crash
-            tests[name] = {"spearman_r": None, "p_permutation": 1.0, "note": "constant predictor: r undefined"}
-            continue
-        try:
-            res = spearman_permutation(x, y, permutations=permutations, alternative=alternative, seed=seed)
-        except ValueError as err:
-            raise ValueError(f"predictor {name!r} against the outcome: {err}") from err
-        tests[name] = {"spearman_r": res["spearman_r"], "p_permutation": res["p_permutation"]}
-    for name, p in zip(predictors, holm([t["p_permutation"] for t in tests.values()])):
-        tests[name]["p_holm"] = p
+    tests = _holm_tests({c: [competence[lm][c] for lm in language_models] for c in predictors}, y,
+                        permutations=permutations, alternative=alternative, seed=seed)
     primary = tests[predictors[0]]
     r = primary["spearman_r"]
     label = verdict(r is not None and r > 0 and primary["p_holm"] < alpha,
@@ -142,5 +150,44 @@ def preregistered_language_vision(*, cross: dict, competence: dict[str, dict[str
         "seed": seed,
         "alpha": alpha,
         "gate_passed": gate_passed,
+        "verdict": label,
+    }
+
+
+def amended_language_vision(*, cross: dict, competence: dict[str, dict[str, float]], runs: dict[str, dict],
+                            vision_models: list[str], predictors: list[str], permutations: int,
+                            alternative: str = "greater", seed: int = 0, alpha: float = 0.05) -> dict:
+    """Issue 36's amendment (params.yaml ``convergence.amended``): one point per training run.
+
+    ``runs``: {run: {"final": its last checkpoint's model, "untrained": the untrained model of its size,
+    "seed": its training seed}}. Outcome of run r: the calibrated alignment (as registered) of its final
+    checkpoint minus that of the untrained model, y_r = c(final_r) - c(untrained_r); predictors: the
+    registered ones at the final checkpoint; the same permutation test and Holm. The verdict has no
+    gate (params.yaml says why); with fewer than 4 runs it is not testable. ``seeds`` counts the distinct
+    training seeds, the ledger marks a verdict on fewer than 3 provisional."""
+    if len(runs) < 3:
+        raise ValueError(f"the amended test needs at least 3 training runs with an untrained reference, got {len(runs)}")
+    finals = [r["final"] for r in runs.values()]
+    models = list(dict.fromkeys(finals + [r["untrained"] for r in runs.values()]))
+    missing = [m for m in finals if any(competence.get(m, {}).get(c) is None for c in predictors)]
+    if missing:
+        raise ValueError(f"final checkpoints {missing} lack competence values for {predictors}")
+    calibrated = calibrated_outcomes(cross=cross, language_models=models, vision_models=vision_models)
+    gain = {run: calibrated[r["final"]] - calibrated[r["untrained"]] for run, r in runs.items()}
+    y = [gain[run] for run in runs]
+    tests = _holm_tests({c: [competence[runs[run]["final"]][c] for run in runs] for c in predictors}, y,
+                        permutations=permutations, alternative=alternative, seed=seed)
+    primary = tests[predictors[0]]
+    r = primary["spearman_r"]
+    label = verdict(r is not None and r > 0 and primary["p_holm"] < alpha, testable=r is not None and len(runs) >= 4)
+    return {
+        "unit": "run", "n": len(runs), "seeds": len({r.get("seed") for r in runs.values()}),
+        "outcome": "calibrated alignment of the run's final checkpoint minus the untrained same-size model's",
+        "points": [{"run": run, "final": r["final"], "untrained": r["untrained"], "gain": gain[run],
+                    "final_outcome": calibrated[r["final"]], "untrained_outcome": calibrated[r["untrained"]],
+                    **{c: float(competence[r["final"]][c]) for c in predictors}} for run, r in runs.items()],
+        "gain_positive_runs": int(sum(g > 0 for g in y)),
+        "predictors": tests, "primary": predictors[0], **primary, "permutations": int(permutations),
+        "alternative": alternative, "seed": seed, "alpha": alpha, "gate": "none (params.yaml convergence.amended)",
         "verdict": label,
     }
