@@ -215,7 +215,14 @@ def test_vision_experiments_verdicts_and_figures_end_to_end(tmp_path, least_squa
     assert all(s["curve"] and 0 <= s["curve"][-1]["abs_cos"] <= 1 for s in orth["settings"].values())
     m = verdicts(least_squares=least_squares, vision=vision, table=table, orthogonality=orth)
     assert m["least_squares"]["verdict"] == "reproduced"
-    assert m["samples_to_match"]["verdict"] in ("reproduced", "not reproduced", "inconclusive")
+    # the label follows the pre-registered rule from the statistics it records (issue 36: no test that
+    # asserts only membership in the label set): ratio <= max_ratio, inconclusive below the min_gap
+    s = m["samples_to_match"]
+    gap, ratio = s["standard_minus_lora_accuracy"], s["value"]
+    expected = ("inconclusive" if gap < s["min_gap"] else
+                "reproduced" if ratio is not None and ratio <= s["threshold"] else "not reproduced")
+    assert s["verdict"] == expected, s
+    assert s["final_accuracy"]["standard"] - s["final_accuracy"]["lora"] == pytest.approx(gap)
     for name, numbers in {"least_squares": least_squares, "vision": vision, "table": table,
                           "orthogonality": orth}.items():
         write_json(tmp_path / "exp" / f"{name}.json", numbers)
@@ -225,3 +232,42 @@ def test_vision_experiments_verdicts_and_figures_end_to_end(tmp_path, least_squa
         inputs = {k: str(tmp_path / "exp" / Path(v).name) for k, v in fig.inputs.items()}
         paths = draw(fig.name, tmp_path / f"{fig.name}.{fig.formats[0]}", inputs)
         assert paths and all(p.exists() and p.stat().st_size > 100 for p in paths)
+
+
+def _lte_inputs(*, lte_samples=130, lora_acc=0.6, merged_loss=0.001, orth_best="diff init, diff data", table_fall=True):
+    h = lambda acc, samples, erank: {"accuracy": acc, "samples": samples, "loss": 1 - acc, "update_erank": erank}  # noqa: E731
+    vision = {"config": {"rank": 2},
+              "arms": {"standard": {"history": [h(0.8, 100, 9.0)], "bytes_per_sync": 10, "steps": 5},
+                       "lora": {"history": [h(lora_acc, 100, 2.0)]}, "lora_merge": {"history": [h(0.7, 100, 5.0)]},
+                       "lte": {"history": [h(0.7, 50, 6.0), h(0.8, lte_samples, 6.0)], "bytes_per_merge": 1, "merges": 3}}}
+    run = lambda heads, t, loss, steps, erank: {"target_rank": 8, "heads": heads, "merge_every": t, "svd_bound": 0.5,  # noqa: E731
+                                                "min_loss": loss, "final_loss": loss, "steps_to_threshold": steps,
+                                                "update_erank": erank}
+    least_squares = {"config": {"lora_rank": 1, "threshold": 0.01},
+                     "runs": [run(1, None, 0.6, None, 1.0), run(8, 1, merged_loss, 10, 5.0), run(8, 5, 0.002, 30, 5.0)]}
+    accs = [0.8, 0.7] if table_fall else [0.7, 0.8]
+    table = {"rows": [{"heads": 2, "merge_every": 2, "test_accuracy": accs[0]},
+                      {"heads": 2, "merge_every": 4, "test_accuracy": accs[1]}]}
+    other = "same init, same data" if orth_best == "diff init, diff data" else "diff init, diff data"
+    orthogonality = {"settings": {orth_best: {"curve": [{"abs_cos": 0.1, "grassmann": 1.0}], "test_accuracy": 0.9},
+                                  other: {"curve": [{"abs_cos": 0.5, "grassmann": 0.5}], "test_accuracy": 0.8}}}
+    return dict(least_squares=least_squares, vision=vision, table=table, orthogonality=orthogonality)
+
+
+@pytest.mark.parametrize("change, claim, label", [
+    ({}, "samples_to_match", "reproduced"),  # 130 / 100 = 1.3 <= 1.4
+    ({"lte_samples": 140}, "samples_to_match", "reproduced"),  # exactly at max_ratio
+    ({"lte_samples": 150}, "samples_to_match", "not reproduced"),
+    ({"lora_acc": 0.78}, "samples_to_match", "inconclusive"),  # standard beats LoRA by 0.02 < min_gap
+    ({}, "least_squares", "reproduced"),
+    ({"merged_loss": 0.02}, "least_squares", "not reproduced"),  # a merged run misses the threshold
+    ({}, "update_rank", "reproduced"),
+    ({}, "head_orthogonality", "reproduced"),
+    ({"orth_best": "same init, same data"}, "head_orthogonality", "not reproduced"),
+    ({}, "merge_interval", "reproduced"),
+    ({"table_fall": False}, "merge_interval", "not reproduced"),
+])
+def test_lte_verdicts_on_constructed_results(change, claim, label):
+    from prh.studies.lte.verdicts import verdicts
+
+    assert verdicts(**_lte_inputs(**change), max_ratio=1.4, min_gap=0.03)[claim]["verdict"] == label
