@@ -3,8 +3,8 @@
     python tests/smoke/record_numbers.py <repository copy or results dir of a smoke run>
 
 Run it only after a change that is meant to move results, and say why in the commit. The
-recording holds this machine's ``float_signature``; the test compares numbers only on a
-machine with the same one (tests/smoke_numbers.py says why).
+recording holds this machine's ``float_signature``; the test compares every number only on a
+machine with the same one, and the PORTABLE ones (no training touches them) on any (tests/smoke_numbers.py).
 """
 
 import json
