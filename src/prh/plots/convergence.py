@@ -9,11 +9,49 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import re
+
 import numpy as np
 
 from prh.plots import nan_if_none, save_figure
 
 __all__ = ["plot_competence", "plot_model_map", "plot_language_vision", "plot_preregistered", "plot_platonic"]
+
+
+def _runs(names) -> dict[str, list[tuple[int, str]]]:
+    """Language zoo checkpoints by training run: ``<run>_<steps>`` -> {run: [(steps, name), ...]} sorted by
+    steps; a name without a step suffix, or a lone checkpoint, is its own run (one point)."""
+    runs = {}
+    for name in names:
+        m = re.fullmatch(r"(.+)_(\d+)", name)
+        run, steps = (m.group(1), int(m.group(2))) if m else (name, -1)
+        runs.setdefault(run, []).append((steps, name))
+    # a lone checkpoint (e.g. bert_m_300) is a model of its own, named in full
+    return {(v[0][1] if len(v) == 1 and v[0][0] != 0 else run): sorted(v) for run, v in runs.items()}
+
+
+def _run_colors(names) -> dict:
+    """One colour per training run, the same in every panel of a figure."""
+    import matplotlib.pyplot as plt
+
+    cmap = plt.get_cmap("tab10")
+    return {run: cmap(i % 10) for i, run in enumerate(sorted(_runs(names)))}
+
+
+def _trajectories(ax, points: dict[str, tuple[float, float]], colors: dict) -> None:
+    """Checkpoints of one run joined in step order (the run is the unit, issue 36); step-0 (untrained)
+    models drawn as a grey band of their y range, not as points. Runs are named in the legend, not by
+    point labels, so nothing overlaps."""
+    runs = _runs(points)
+    untrained = [points[name][1] for pts in runs.values() for steps, name in pts if steps == 0]
+    if untrained:
+        ax.axhspan(min(untrained), max(untrained), color="0.85", zorder=0, label=f"untrained models ({len(untrained)})")
+    for run, pts in runs.items():
+        trained = [name for steps, name in pts if steps != 0]
+        if trained:
+            xy = np.array([points[name] for name in trained], dtype=float)
+            ax.plot(xy[:, 0], xy[:, 1], "-o", color=colors[run], ms=4, lw=1, mec="k", mew=0.4, label=run)
+    ax.legend(fontsize=5, loc="best", ncol=2)
 
 
 def plot_competence(data: dict, out: Path) -> list[Path]:
@@ -71,45 +109,64 @@ def plot_language_vision(data: dict, out: Path) -> list[Path]:
 
 
 def plot_preregistered(data: dict, out: Path) -> list[Path]:
-    """Fig 3, pre-registered (issue 16): one point per trained causal LM, its mean calibrated alignment
-    with the named vision set against each co-primary competence predictor."""
+    """Fig 3, pre-registered (issue 16): each trained causal LM's mean calibrated alignment with the named
+    vision set against each co-primary predictor, checkpoints of one run joined; and, where the run has
+    it, issue 36's amendment (one point per run: its gain over the untrained same-size model)."""
     import matplotlib.pyplot as plt
 
     test = data["language_vision_preregistered"]
+    amended = data.get("language_vision_amended")
     preds = list(test["predictors"])
-    fig, axes = plt.subplots(1, len(preds), figsize=(4.5 * len(preds), 3.8), squeeze=False)
+    ncols = len(preds) + (1 if amended else 0)
+    fig, axes = plt.subplots(1, ncols, figsize=(4.2 * ncols, 3.8), squeeze=False, constrained_layout=True)
+    untrained = {p["untrained"]: p["untrained_outcome"] for p in (amended or {}).get("points", [])}
+    colors = _run_colors([p["language"] for p in test["points"]])
     for ax, name in zip(axes[0], preds):
-        x = [p[name] for p in test["points"]]
-        y = [p["outcome"] for p in test["points"]]
-        ax.scatter(x, y, s=30, edgecolor="k")
-        for p in test["points"]:
-            ax.annotate(p["language"], (p[name], p["outcome"]), fontsize=5, xytext=(2, 2), textcoords="offset points")
+        points = {p["language"]: (p[name], p["outcome"]) for p in test["points"]}
+        if untrained:  # the floor: drawn as a band at its outcomes (x is not used for step-0 models)
+            points.update({lm: (np.nan, y) for lm, y in untrained.items()})
+        _trajectories(ax, points, colors)
         r = test["predictors"][name]
-        ax.set_title(f"{name}: Spearman r={nan_if_none(r['spearman_r']):.2f}, p_perm={nan_if_none(r['p_permutation']):.2g},"
-                     f" p_Holm={nan_if_none(r['p_holm']):.2g} (n={test['n']})", fontsize=7)
+        ax.set_title(f"{name}\nSpearman r={nan_if_none(r['spearman_r']):.2f}, p_Holm={nan_if_none(r['p_holm']):.2g}, "
+                     f"n={test['n']} checkpoints", fontsize=7)
         ax.set_xlabel(name)
         ax.set_ylabel("mean calibrated alignment with vision")
-    fig.suptitle(f"pre-registered, one point per LM; gate passed: {test['gate_passed']}; verdict: {test['verdict']}",
+    if amended:
+        ax = axes[0][-1]
+        primary = amended["primary"]
+        for p in amended["points"]:
+            ax.scatter(p[primary], p["gain"], s=30, edgecolor="k", zorder=3, label=p["run"],
+                       color=colors.get(p["run"], "tab:blue"))
+        ax.axhline(0, color="0.5", lw=0.8, ls="--", label="no gain")
+        ax.legend(fontsize=5, loc="best", ncol=2)
+        ax.set_title(f"amended (unit = run, n={amended['n']}): gain over untrained\nSpearman r="
+                     f"{nan_if_none(amended['spearman_r']):.2f}, p_Holm={nan_if_none(amended['p_holm']):.2g}; "
+                     f"{amended['verdict']}", fontsize=7)
+        ax.set_xlabel(f"{primary} (final checkpoint)")
+        ax.set_ylabel("alignment gain over the untrained model")
+    fig.suptitle(f"registered: one point per checkpoint; gate passed: {test['gate_passed']}; verdict: {test['verdict']}",
                  fontsize=8)
     return save_figure(fig, out)
 
 
 def plot_platonic(data: dict, out: Path) -> list[Path]:
-    """Platonic reference: alignment with the world kernel against competence / 1 - bpb."""
+    """Platonic reference: alignment with the world kernel against competence / 1 - bpb; language
+    checkpoints of one run joined, the untrained language models as a band (issue 36)."""
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.8))
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.8), constrained_layout=True)
     panels = [("vision", "competence", "mean probe accuracy"), ("language", "lm_score", "1 - bits per byte")]
     for ax, (mod, key, label) in zip(axes, panels):
         rows = {n: r for n, r in data[mod].items() if r.get(key) is not None}
-        ax.scatter([r[key] for r in rows.values()], [r["score"] for r in rows.values()], s=30, edgecolor="k")
-        for n, r in rows.items():
-            ax.annotate(n, (r[key], r["score"]), fontsize=6, xytext=(3, 3), textcoords="offset points")
+        if mod == "language":
+            _trajectories(ax, {n: (r[key], r["score"]) for n, r in rows.items()}, _run_colors(rows))
+        else:
+            ax.scatter([r[key] for r in rows.values()], [r["score"] for r in rows.values()], s=30, edgecolor="k")
+            for n, r in rows.items():
+                ax.annotate(n, (r[key], r["score"]), fontsize=6, xytext=(3, 3), textcoords="offset points")
         c = data["correlations"][mod]
-        ax.set_title(f"{mod}: Spearman r={nan_if_none(c['spearman_r']):.2f} (p={nan_if_none(c['spearman_p']):.2g}, n={c['n']})",
-                     fontsize=9)
+        ax.set_title(f"{mod}: Spearman r={nan_if_none(c['spearman_r']):.2f} (p={nan_if_none(c['spearman_p']):.2g}, "
+                     f"n={c['n']})", fontsize=8)
         ax.set_xlabel(label)
-        ax.set_ylabel(f"alignment with world kernel (mutual_knn, k={data['settings']['topk']})")
+        ax.set_ylabel(f"alignment with world kernel (k={data['settings']['topk']})")
     return save_figure(fig, out)
-
-
