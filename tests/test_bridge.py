@@ -137,7 +137,8 @@ def test_tiny_arms_end_to_end(tmp_path, tiny_gpt2):
     for name, arm in {"pretrained_r1": {"ratio": 1.0}, "scratch_r1": {"init": "scratch"},
                       "pretrained_r1_k0": {"blocks": 0}, "pretrained_nobridge": {"epochs": 0}}.items():
         arms[name] = run_arm(name=name, arm=arm, config=cfg, train_data=str(train), probe_data=str(probe),
-                             out_dir=str(tmp_path / name))
+                             result=str(tmp_path / name / "result.json"),
+                             features=str(tmp_path / name / "features.safetensors"))
     r = arms["pretrained_r1"]
     assert r["n_random"] == 32 and len(r["probes"]["tasks"]) == 10
     assert arms["pretrained_nobridge"]["curves"]["epoch"] == [0]
@@ -149,3 +150,44 @@ def test_tiny_arms_end_to_end(tmp_path, tiny_gpt2):
     assert metrics["verdicts"]["fig8_first2_matches_all"] == "not testable"
     assert metrics["verdicts"]["fig3_random_labels"] in ("reproduced", "not reproduced", "inconclusive")
     assert set(figures["arms"]) == set(arms)
+
+
+def test_bridge_commands_write_the_paths_they_are_given(tmp_path, tiny_gpt2):
+    """Each bridge command writes exactly the files the rule names (no folder where the library picks names):
+    run-bridge-arm --result/--features, run-bridge-align reads the strongest vision model's file out of
+    --vision-features, run-bridge-analysis --metrics/--figures."""
+    import json
+    import shutil
+
+    from prh import cli
+    from prh.data.shapes import build_dataset
+
+    train = build_dataset(tmp_path / "train", n=40, seed=1, world={"image_size": 32})
+    probe = build_dataset(tmp_path / "probe", n=40, seed=3, world={"image_size": 32})
+    cfg = {"source": tiny_gpt2, "patch_size": 8, "n_train": 32, "n_eval": 8, "n_probe": 40, "epochs": 1,
+           "batch_size": 16, "cov_top": 4, "cov_patches": 256, "probe_cs": [1.0], "min_size": 256}
+    result, feats = tmp_path / "a" / "r.json", tmp_path / "b" / "f.safetensors"
+    cli.main(["run-bridge-arm", "--name", "pretrained_r1", "--arm", "{}", "--config", json.dumps(cfg),
+              "--train-data", str(train), "--probe-data", str(probe), "--device", "cpu",
+              "--result", str(result), "--features", str(feats)])
+    assert sorted(p.name for p in tmp_path.joinpath("a").iterdir()) == ["r.json"]
+    assert sorted(p.name for p in tmp_path.joinpath("b").iterdir()) == ["f.json", "f.safetensors"]  # + its meta
+    vision = tmp_path / "features"
+    vision.mkdir()
+    for model in ("v_strong", "v_weak"):
+        shutil.copy(feats, vision / f"{model}.safetensors")
+        shutil.copy(feats.with_suffix(".json"), vision / f"{model}.json")
+    align = tmp_path / "align.json"
+    cli.main(["run-bridge-align", "--arms", str(feats), "--probe-data", str(probe), "--vision-model", "v_strong",
+              "--vision-features", str(vision / "v_weak.safetensors"), str(vision / "v_strong.safetensors"),
+              "--topk", "5", "--quantile", "0.95", "--out", str(align)])
+    row = json.loads(align.read_text())["arms"]["pretrained_r1"]
+    assert row["vision"] == pytest.approx(1.0)  # the arm against a copy of its own features
+    with pytest.raises(ValueError, match="v_missing"):
+        run_alignment(features=[str(feats)], probe_data=str(probe), out=str(tmp_path / "x.json"),
+                      vision_model="v_missing", vision_features=[str(vision / "v_weak.safetensors")])
+    metrics, figures = tmp_path / "m" / "metrics.json", tmp_path / "f" / "figures.json"
+    cli.main(["run-bridge-analysis", "--arms", str(result), "--alignment", str(align), "--config", '{"n_boot": 50}',
+              "--metrics", str(metrics), "--figures", str(figures)])
+    assert json.loads(metrics.read_text())["vision_model"] == "v_strong"
+    assert set(json.loads(figures.read_text())["arms"]) == {"pretrained_r1"}

@@ -193,3 +193,9 @@ def test_experiment_end_to_end_and_figures_from_json_alone(tmp_path, tiny_bert):
                                              "color_sec4_nce_pmi.pdf", "color_sec4_nce_pmi.png"]
     assert all(p.stat().st_size > 1000 for p in paths)
     assert json.loads((tmp_path / "exp" / "metrics.json").read_text()) == m
+    # the command reads the three files it is named and writes the one it is given
+    from prh.studies.color.run import main
+
+    main(["metrics", *(a for part in ("vision", "language", "nce") for a in (f"--{part}", str(tmp_path / "exp" / f"{part}.json"))),
+          "--out", str(tmp_path / "elsewhere" / "m.json")])
+    assert json.loads((tmp_path / "elsewhere" / "m.json").read_text()) == m

@@ -147,7 +147,7 @@ def test_cli_json_blocks_are_checked_once_with_a_clear_message(tmp_path):
     from prh.studies.simplicity.run import main
 
     with pytest.raises(SystemExit):  # argparse reports the bad --config and exits 2
-        main(["--out-dir", str(tmp_path), "--config", "not json"])
+        main(["--part", "products", "--products", str(tmp_path / "p.json"), "--config", "not json"])
     assert not any(tmp_path.iterdir())
 
 

@@ -83,6 +83,14 @@ def _write(path, obj):
     return str(path)
 
 
+def _out(folder, command="run-convergence"):
+    """Each file the command writes, under the workflow's name (the figures find their inputs by name)."""
+    from prh.studies.convergence.run import OUTPUTS
+
+    names = {"metrics": "platonic_metrics"} if command == "run-platonic" else {}
+    return {name: str(folder / f"{names.get(name, name)}.json") for name in OUTPUTS[command]}
+
+
 def test_run_convergence_and_figures(tmp_path):
     names = ["a", "b", "c", "d"]
     rng = np.random.default_rng(0)
@@ -97,7 +105,7 @@ def test_run_convergence_and_figures(tmp_path):
     probes = _write(tmp_path / "probes.json", PROBES)
     out = tmp_path / "exp"
     metrics = run_convergence(probes=probes, vision_alignment=vis, cross_alignment=cross, language=lang,
-                              families={"a": "x", "b": "x", "c": "y", "d": "y"}, out_dir=str(out),
+                              families={"a": "x", "b": "x", "c": "y", "d": "y"}, out=_out(out),
                               config={"bins": [0, 1, 3]})
     assert metrics["competence_bins"]["1-2"]["mean"] == pytest.approx(s[0, 1])
     assert metrics["competence_bins"]["0-0"]["mean"] == pytest.approx(s[2, 3])
@@ -110,10 +118,13 @@ def test_run_convergence_and_figures(tmp_path):
     assert len(paths) == 6 and all(p.stat().st_size > 0 for p in paths)
     with pytest.raises(ValueError, match="unknown keys"):
         run_convergence(probes=probes, vision_alignment=vis, cross_alignment=cross, language=lang,
-                        families={}, out_dir=str(out), config={"bin": [0, 1]})
+                        families={}, out=_out(out), config={"bin": [0, 1]})
     with pytest.raises(ValueError, match="square"):
         run_convergence(probes=probes, vision_alignment=cross, cross_alignment=cross, language=lang,
-                        families={}, out_dir=str(out))
+                        families={}, out=_out(out))
+    with pytest.raises(ValueError, match=r"run-convergence: no path for \['model_map'\] \(--model-map PATH\)"):
+        run_convergence(probes=probes, vision_alignment=vis, cross_alignment=cross, language=lang, families={},
+                        out={k: v for k, v in _out(out).items() if k != "model_map"})
 
 
 def test_platonic_reference(tmp_path):
@@ -125,19 +136,28 @@ def test_platonic_reference(tmp_path):
     exact = np.stack([noise[:, 0], world], axis=1)  # layer 1 is the world itself
     for name, feats in [("exact", exact), ("noise", noise)]:
         save_features(tmp_path / f"{name}.safetensors", feats, {"model": name})
-    paths = [str(tmp_path / f"{n}.safetensors") for n in ("exact", "noise")]
+    paths = paths_in = [str(tmp_path / f"{n}.safetensors") for n in ("exact", "noise")]
     probes = _write(tmp_path / "probes.json", {"models": {"exact": {"tasks": {"t": {"accuracy": 0.9}}},
                                                           "noise": {"tasks": {"t": {"accuracy": 0.3}}}}})
     lang = _write(tmp_path / "lang.json", {"models": {"exact": {"bpb": 0.5}, "noise": {"bpb": None}}})
     scenes_path = str(tmp_path / "scenes.jsonl")
     run_platonic(vision_features=paths, vision_scenes=scenes_path, language_features=paths, paired_scenes=scenes_path,
-                 probes=probes, language=lang, out_dir=str(tmp_path / "exp"), config={"topk": 5, "quantile": 1.0})
+                 probes=probes, language=lang, out=_out(tmp_path / "exp", "run-platonic"), config={"topk": 5, "quantile": 1.0})
     data = json.loads((tmp_path / "exp" / "platonic.json").read_text())
     assert data["vision"]["exact"]["score"] == pytest.approx(1.0) and data["vision"]["exact"]["layer"] == 1
     assert data["vision"]["noise"]["score"] < 0.5
     assert data["language"]["exact"]["lm_score"] == 0.5 and data["language"]["noise"]["lm_score"] is None
     paths = draw_from(tmp_path / "exp", ["convergence_platonic_reference"], tmp_path / "fig")
     assert [p.name for p in paths] == ["convergence_platonic_reference.pdf", "convergence_platonic_reference.png"]
+    # the command writes the two paths it is given, and nothing else
+    from prh.cli import main as prh_main
+
+    prh_main(["run-platonic", "--vision-features", *paths_in, "--vision-scenes", scenes_path, "--language-features",
+              *paths_in, "--paired-scenes", scenes_path, "--probes", probes, "--language", lang, "--config",
+              json.dumps({"topk": 5, "quantile": 1.0}), "--platonic", str(tmp_path / "cli" / "p.json"),
+              "--metrics", str(tmp_path / "cli" / "m.json")])
+    assert sorted(p.name for p in (tmp_path / "cli").iterdir()) == ["m.json", "p.json"]
+    assert json.loads((tmp_path / "cli" / "p.json").read_text()) == data
 
 
 def test_platonic_sensitivity_reruns_the_reference_under_each_kernel_setting(tmp_path):
@@ -159,7 +179,7 @@ def test_platonic_sensitivity_reruns_the_reference_under_each_kernel_setting(tmp
     scenes_path = str(tmp_path / "scenes.jsonl")
     config = {"topk": 5, "quantile": 1.0, "platonic_sensitivity": [{"background_weight": 1.0}, {"position_scale": 2.0}]}
     out = run_platonic(vision_features=paths, vision_scenes=scenes_path, language_features=paths,
-                       paired_scenes=scenes_path, probes=probes, language=lang, out_dir=str(tmp_path / "exp"),
+                       paired_scenes=scenes_path, probes=probes, language=lang, out=_out(tmp_path / "exp", "run-platonic"),
                        config=config, kernel={"background_weight": 0.0})
     data = json.loads((tmp_path / "exp" / "platonic_metrics.json").read_text())
     assert data == json.loads(json.dumps(out))
@@ -175,7 +195,7 @@ def test_platonic_sensitivity_reruns_the_reference_under_each_kernel_setting(tmp
     assert first["language"] == first["vision"] and first["language"]["n"] == 3  # same features, same ranking
     with pytest.raises(ValueError, match="kernel: unknown"):
         run_platonic(vision_features=paths, vision_scenes=scenes_path, language_features=paths,
-                     paired_scenes=scenes_path, probes=probes, language=lang, out_dir=str(tmp_path / "exp"),
+                     paired_scenes=scenes_path, probes=probes, language=lang, out=_out(tmp_path / "exp", "run-platonic"),
                      config={"platonic_sensitivity": [{"sigma": 1.0}]})
 
 
@@ -216,7 +236,8 @@ def test_run_convergence_with_the_preregistered_test(tmp_path):
     competence = {"gate_passed": True, "language_models": lms,
                   "models": {lm: {"reducible_fraction": c, "mc_accuracy": 0.25 + c / 2} for lm, c in zip(lms, comp)}}
     args = ["run-convergence", "--probes", _write(tmp_path / "probes.json", PROBES), "--vision-alignment", vis,
-            "--cross-alignment", _write(tmp_path / "lv.json", cross), "--language", lang, "--out-dir", str(tmp_path / "exp"),
+            "--cross-alignment", _write(tmp_path / "lv.json", cross), "--language", lang,
+            *(a for name, path in _out(tmp_path / "exp").items() for a in (f"--{name.replace('_', '-')}", path)),
             "--config", json.dumps({"bins": [0, 1, 3], "preregistered": {"permutations": 999}}),
             "--preregistered-competence", _write(tmp_path / "comp.json", competence),
             "--preregistered-vision-models", "a", "b"]
@@ -292,4 +313,25 @@ def test_bins_that_drop_a_count_are_refused(tmp_path):
     lang = _write(tmp_path / "lang.json", {"models": {"l1": {"bpb": 1.0}}})
     with pytest.raises(ValueError, match="bins"):   # PROBES has 2 tasks: a model solving 2 is in no bin of [0, 1, 2]
         run_convergence(probes=_write(tmp_path / "p.json", PROBES), vision_alignment=vis, cross_alignment=cross,
-                        language=lang, families={}, out_dir=str(tmp_path / "exp"), config={"bins": [0, 1, 2]})
+                        language=lang, families={}, out=_out(tmp_path / "exp"), config={"bins": [0, 1, 2]})
+
+
+def test_each_command_gets_only_its_slice_of_the_block():
+    """The rules pass each command its keys (prh.studies.convergence.design.SLICES); a command fills a key left
+    out with its default, so every key of the block must be some command's or the rules' own, exactly once."""
+    from prh.studies.convergence.design import SLICES, WORKFLOW_KEYS
+    from prh.studies.convergence.run import DEFAULTS, OUTPUTS
+
+    keys = [k for keys in SLICES.values() for k in keys] + list(WORKFLOW_KEYS)
+    assert sorted(keys) == sorted(DEFAULTS)
+    assert set(SLICES) == set(OUTPUTS)  # the two commands
+
+
+def test_figures_group_checkpoints_by_run():
+    """Issue 36: checkpoints of one run are one trajectory; untrained models form the floor band."""
+    from prh.plots.convergence import _runs
+
+    runs = _runs(["gpt2_s_r0_0", "gpt2_s_r0_300", "gpt2_s_r0_100", "gpt2_s_r1_100", "bert_m_300", "minilm"])
+    assert runs == {"gpt2_s_r0": [(0, "gpt2_s_r0_0"), (100, "gpt2_s_r0_100"), (300, "gpt2_s_r0_300")],
+                    "gpt2_s_r1_100": [(100, "gpt2_s_r1_100")], "bert_m_300": [(300, "bert_m_300")],
+                    "minilm": [(-1, "minilm")]}

@@ -17,6 +17,11 @@ from prh.studies.density.run import (
 )
 
 
+def _out(folder):
+    """The files run-density writes, under the workflow's names."""
+    return {"density": str(folder / "density.json"), "metrics": str(folder / "metrics.json")}
+
+
 def _captions(path, texts, num_words=None):
     with open(path, "w") as f:
         for i, t in enumerate(texts):
@@ -75,7 +80,7 @@ def test_run_density_captions_of_the_world_and_figure(tmp_path):
             save_features(path, feats[:, None, :].astype(np.float32), {"model": name})
             lang.append(str(path))
     metrics = run_density(captions=caps, language_names=["l1", "l2"], language_features=lang, vision_names=["v"],
-                          vision_features=[str(vision)], out_dir=str(tmp_path / "exp"), scenes=str(tmp_path / "scenes.jsonl"),
+                          vision_features=[str(vision)], out=_out(tmp_path / "exp"), scenes=str(tmp_path / "scenes.jsonl"),
                           topk=5, quantile=1.0)
     data = read_json(tmp_path / "exp" / "density.json")
     means = [lv["mean"] for lv in data["levels"]]
@@ -84,17 +89,28 @@ def test_run_density_captions_of_the_world_and_figure(tmp_path):
     assert [lv["world_mean"] for lv in data["levels"]] == sorted(lv["world_mean"] for lv in data["levels"])
     assert data["levels"][0]["words"] < data["levels"][2]["words"]
     sub = run_density(captions=caps, language_names=["l1", "l2"], language_features=lang[:2] + lang[4:],
-                      vision_names=["v"], vision_features=[str(vision)], out_dir=str(tmp_path / "sub"), levels=[0, 2],
+                      vision_names=["v"], vision_features=[str(vision)], out=_out(tmp_path / "sub"), levels=[0, 2],
                       topk=5, quantile=1.0)
     assert sub["level_means"] == {"level 0": means[0], "level 2": means[2]}
     with pytest.raises(ValueError, match="increasing distinct"):
         run_density(captions=caps, language_names=["l1", "l2"], language_features=lang[:4], vision_names=["v"],
-                    vision_features=[str(vision)], out_dir=str(tmp_path / "bad"), levels=[2, 0])
+                    vision_features=[str(vision)], out=_out(tmp_path / "bad"), levels=[2, 0])
     with pytest.raises(ValueError, match="needs 6 files"):
         run_density(captions=caps, language_names=["l1", "l2"], language_features=lang[:4], vision_names=["v"],
-                    vision_features=[str(vision)], out_dir=str(tmp_path / "bad"))
+                    vision_features=[str(vision)], out=_out(tmp_path / "bad"))
     paths = plot_density(read_json(tmp_path / "exp" / "density.json"), tmp_path / "fig" / "fig09.pdf")
     assert all(p.exists() and p.stat().st_size > 1000 for p in paths)
+    # the command writes the two paths it is given (explicit names, no folder)
+    from prh.studies.density.run import main
+
+    main(["--captions", caps, "--language-names", "l1", "l2", "--language-features", *lang, "--vision-names", "v",
+          "--vision-features", str(vision), "--topk", "5", "--quantile", "1.0", "--density", str(tmp_path / "cli" / "d.json"),
+          "--metrics", str(tmp_path / "cli" / "m.json")])
+    assert sorted(p.name for p in (tmp_path / "cli").iterdir()) == ["d.json", "m.json"]
+    assert read_json(tmp_path / "cli" / "m.json")["trend"] == metrics["trend"]
+    with pytest.raises(ValueError, match=r"run-density: no path for \['metrics'\]"):
+        run_density(captions=caps, language_names=["l1", "l2"], language_features=lang, vision_names=["v"],
+                    vision_features=[str(vision)], out={"density": str(tmp_path / "x.json")}, topk=5, quantile=1.0)
 
 
 def test_run_density_uses_the_first_images_of_summarised_captions(tmp_path):
@@ -112,8 +128,8 @@ def test_run_density_uses_the_first_images_of_summarised_captions(tmp_path):
     save_features(full, base, {"model": "v"})
     save_features(cut, base[:30], {"model": "v"})
     kw = dict(captions=caps, language_names=["l"], language_features=lang, vision_names=["v"], topk=5, quantile=1.0)
-    a = run_density(vision_features=[str(full)], out_dir=str(tmp_path / "a"), **kw)
-    b = run_density(vision_features=[str(cut)], out_dir=str(tmp_path / "b"), **kw)
+    a = run_density(vision_features=[str(full)], out=_out(tmp_path / "a"), **kw)
+    b = run_density(vision_features=[str(cut)], out=_out(tmp_path / "b"), **kw)
     assert a["level_means"] == b["level_means"]
     assert read_json(tmp_path / "a" / "density.json")["settings"]["n"] == 30
 

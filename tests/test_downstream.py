@@ -252,13 +252,18 @@ def test_shipped_paper_csv_names_every_fig4_language_model(repo_root):
     assert len(scored) >= 8 and all(rows[m]["source"] and rows[m]["origin"] for m in scored)
 
 
+def _out(folder):
+    """The files run-downstream writes, under the workflow's names."""
+    return {"downstream": str(folder / "downstream.json"), "metrics": str(folder / "metrics.json")}
+
+
 def test_run_figure4_refuses_scored_models_without_alignment(tmp_path):
     """A model with a published score but no alignment row would silently drop out of Fig 4."""
     write_json(tmp_path / "cross.json", CROSS)
     (tmp_path / "scores.csv").write_text(CSV + "zz,55,,10-shot,,lm-eval-harness,Leaderboard\n")
     with pytest.raises(ValueError, match="zz"):
         run_figure4(cross_alignment=str(tmp_path / "cross.json"), scores=str(tmp_path / "scores.csv"),
-                    strongest_vision="v2", language=[], out_dir=str(tmp_path / "out"))
+                    strongest_vision="v2", language=[], out=_out(tmp_path / "out"))
 
 
 def test_run_figure4_from_csv_and_from_offline_json_then_plot(tmp_path):
@@ -270,7 +275,8 @@ def test_run_figure4_from_csv_and_from_offline_json_then_plot(tmp_path):
         write_json(tmp_path / f"{m}.json", {"model": m, "bpb": bpb, "lm_score": 1 - bpb, "n_params": 10 ** (6 + "abcd".index(m))})
     main(["run-downstream", "--cross-alignment", str(tmp_path / "cross.json"), "--scores", str(tmp_path / "scores.csv"),
           "--strongest-vision", "v2", "--language", *[str(tmp_path / f"{m}.json") for m in "abcd"],
-          "--out-dir", str(tmp_path / "paper")])
+          "--downstream", str(tmp_path / "paper" / "downstream.json"), "--metrics", str(tmp_path / "paper" / "metrics.json")])
+    assert sorted(p.name for p in (tmp_path / "paper").iterdir()) == ["downstream.json", "metrics.json"]
     metrics = read_json(tmp_path / "paper" / "metrics.json")
     assert metrics["strongest_vision"] == "v2"
     assert metrics["tasks"]["hellaswag"]["n"] == 3 and metrics["tasks"]["gsm8k"]["n"] == 2  # a, b, d / a, d
@@ -287,7 +293,7 @@ def test_run_figure4_from_csv_and_from_offline_json_then_plot(tmp_path):
     write_json(tmp_path / "language.json", {"models": {"a": {"bpb": 1.0}, "b": {"bpb": 0.5, "n_params": 9}}})
     m = run_figure4(cross_alignment=str(tmp_path / "cross.json"), scores=str(tmp_path / "mc.json"),
                     probes=str(tmp_path / "probes.json"), language=[str(tmp_path / "language.json")],
-                    out_dir=str(tmp_path / "offline"))
+                    out=_out(tmp_path / "offline"))
     assert list(m) == ["shapes_mc_acc_norm", "shapes_mc_acc"] and m["shapes_mc_acc"]["n"] == 3
     off = read_json(tmp_path / "offline" / "downstream.json")
     pts = {p["model"]: p for p in off["tasks"]["shapes_mc_acc"]["points"]}
@@ -301,5 +307,5 @@ def test_run_figure4_from_csv_and_from_offline_json_then_plot(tmp_path):
     assert (tmp_path / "fig" / "paper.pdf").exists() and (tmp_path / "fig" / "paper.png").exists()
     with pytest.raises(ValueError, match="exactly one"):
         run_figure4(cross_alignment=str(tmp_path / "cross.json"), scores=str(tmp_path / "mc.json"),
-                    language=[str(tmp_path / "language.json")], out_dir=str(tmp_path / "x"))
+                    language=[str(tmp_path / "language.json")], out=_out(tmp_path / "x"))
     assert math.isfinite(json.loads((tmp_path / "offline" / "metrics.json").read_text())["tasks"]["shapes_mc_acc"]["spearman_r"])

@@ -209,3 +209,90 @@ def test_every_command_of_a_study_is_a_cli_command_and_named_by_one_study():
             seen[command] = name
     studies_stage = set(STAGES["studies"])
     assert studies_stage - set(seen) == {"claims-ledger"}, studies_stage - set(seen)
+
+
+# ---- the workflow's shape (issue 35): common.smk holds only what the rule files share, each study's
+# names live in its rule file, and a rule hands a command one path per file, never a folder to fill
+RULES = ROOT / "workflow" / "rules"
+# Rules whose command writes a directory artifact, a data contract (DESIGN.md): a dataset dir, a
+# save_pretrained checkpoint dir, a prepared imagefolder. Every other rule names each file it writes.
+DIRECTORY_RULES = {"hub_dataset", "lm_sample", "train_vision", "train_tokenizer", "train_language_", "minilm",
+                   "prepare_", "summarise_captions"}
+
+
+def _includes() -> list[str]:
+    """The rule files in the Snakefile's include order."""
+    import re
+
+    return re.findall(r'^include: "workflow/rules/(\w+\.smk)"', (ROOT / "Snakefile").read_text(), re.M)
+
+
+def _rule_blocks(text: str):
+    """(rule name, its text) for each rule of a rule file; a loop's rules by their f-string's prefix."""
+    import re
+
+    starts = [m for m in re.finditer(r"^\s*rule(?: (\w+))?:\n(?:\s*name:\n\s*f\"(\w+?)\{)?", text, re.M)]
+    for m, end in zip(starts, [s.start() for s in starts[1:]] + [len(text)]):
+        yield m.group(1) or m.group(2), text[m.start():end]
+
+
+def _code(text: str) -> str:
+    """A rule file without its comments (a line's `# ...` outside strings)."""
+    import re
+
+    return "\n".join(re.sub(r"(^|\s)#.*$", "", line) if not re.search(r"[\"'][^\"']*#", line) else line
+                     for line in text.splitlines())
+
+
+def test_common_smk_holds_only_shared_helpers_in_under_200_lines():
+    assert len((RULES / "common.smk").read_text().splitlines()) < 200
+
+
+def test_no_rule_passes_a_folder_where_the_command_chooses_the_file_names():
+    """--out-dir / --in-dir handed a folder in which the library picked the names; rules now pass {output.x}."""
+    for smk in sorted(RULES.glob("*.smk")):
+        code = _code(smk.read_text())
+        for banned in ("--out-dir", "--in-dir", "out_dir", "in_dir"):
+            assert banned not in code, f"{smk.name} passes {banned}"
+        for name, block in _rule_blocks(code):
+            if "dirname(output" in block:
+                assert name.startswith(tuple(DIRECTORY_RULES)), f"{smk.name}: rule {name} passes os.path.dirname(output)"
+
+
+@pytest.mark.parametrize("smk", [p.name for p in sorted(RULES.glob("*.smk")) if p.name != "common.smk"])
+def test_a_rule_file_defines_no_functions(smk, request):
+    """snakemake --lint wants rules and functions apart: functions live in common.smk, a rule file's own
+    helpers are dicts, path templates and lambdas."""
+    import re
+
+    if smk == "claims.smk":
+        request.applymarker(pytest.mark.xfail(reason="claims.smk's ledger_files (issue 35, in progress)", strict=False))
+    assert not re.search(r"^\s*def \w+", (RULES / smk).read_text(), re.M)
+
+
+def test_no_rule_file_reads_a_name_a_later_include_defines():
+    """A rule file runs top to bottom when the Snakefile includes it: a name defined by a later file is either
+    unknown yet or read only by luck inside a lambda (as common.smk's lte_slice read lte.smk's LTE_CFG)."""
+    import re
+
+    order = _includes()
+    assert order[0] == "common.smk" and set(order) == {p.name for p in RULES.glob("*.smk")}
+    codes = [_code((RULES / smk).read_text()) for smk in order]
+    defined = {}
+    for i, code in enumerate(codes):
+        for name in re.findall(r"^(?:def |class )?([A-Za-z_]\w*)(?= *=[^=]| *\()", code, re.M):
+            defined.setdefault(name, i)
+        for names in re.findall(r"^([A-Za-z_]\w*(?:, *[A-Za-z_]\w*)+) *=[^=]", code, re.M):
+            for name in re.split(r", *", names):
+                defined.setdefault(name, i)
+    early = sorted((order[i], name, order[defined[name]]) for i, code in enumerate(codes)
+                   for name in set(re.findall(r"\b[A-Za-z_]\w*\b", code)) if defined.get(name, -1) > i)
+    assert not early, f"(file, name, defined later in): {early}"
+
+
+def test_one_host_memory_formula():
+    """A job that loads a model asks common.smk's host_mem_mb (there were two formulas for the same memory)."""
+    texts = {smk.name: smk.read_text() for smk in RULES.glob("*.smk")}
+    assert sum(text.count("8000 +") for text in texts.values()) == 1 and "def host_mem_mb(" in texts["common.smk"]
+    for smk in ("features.smk", "paper_data.smk", "downstream.smk", "density.smk"):
+        assert "mem_mb=lambda w: host_mem_mb(w.model)" in texts[smk], smk

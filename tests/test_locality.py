@@ -87,7 +87,9 @@ def test_cli_writes_tables_trends_metrics_and_the_figure_renders(tmp_path):
     prh_main(["run-locality", "--x-names", "gpt_s", "gpt_l", "bert", "--x-features", *lang,
               "--y-names", "v_sup", "v_rand", "v_ssl", "--y-features", *vis, "--ks", "N-1", "5", "10",
               "--language", str(language), "--families", '{"v_sup": "sup", "v_ssl": "ssl"}',
-              "--quantile", "0.9", "--out-dir", str(out), "--threads", "1"])
+              "--quantile", "0.9", "--locality", str(out / "locality.json"), "--metrics", str(out / "locality_metrics.json"),
+              "--threads", "1"])
+    assert sorted(p.name for p in out.iterdir()) == ["locality.json", "locality_metrics.json"]
     data = json.loads((out / "locality.json").read_text())
     assert data["settings"]["ks"] == [5, 10, 47] and data["settings"]["n"] == 48
     assert [t["metric"] for t in data["tables"]] == ["cknna", "cknna", "unbiased_cka"]

@@ -72,10 +72,13 @@ def test_run_writes_fig12_to_14_numbers_with_truncated_batches(tmp_path):
     language.write_text(json.dumps({"models": {**{m: {"bpb": v} for m, v in bpb.items()}, "bert": {"bpb": None}}}))
     families = {"v_sup_a": "sup", "v_sup_b": "sup", "v_ssl": "ssl"}
     out = tmp_path / "exp"
+    outputs = [a for name in ("metric_agreement", "cross_metrics", "metrics")
+               for a in (f"--{name.replace('_', '-')}", str(out / f"{name}.json"))]
     prh_main(["run-metric-agreement", "--vision-alignments", *vjson, "--vision-names", *vision,
               "--vision-features", *vfiles, "--batch-sizes", "24", "--cross-alignments", *cjson,
               "--language", str(language), "--families", json.dumps(families), "--topk", "4", "--quantile", "0.95",
-              "--cca-dim", "3", "--out-dir", str(out), "--threads", "1"])
+              "--cca-dim", "3", *outputs, "--threads", "1"])
+    assert sorted(p.name for p in out.iterdir()) == ["cross_metrics.json", "metric_agreement.json", "metrics.json"]
     agree = json.loads((out / "metric_agreement.json").read_text())
     assert agree["labels"] == [variant_label(m, b) for m in metrics for b in (40, 24)]
     assert agree["labels"][0] == "mutual_knn (bsz=40)" and agree["settings"]["n_pairs"] == 6
@@ -114,7 +117,7 @@ def test_run_writes_fig12_to_14_numbers_with_truncated_batches(tmp_path):
     assert set(summary["cross_modal"]) == set(metrics)
 
     for stem in ("metric_agreement_fig12", "metric_agreement_fig13_cross_metrics", "metric_agreement_fig14_cross_metrics"):
-        name = "metric_agreement" if stem.startswith("fig12") else "cross_metrics"
+        name = "metric_agreement" if stem.endswith("fig12") else "cross_metrics"
         prh_main(["plot", stem, "--out", str(tmp_path / "fig" / f"{stem}.pdf"),
                   "--input", f"{'agreement' if name == 'metric_agreement' else 'cross'}={out / f'{name}.json'}"])
     for stem in ("metric_agreement_fig12", "metric_agreement_fig13_cross_metrics", "metric_agreement_fig14_cross_metrics"):
@@ -123,12 +126,12 @@ def test_run_writes_fig12_to_14_numbers_with_truncated_batches(tmp_path):
     with pytest.raises(ValueError, match="one JSON per metric"):
         prh_main(["run-metric-agreement", "--vision-alignments", vjson[0], vjson[0], "--vision-names", *vision,
                   "--vision-features", *vfiles, "--cross-alignments", *cjson, "--language", str(language),
-                  "--topk", "4", "--quantile", "0.95", "--cca-dim", "3", "--out-dir", str(out)])
+                  "--topk", "4", "--quantile", "0.95", "--cca-dim", "3", *outputs])
     with pytest.raises(ValueError, match="below the full N=40"):
         prh_main(["run-metric-agreement", "--vision-alignments", *vjson, "--vision-names", *vision,
                   "--vision-features", *vfiles, "--batch-sizes", "40", "--cross-alignments", *cjson,
-                  "--language", str(language), "--topk", "4", "--quantile", "0.95", "--cca-dim", "3", "--out-dir", str(out)])
+                  "--language", str(language), "--topk", "4", "--quantile", "0.95", "--cca-dim", "3", *outputs])
     with pytest.raises(ValueError, match="other settings"):
         prh_main(["run-metric-agreement", "--vision-alignments", *vjson, "--vision-names", *vision,
                   "--vision-features", *vfiles, "--cross-alignments", *cjson, "--language", str(language),
-                  "--topk", "5", "--quantile", "0.95", "--cca-dim", "3", "--out-dir", str(out)])
+                  "--topk", "5", "--quantile", "0.95", "--cca-dim", "3", *outputs])

@@ -139,6 +139,7 @@ def test_tiny_end_to_end(tmp_path):
     from prh.models.vision_zoo import build_model, save_checkpoint
     from prh.studies.phase.adaptive_lr import run_adaptive_lr
     from prh.studies.phase.analysis import analyse
+    from prh.studies.phase.design import SLICES
     from prh.studies.phase.run import main as phase_main
 
     data = build_dataset(tmp_path / "data", n=24, seed=0)
@@ -155,6 +156,8 @@ def test_tiny_end_to_end(tmp_path):
     config["adaptive_lr"].update(smoke["adaptive_lr"])
     config.update(n_ntk=8, n_stability=6, permutations=20, exact_max_params=20000, sketch_dim=4096)
     config["adaptive_lr"].update(n_pairs=1, n_items=6)
+    # each command gets only its keys of the block, as its rule passes them (a key it reads but lacks: KeyError)
+    part = {command: {k: config[k] for k in keys} for command, keys in SLICES.items()}
     models = {}
     for name, (path, modality, group) in paths.items():
         feats = tmp_path / "features" / f"{name}.safetensors"
@@ -162,7 +165,7 @@ def test_tiny_end_to_end(tmp_path):
         extract(model=str(path), data=str(data), out=str(feats), name=name, progress=False)
         out = tmp_path / "phase" / "models" / f"{name}.json"
         phase_main(["--name", name, "--path", str(path), "--modality", modality, "--data", str(data),
-                    "--out", str(out), "--config", json.dumps(config)])
+                    "--out", str(out), "--config", json.dumps(part["model"])])
         models[name] = {"modality": modality, "group": group, "ntk": str(out), "features": str(feats)}
         res = read_json(out)
         assert 0 <= res["stability"] <= 1 + 1e-9 and res["agop"]["lambda1"] > 0
@@ -170,10 +173,18 @@ def test_tiny_end_to_end(tmp_path):
     assert read_json(tmp_path / "phase/models/densenet.json")["sketch_error"] < 0.2
     lr = run_adaptive_lr(pairs=[{"vision": {"name": "vit", "path": str(paths["vit"][0])},
                                  "language": {"name": "bert", **models["bert"]}}],
-                         data=str(data), config=config, out=str(tmp_path / "phase/adaptive_lr.json"))
+                         data=str(data), config=part["adaptive_lr"], out=str(tmp_path / "phase/adaptive_lr.json"))
     assert len(lr["pairs"]) == 1 and lr["pairs"][0]["adaptive"]["s_trace"]
-    metrics = analyse(models=models, config=config, out_dir=str(tmp_path / "phase"),
-                      adaptive_lr=str(tmp_path / "phase/adaptive_lr.json"))
+    from prh.cli import main as prh_main
+
+    prh_main(["run-phase-analysis", "--models", json.dumps(models), "--config", json.dumps(part["analysis"]),
+              "--adaptive-lr", str(tmp_path / "phase/adaptive_lr.json"), "--pairs", str(tmp_path / "phase/pairs.csv"),
+              "--model-table", str(tmp_path / "models.csv"), "--table1", str(tmp_path / "phase/table1.csv"),
+              "--metrics", str(tmp_path / "phase/metrics.json")])
+    metrics = read_json(tmp_path / "phase/metrics.json")
+    assert (tmp_path / "models.csv").read_text().startswith("model,modality,group,")
+    with pytest.raises(ValueError, match=r"run-phase-analysis: no path for \['model_table'\] \(--model-table PATH\)"):
+        analyse(models=models, config=part["analysis"], out={"pairs": "p.csv", "table1": "t.csv", "metrics": "m.json"})
     verdicts = metrics["verdicts"]
     assert set(verdicts.values()) <= {"reproduced", "not reproduced", "not testable"}
     assert verdicts["T2_phase_regularisation"] == "not testable"
@@ -184,3 +195,20 @@ def test_tiny_end_to_end(tmp_path):
     draw_from(tmp_path / "phase", stems, tmp_path / "fig")
     for stem in stems:
         assert (tmp_path / "fig" / f"{stem}.png").exists()
+
+
+def test_each_phase_rule_gets_only_its_keys_of_the_block(repo_root):
+    """Editing a plotting threshold (rules) reruns the analysis, not the per-model NTK jobs: each rule passes
+    its command SLICES[command]; the commands index the block directly, so a key a slice lacks fails loudly
+    (the end-to-end test above runs each command on its slice alone)."""
+    import yaml
+
+    from prh.studies.phase.design import SLICES
+
+    schema = yaml.safe_load((repo_root / "workflow" / "schemas" / "phase.schema.yaml").read_text())
+    workflow_keys = {"vision_models", "language_models", "paired_dataset", "groups"}  # read by phase.smk itself
+    assert set().union(*SLICES.values()) | workflow_keys == set(schema["properties"])
+    assert "rules" not in SLICES["model"] and "rules" not in SLICES["adaptive_lr"]
+    rules = (repo_root / "workflow" / "rules" / "phase.smk").read_text()
+    assert "json_param(PHASE_CFG)" not in rules
+    assert all(rules.count(f'config=PHASE_CONFIG["{command}"]') == 1 for command in SLICES)

@@ -89,7 +89,7 @@ def test_diverging_learning_rate_is_flagged_not_chosen():
 
 def test_bad_inputs_name_the_argument():
     with pytest.raises(ValueError, match="simplicity.random_nets.n_sample"):
-        S.run_simplicity("/nonexistent", config={"random_nets": {"n_sample": 3}})
+        S.run_simplicity({}, config={"random_nets": {"n_sample": 3}})
     with pytest.raises(ValueError, match="activation"):
         S.random_net_ranks(width=4, depth=2, n_inputs=4, n_samples=2, activation="tanh", init="normal", seed=0)
     with pytest.raises(ValueError, match="task_rank"):
@@ -98,7 +98,8 @@ def test_bad_inputs_name_the_argument():
 
 def test_smoke_run_writes_finite_metrics_and_figures_render_from_json_alone(tmp_path):
     out = tmp_path / "exp"
-    S.main(["--out-dir", str(out), "--config", json.dumps(SMOKE), "--seed", "0"])
+    S.main([*(a for name in S.FILES for a in (f"--{name.replace('_', '-')}", str(out / f"{name}.json"))),
+            "--config", json.dumps(SMOKE), "--seed", "0"])
     metrics = read_json(out / "metrics.json")
     for name, m in metrics.items():
         if isinstance(m, dict):
@@ -145,7 +146,9 @@ def test_schema_params_and_library_defaults_agree(repo_root):
 
 def test_parts_run_alone_and_metrics_summarise_their_json(tmp_path):
     out = tmp_path / "exp"
-    S.main(["--out-dir", str(out), "--config", json.dumps(SMOKE), "--seed", "0", "--part", "products"])
-    assert sorted(p.name for p in out.iterdir()) == ["products.json"]
+    S.main(["--products", str(out / "p.json"), "--config", json.dumps(SMOKE), "--seed", "0", "--part", "products"])
+    assert sorted(p.name for p in out.iterdir()) == ["p.json"]  # the path it was given, nothing else
     with pytest.raises(ValueError, match="parts \\['bogus'\\] unknown"):
-        S.run_simplicity(out, parts=("bogus",))
+        S.run_simplicity({}, parts=("bogus",))
+    with pytest.raises(ValueError, match=r"no path for \['random_nets', 'trained'\] \(prh run-simplicity --random-nets"):
+        S.run_simplicity({"products": out / "p.json", "metrics": out / "m.json"}, parts=("metrics",))

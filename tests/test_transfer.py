@@ -163,8 +163,13 @@ def test_peaks_direction_on_fixed_seed():
 def test_cli_writes_json_and_every_figure_renders_from_json_alone(tmp_path):
     import json
 
+    from prh.studies.transfer.transfer import FILES
+
     exp = tmp_path / "exp"
-    cli.main(["run-transfer", "--out-dir", str(exp), "--config", json.dumps(SMOKE), "--seed", "3"])
+    names = [name for files in FILES.values() for name in files]
+    cli.main(["run-transfer", *(a for name in names for a in (f"--{name.replace('_', '-')}", str(exp / f"{name}.json"))),
+              "--config", json.dumps(SMOKE), "--seed", "3"])
+    assert sorted(p.name for p in exp.iterdir()) == sorted(f"{name}.json" for name in names)
     metrics = read_json(exp / "metrics.json")
     assert metrics["claims_total"] == len(metrics["claims"]) >= 15
     assert all(isinstance(c["reproduced"], bool) for c in metrics["claims"].values())
@@ -179,7 +184,7 @@ def test_cli_writes_json_and_every_figure_renders_from_json_alone(tmp_path):
     assert len(written) == 2 * len(stems) == 10
     assert all(p.stat().st_size > 1000 for p in written)
     with pytest.raises(ValueError, match="unknown keys"):
-        run_transfer(out_dir=tmp_path / "bad", config={"run": 3})
+        run_transfer(paths={"peaks_deep": tmp_path / "bad.json"}, config={"run": 3}, parts=("peaks_deep",))
 
 
 def test_log_steps_and_bad_inputs():
@@ -223,4 +228,8 @@ def test_each_part_reads_only_its_slice_and_every_key_has_a_part():
     assert set(_part_config({"width": 7, "fig2_runs": 3}, "peaks_deep")) == set(SLICES["peaks_deep"])
     assert _part_config({"width": 7}, "peaks_deep")["width"] == 7
     with pytest.raises(ValueError, match="parts \\['figs'\\] unknown"):
-        run_transfer(out_dir="/nonexistent", parts=("figs",))
+        run_transfer(paths={}, parts=("figs",))
+    with pytest.raises(ValueError, match=r"no path for \['peaks_transfer'\] \(prh run-transfer --peaks-transfer"):
+        run_transfer(paths={"peaks_alignment": "a.json"}, parts=("peaks",))
+    with pytest.raises(ValueError, match=r"no path for \['peaks_alignment', 'peaks_transfer', 'peaks_deep'"):
+        run_transfer(paths={"layerwise": "l.json", "metrics": "m.json"}, parts=("claims",))

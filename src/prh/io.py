@@ -39,6 +39,8 @@ __all__ = ["read_alignment", "read_model_config", "check_model_files", "load_mod
     "read_features_layer",
     "json_object",
     "none_or",
+    "add_path_options",
+    "named_paths",
 ]
 # features are intermediates, not DVC outs (dvc.yaml): `dvc checkout` cannot restore them
 FEATURES_REMEDY = ("delete it and rerun `snakemake {path}` (features are not versioned by DVC, so `dvc checkout` "
@@ -367,3 +369,19 @@ def json_object(text: str) -> dict:
 def none_or(kind):
     """argparse ``type=``: ``kind(text)``, or None for "", "none" or "null"."""
     return lambda s: None if s.lower() in ("", "none", "null") else kind(s)
+
+
+def add_path_options(parser: argparse.ArgumentParser, names, *, required: bool = True, help: str = "{name}.json") -> None:
+    """One ``--<name> PATH`` option per file a command writes or reads (``_`` -> ``-``): the rule names every
+    path, so no folder is handed over in which the command would choose the file names."""
+    for name in names:
+        parser.add_argument(f"--{name.replace('_', '-')}", dest=name, required=required, help=help.format(name=name))
+
+
+def named_paths(paths, names, *, command: str) -> dict[str, Any]:
+    """``{name: path}`` for each of ``names`` from a mapping (or an argparse namespace); ValueError names the
+    ones without a path and the option that gives it."""
+    paths = vars(paths) if isinstance(paths, argparse.Namespace) else dict(paths)
+    if missing := [name for name in names if not paths.get(name)]:
+        raise ValueError(f"{command}: no path for {missing} (--{missing[0].replace('_', '-')} PATH)")
+    return {name: paths[name] for name in names}

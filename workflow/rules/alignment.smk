@@ -1,6 +1,7 @@
 # Alignment between model sets (PRH appendix A/B): every layer of each model
 # against every layer of each other model, best pair kept. Each model's
 # neighbour sets are computed once per job, however many pairs it enters.
+from prh.metrics.memory import align_memory_mb
 
 # The two alignments every suite needs: vision-vision on the vision-only set,
 # language-vision on the paired set.
@@ -10,6 +11,10 @@ VISION_ALIGNMENT = alignment_json(
 CROSS_ALIGNMENT = alignment_json(
     SUITE_CFG["paired_dataset"], SUITE_CFG["language_models"], SUITE_CFG["vision_models"]
 )
+# Per model set, 1 when every row model is a language model and the suite leaves their token-embedding
+# layer out (--skip-x-layers): a language model's layer 0 is its token embeddings, a bag of words.
+SKIP_LANGUAGE_EMBEDDING = {name: int(ALIGN["skip_language_embedding"][SUITE] and all(
+    MODELS[m]["modality"] == "language" for m in members)) for name, members in config["model_sets"].items()}
 
 
 rule align:
@@ -30,8 +35,7 @@ rule align:
         knn_precision=ALIGN["knn_precision"],
         seed=lambda w: config["seed"] if ALIGN["null_permutations"] and w.metric == ALIGN["metric"] else 0,  # only the null uses it
         device=config["device"],
-        # a language model's layer 0 is its token embeddings, a bag of words: left out of the layer search
-        skip=lambda w: skip_language_embedding(w.xset),
+        skip=lambda w: SKIP_LANGUAGE_EMBEDDING[w.xset],
     wildcard_constraints:
         dataset=DATASET,
         metric=METRIC,
@@ -43,7 +47,9 @@ rule align:
         bench_path("align", "{dataset}", "{metric}", "{xset}__{yset}")
     threads: 2
     resources:
-        mem_mb=align_mem_mb,
+        # from the feature files' headers: one layer at a time is read, so it follows one layer's size, not the file's
+        mem_mb=lambda w, input: align_memory_mb(x_features=list(input.x), y_features=list(input.y), metric=w.metric,
+                                                topk=ALIGN["topk"], cca_dim=ALIGN["cca_dim"], dtype=ALIGN["dtype"]),
         runtime=60,
     conda:
         CONDA_ENV
@@ -85,7 +91,7 @@ rule align_all_metrics:
         dtype=ALIGN["dtype"],
         knn_precision=ALIGN["knn_precision"],
         device=config["device"],
-        skip=lambda w: skip_language_embedding(w.xset),
+        skip=lambda w: SKIP_LANGUAGE_EMBEDDING[w.xset],
     wildcard_constraints:
         dataset=one_of({t[0] for t in ALL_METRIC_TABLES}),
         xset=one_of({t[1] for t in ALL_METRIC_TABLES}),

@@ -2,11 +2,49 @@
 # on images. One job per arm (stage 1 + stage-2 probes), one for the arms' mutual k-NN with the
 # strongest vision model and the world, one for the outlier statistics of the zoo's checkpoints
 # (Fig 2), one for the verdicts; the figures are the registry's (prh.figures).
+from prh.studies.bridge.design import expand_arms, select_arms
+
+BRIDGE = f"{R}/experiments/bridge"
+BRIDGE_CFG = config.get("bridge") or {}
+BRIDGE_SUITE = BRIDGE_CFG.get(SUITE) or {}
+BRIDGE_ARMS = select_arms(expand_arms(BRIDGE_SUITE.get("arms"), BRIDGE_SUITE.get("sweeps")),
+                          BRIDGE_SUITE.get("run_arms"), where=f"bridge.{SUITE}.run_arms")
+# images.npy and meta.json of the stage-1 (train_data) and stage-2 (probe_data) datasets
+BRIDGE_DATA = {key: {"images": f"{R}/data/{BRIDGE_SUITE[key]}/images.npy", "meta": f"{R}/data/{BRIDGE_SUITE[key]}/meta.json"}
+               for key in ("train_data", "probe_data") if key in BRIDGE_SUITE}
+# The vision features the arms are aligned with: offline, every zoo vision model's (the strongest by the
+# zoo's probes is read); the paper suite names one
+if not BRIDGE_SUITE:
+    BRIDGE_VISION = {}
+elif SUITE == "offline":
+    BRIDGE_VISION = {"vision_probes": f"{R}/experiments/zoo/vision.json",
+                     "vision_feats": set_features(BRIDGE_SUITE["probe_data"], "zoo_vision")}
+elif BRIDGE_SUITE.get("strongest_vision"):
+    BRIDGE_VISION = {"vision_feats": [f"{R}/features/{BRIDGE_SUITE['probe_data']}/{BRIDGE_SUITE['strongest_vision']}.safetensors"]}
+else:
+    BRIDGE_VISION = {}
+# name=checkpoint specs and families for Fig 2: the offline zoo (MiniLM, the zoo's vision models, the
+# language panel's GPT-2s), or GPT-2 from the hub
+if not BRIDGE_SUITE:
+    BRIDGE_OUTLIER_MODELS, BRIDGE_FAMILIES = {}, {}
+elif SUITE != "offline":
+    _ref = f"{BRIDGE_SUITE['config']['source']}@{BRIDGE_SUITE['config'].get('revision') or 'main'}"
+    BRIDGE_OUTLIER_MODELS = {"gpt2": f"hub:{_ref}", "gpt2_init": f"hubinit:{_ref}"}
+    BRIDGE_FAMILIES = {"gpt2": "language_pretrained", "gpt2_init": "language_init"}
+else:
+    _gpt2 = [m for m in model_set(LANGUAGE_PANEL) if ZOO_LANGUAGE.get(m, {}).get("arch") == "gpt2"]
+    BRIDGE_OUTLIER_MODELS = {"minilm": "pkg:minilm", "minilm_init": "init:minilm",
+                             **{m: model_dir(m) for m in model_set("zoo_vision") + _gpt2}}
+    BRIDGE_FAMILIES = {"minilm": "language_pretrained", "minilm_init": "language_init",
+                       **{m: "vision_random" if ZOO_VISION[m].get("objective") == "random" else "vision_trained"
+                          for m in model_set("zoo_vision")},
+                       **{m: "language_init" if ZOO_LANGUAGE[m].get("steps") == 0 else "language_trained" for m in _gpt2}}
 
 
 rule bridge_arm:
     input:
-        unpack(bridge_arm_inputs),
+        **{f"train_{k}": v for k, v in BRIDGE_DATA.get("train_data", {}).items()},
+        **{f"probe_{k}": v for k, v in BRIDGE_DATA.get("probe_data", {}).items()},
     output:
         result=f"{BRIDGE}/arms/{{arm}}/result.json",
         feats=f"{BRIDGE}/arms/{{arm}}/features.safetensors",
@@ -17,7 +55,6 @@ rule bridge_arm:
         config=json_param(BRIDGE_SUITE.get("config") or {}),
         train=lambda w, input: os.path.dirname(input.train_meta),
         probe=lambda w, input: os.path.dirname(input.probe_meta),
-        out_dir=lambda w, output: os.path.dirname(output.result),
         seed=config["seed"],
         device=config["device"],
     log:
@@ -34,7 +71,7 @@ rule bridge_arm:
     shell:
         "OMP_NUM_THREADS={threads} prh run-bridge-arm --name {wildcards.arm} --arm {params.arm} --config {params.config}"
         " --train-data {params.train} --probe-data {params.probe} --seed {params.seed}"
-        " --device {params.device} --out-dir {params.out_dir} > {log} 2>&1"
+        " --device {params.device} --result {output.result} --features {output.feats} > {log} 2>&1"
 
 
 rule bridge_outliers:
@@ -63,12 +100,19 @@ rule bridge_outliers:
 
 rule bridge_align:
     input:
-        unpack(bridge_align_inputs),
+        feats=expand(f"{BRIDGE}/arms/{{arm}}/features.safetensors", arm=sorted(BRIDGE_ARMS)),
+        probe_meta=BRIDGE_DATA.get("probe_data", {}).get("meta", []),
+        **BRIDGE_VISION,
     output:
         f"{BRIDGE}/alignment.json",
     params:
         probe=lambda w, input: os.path.dirname(input.probe_meta),
-        flags=bridge_align_flags,
+        # the strongest vision model: the zoo's probes pick it (offline), or the suite names it
+        which=lambda w, input: f"--vision-probes {input.vision_probes}" if input.get("vision_probes") else (
+            f"--vision-model {BRIDGE_SUITE['strongest_vision']}" if BRIDGE_SUITE.get("strongest_vision") else ""),
+        vision_feats=lambda w, input: f"--vision-features {' '.join(input.vision_feats)}" if input.get("vision_feats") else "",
+        topk=(BRIDGE_SUITE.get("config") or {}).get("topk", 10),
+        quantile=(BRIDGE_SUITE.get("config") or {}).get("quantile", 0.95),
     log:
         log_path("bridge_align", "align"),
     benchmark:
@@ -80,8 +124,8 @@ rule bridge_align:
     conda:
         CONDA_ENV
     shell:
-        "OMP_NUM_THREADS={threads} prh run-bridge-align --arms {input.feats} --probe-data {params.probe} {params.flags}"
-        " --out {output} > {log} 2>&1"
+        "OMP_NUM_THREADS={threads} prh run-bridge-align --arms {input.feats} --probe-data {params.probe}"
+        " {params.which} {params.vision_feats} --topk {params.topk} --quantile {params.quantile} --out {output} > {log} 2>&1"
 
 
 rule bridge_analyse:
@@ -94,7 +138,6 @@ rule bridge_analyse:
         figures=f"{BRIDGE}/figures.json",
     params:
         config=json_param(BRIDGE_CFG.get("analysis") or {}),
-        out_dir=lambda w, output: os.path.dirname(output.metrics),
     log:
         log_path("bridge_analyse", "analyse"),
     benchmark:
@@ -106,8 +149,7 @@ rule bridge_analyse:
         CONDA_ENV
     shell:
         "prh run-bridge-analysis --arms {input.arms} --outliers {input.outliers} --alignment {input.alignment}"
-        " --config {params.config}"
-        " --out-dir {params.out_dir} > {log} 2>&1"
+        " --config {params.config} --metrics {output.metrics} --figures {output.figures} > {log} 2>&1"
 
 
 if BRIDGE_ARMS:

@@ -95,8 +95,6 @@ rule color_metrics:
         nce=rules.color_nce.output.nce,
     output:
         metrics=f"{COLOR}/metrics.json",
-    params:
-        in_dir=lambda w, input: os.path.dirname(input.vision),
     log:
         log_path("color_metrics", "color_metrics"),
     benchmark:
@@ -108,7 +106,8 @@ rule color_metrics:
     conda:
         CONDA_ENV
     shell:
-        "prh run-color metrics --in-dir {params.in_dir} --out {output.metrics} > {log} 2>&1"
+        "prh run-color metrics --vision {input.vision} --language {input.language} --nce {input.nce}"
+        " --out {output.metrics} > {log} 2>&1"
 
 
 TARGETS += figure_targets("color_fig08_pmi", "color_sec4_nce_pmi")

@@ -7,8 +7,12 @@
 import json
 import shlex
 
+from prh.studies.convergence.design import SLICES as CONV_SLICES
+
 CONV = f"{R}/experiments/convergence"
 CONV_CFG = {**config["convergence"], "bins": config["convergence"]["bins"][SUITE]}   # bins are per suite
+# each command's keys of the block (prh.studies.convergence.design.SLICES): editing one reruns only its rule
+CONV_CONFIG = {command: json_param({k: CONV_CFG[k] for k in keys}) for command, keys in CONV_SLICES.items()}
 CONV_VSET, CONV_LSET = SUITE_CFG["vision_models"], SUITE_CFG["language_models"]
 # Fig 2's own vision set (paper: prh_fig2_vision, the hub-loadable part of the paper's 78); Fig 3 keeps CONV_VSET
 CONV_FIG2_VSET = config["convergence"]["vision_models"][SUITE] or CONV_VSET
@@ -100,9 +104,8 @@ rule convergence:
         language_vision=f"{CONV}/language_vision.json",
         metrics=f"{CONV}/metrics.json",
     params:
-        out_dir=lambda w, output: os.path.dirname(output.metrics),
         families=json_param({m: MODELS[m].get("family", m) for m in model_set(CONV_FIG2_VSET) + model_set(CONV_VSET)}),
-        config=json_param(CONV_CFG),
+        config=CONV_CONFIG["run-convergence"],
         # offline: the pre-registered one-point-per-LM test (issue 16) over the vision set named in params
         preregistered=lambda w, input: (
             f"--preregistered-competence {input.lm_competence} --preregistered-vision-models "
@@ -120,7 +123,8 @@ rule convergence:
     shell:
         "OMP_NUM_THREADS={threads} prh run-convergence --probes {input.probes} --vision-alignment {input.vision}"
         " --cross-alignment {input.cross} --language {input.language} --families {params.families}"
-        " --out-dir {params.out_dir} --config {params.config} {params.preregistered} > {log} 2>&1"
+        " --competence {output.competence} --model-map {output.model_map} --language-vision {output.language_vision}"
+        " --metrics {output.metrics} --config {params.config} {params.preregistered} > {log} 2>&1"
 
 TARGETS += [f"{CONV}/metrics.json",
             *figure_targets("convergence_fig02_competence_alignment", "convergence_fig02_model_map", "convergence_fig03_language_vision")]
@@ -140,8 +144,7 @@ if SUITE == "offline":
             platonic=f"{CONV}/platonic.json",
             metrics=f"{CONV}/platonic_metrics.json",
         params:
-            out_dir=lambda w, output: os.path.dirname(output.metrics),
-            config=json_param(CONV_CFG),
+            config=CONV_CONFIG["run-platonic"],
             kernel=json_param(config["world"]["kernel"]),
         log:
             log_path("convergence_platonic", "convergence_platonic"),
@@ -157,6 +160,7 @@ if SUITE == "offline":
             "OMP_NUM_THREADS={threads} prh run-platonic --vision-features {input.vision}"
             " --vision-scenes {input.vision_scenes} --language-features {input.language}"
             " --paired-scenes {input.paired_scenes} --probes {input.probes} --language {input.bpb}"
-            " --out-dir {params.out_dir} --config {params.config} --kernel {params.kernel} > {log} 2>&1"
+            " --platonic {output.platonic} --metrics {output.metrics} --config {params.config} --kernel {params.kernel}"
+            " > {log} 2>&1"
 
     TARGETS += [f"{CONV}/platonic_metrics.json", *figure_targets("convergence_platonic_reference", "convergence_fig03_preregistered")]

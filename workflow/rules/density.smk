@@ -8,6 +8,7 @@ import json
 import shlex
 
 from prh.data.captions import LEVELS as SHAPES_LEVELS
+from prh.metrics.memory import align_memory_mb
 from prh.studies.density.design import prompt_sha256
 
 DENS = config["density"]
@@ -65,31 +66,31 @@ rule summarise_captions:
 # its own file, exactly what a job per (model, level) wrote.
 use rule extract_language as extract_language_density with:
     input:
-        unpack(zoo_checkpoint("language")),
+        unpack(lambda w: ZOO_CHECKPOINT["language"].get(w.model, {})),
         captions=DENS_CAPTIONS,
     output:
         feats=[f"{R}/features/{{dataset}}/density{level}/{{model}}.safetensors" for level in DENS_LEVELS],
         meta=[f"{R}/features/{{dataset}}/density{level}/{{model}}.json" for level in DENS_LEVELS],
     wildcard_constraints:
-        model=_names_regex("language"),
+        model=EXTRACT_MODELS["language"],
         dataset=DATASET,
     params:
-        model=model_arg,
-        revision=revision_arg,
-        devices=device_args,
+        model=lambda w: MODEL_ARG[w.model],
+        revision=lambda w: REVISION_ARG[w.model],
+        devices=lambda w: device_map_arg(w.model),
         data=lambda w, input: os.path.dirname(input.captions),
         batch_size=FEAT["language_batch_size"],
         pooling=FEAT["language_pooling"],
-        options=lambda w: f"{language_args(w)} --text-field texts --text-index {' '.join(map(str, DENS_LEVELS))} --no-bpb",
+        options=lambda w: f"{LANGUAGE_OPTIONS} --text-field texts --text-index {' '.join(map(str, DENS_LEVELS))} --no-bpb",
         device=config["device"],
     log:
         log_path("extract_language_density", "{dataset}", "{model}"),
     benchmark:
         bench_path("extract_language_density", "{dataset}", "{model}")
     resources:
-        mem_mb=mem_mb,
-        runtime=lambda w: runtime(w) * len(DENS_LEVELS),
-        gpu=n_gpus,
+        mem_mb=lambda w: host_mem_mb(w.model),
+        runtime=lambda w: EXTRACT_RUNTIME[w.model] * len(DENS_LEVELS),
+        gpu=lambda w: gpus_for(w.model),
 
 
 rule density:
@@ -107,7 +108,6 @@ rule density:
         vision_names=model_set(DENS_VSET),
         levels=DENS_LEVELS,
         scenes=lambda w, input: f"--scenes {input.scenes}" if input.scenes else "",
-        out_dir=lambda w, output: os.path.dirname(output.metrics),
         metric=ALIGN["metric"],
         topk=ALIGN["topk"],
         quantile=ALIGN["quantile"],
@@ -131,7 +131,7 @@ rule density:
         " --language-features {input.language} --vision-names {params.vision_names}"
         " --vision-features {input.vision} --levels {params.levels} {params.scenes} --metric {params.metric} --topk {params.topk}"
         " --quantile {params.quantile} --cca-dim {params.cca_dim} --threads {threads} --device {params.device}"
-        " --out-dir {params.out_dir} > {log} 2>&1"
+        " --density {output.density} --metrics {output.metrics} > {log} 2>&1"
 
 
 TARGETS += [f"{DENS_OUT}/metrics.json", *figure_targets("density_fig09_caption_density")]

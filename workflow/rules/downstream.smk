@@ -16,6 +16,7 @@ if SUITE != "offline" and DOWN["strongest_vision"] not in model_set(DOWN_VSET):
 DOWN_LANGUAGE = CONV_LANGUAGE if SUITE == "offline" else [lm_score_json(m) for m in model_set(DOWN_LSET)]
 
 HARNESS = DOWN.get("harness") or {}
+HARNESS_JSON = f"{DOWN_OUT}/harness/{{model}}.json"  # one LM's lm-evaluation-harness scores
 
 
 rule downstream_mc:
@@ -50,7 +51,7 @@ rule downstream_mc:
 
 rule downstream_harness:
     output:
-        harness_json("{model}"),
+        HARNESS_JSON,
     params:
         repo=lambda w: MODELS[w.model]["repo"],
         revision=lambda w: MODELS[w.model]["revision"],
@@ -69,7 +70,7 @@ rule downstream_harness:
         bench_path("downstream_harness", "{model}")
     resources:
         gpu=lambda w: gpus_for(w.model),
-        mem_mb=lambda w: hub_mem_mb(w.model),
+        mem_mb=lambda w: host_mem_mb(w.model),
         # ~40M prompt tokens (10-shot HellaSwag x 4 endings) and 1,319 x 256 greedy GSM8K steps: ~1 h at 7B on one GPU
         runtime=lambda w: int(30 + 8 * MODELS[w.model]["n_params"] / 1e9),
     conda:
@@ -82,7 +83,7 @@ rule downstream_harness:
 
 rule downstream_harness_merge:
     input:
-        [harness_json(m) for m in model_set(DOWN_LSET)],
+        expand(HARNESS_JSON, model=model_set(DOWN_LSET)),
     output:
         f"{DOWN_OUT}/harness_scores.csv",
     log:
@@ -105,12 +106,11 @@ rule downstream:
         language=DOWN_LANGUAGE,
         probes=CONV_PROBES if SUITE == "offline" else [],
     output:
-        data=f"{DOWN_OUT}/downstream.json",
+        downstream=f"{DOWN_OUT}/downstream.json",
         metrics=f"{DOWN_OUT}/metrics.json",
     params:
         which=lambda w, input: f"--probes {input.probes}" if input.probes
         else f"--strongest-vision {DOWN.get('strongest_vision')}",
-        out_dir=lambda w, output: os.path.dirname(output.metrics),
     log:
         log_path("downstream", "downstream"),
     benchmark:
@@ -122,7 +122,7 @@ rule downstream:
         CONDA_ENV
     shell:
         "prh run-downstream --cross-alignment {input.cross} --scores {input.scores} {params.which}"
-        " --language {input.language} --out-dir {params.out_dir} > {log} 2>&1"
+        " --language {input.language} --downstream {output.downstream} --metrics {output.metrics} > {log} 2>&1"
 
 
 TARGETS += [f"{DOWN_OUT}/metrics.json", *figure_targets("downstream_fig04")]

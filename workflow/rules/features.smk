@@ -2,26 +2,63 @@
 # Zoo models read their checkpoint dir under results/models/<model>/ (made by the zoo
 # rules); hub models are fetched by name at a pinned revision and run on a GPU.
 # A killed job resumes from its last finished batch (<out>.partial/, see prh.features).
-# Shapes datasets' language features are the mean over each scene's caption samples (caption_args).
+# Shapes datasets' language features are the mean over each scene's caption samples (CAPTION_ARGS).
 # Datasets read only by a linear probe (PROBE_ONLY_DATASETS: VTAB) keep the last layer (--layers last).
 import os
+import shlex
+
+from prh.config import vtab_tasks
+
+FEAT = config["features"]  # defaults filled in by the schema
+# VTAB task -> (train, test) dataset names (convergence.smk's probes): convergence.vtab_tasks, or every
+# vtab_<task>_train with its _test (prh.config.vtab_tasks; prh.checks.check_references named any task without both)
+VTAB_TASKS = vtab_tasks(config)
+# Datasets whose features only a linear probe reads (probe_vtab_task: VTAB_TASKS' splits) and that no
+# suite aligns: their extraction keeps the last layer only (`--layers last`), ~30x less disk than every layer.
+_SUITE_DATASETS = {v for cfg in config["suites"].values() for v in cfg.values() if isinstance(v, str)}
+PROBE_ONLY_DATASETS = {name for pair in VTAB_TASKS.values() for name in pair if name not in _SUITE_DATASETS}
+
+# Per model, what the extraction rules (and density.smk's extract_language_density) read: the model
+# names of a modality (wildcard constraint), a zoo model's checkpoint files (hub models: none), what
+# `--model` gets (the zoo checkpoint dir, or the hub name: timm name or repo id), `--revision` (hub
+# models), and minutes of runtime (loading ~1 min per 10 GB of weights plus the forward passes).
+EXTRACT_MODELS = {mod: one_of(m for m, s in MODELS.items() if s.get("modality") == mod) for mod in ("vision", "language")}
+ZOO_CHECKPOINT = {mod: {m: {"config": f"{model_dir(m)}/config.json",
+                            **({"weights": f"{model_dir(m)}/model.safetensors"} if mod == "vision" else {})}
+                        for m, s in MODELS.items() if s["source"] == "zoo"} for mod in ("vision", "language")}
+MODEL_ARG = {m: model_dir(m) if s["source"] == "zoo" else s["repo"] for m, s in MODELS.items()}
+REVISION_ARG = {m: f"--revision {s['revision']}" if s.get("revision") and s["source"] != "zoo" else ""
+                for m, s in MODELS.items()}
+EXTRACT_RUNTIME = {m: 20 if s["source"] == "zoo" else int(30 + 4 * (float(s.get("n_params") or 0) / 1e9))
+                   for m, s in MODELS.items()}
+# Optional flags of extract-language (a lambda passes them, so the template's {caption} is not read as a wildcard)
+LANGUAGE_OPTIONS = " ".join(
+    ([f"--prompt-template {shlex.quote(FEAT['prompt_template'])}"] if FEAT.get("prompt_template") else [])
+    + ([f"--max-batch-tokens {int(FEAT['max_batch_tokens'])}"] if FEAT.get("max_batch_tokens") else [])
+    + ([f"--gpu-memory-budget-gb {FEAT['gpu_memory_budget_gb']}"] if FEAT.get("gpu_memory_budget_gb") else []))
+# Shapes datasets (offline) store several independently drawn densest captions per scene (captions.jsonl
+# `samples`, world.caption_samples): a scene's features are the mean over them. Hub datasets have one
+# caption per item (`text`). Density features (density.smk) replace these options: one caption per level.
+CAPTION_ARGS = {ds: "--text-field samples --average-samples" if spec.get("kind") == "shapes" else ""
+                for ds, spec in config["datasets"].items()}
+
 
 rule extract_vision:
     input:
-        unpack(zoo_checkpoint("vision")),
+        unpack(lambda w: ZOO_CHECKPOINT["vision"].get(w.model, {})),
         images=f"{R}/data/{{dataset}}/images.npy",
     output:
         feats=f"{R}/features/{{dataset}}/{{model}}.safetensors",
         meta=f"{R}/features/{{dataset}}/{{model}}.json",
     wildcard_constraints:
-        model=_names_regex("vision"),
+        model=EXTRACT_MODELS["vision"],
         dataset=DATASET,
     params:
-        model=model_arg,
-        revision=revision_arg,
+        model=lambda w: MODEL_ARG[w.model],
+        revision=lambda w: REVISION_ARG[w.model],
         data=lambda w, input: os.path.dirname(input.images),
         batch_size=FEAT["vision_batch_size"],
-        layers=layers_arg,  # "last" where a linear probe is the only reader (PROBE_ONLY_DATASETS)
+        layers=lambda w: "last" if w.dataset in PROBE_ONLY_DATASETS else "all",  # a linear probe is the only reader
         device=config["device"],
         dtype=FEAT["vision_dtype"],  # float32 as the reference (schema default)
         # on CUDA, batches sized from the memory budget (issue 34); a CPU keeps vision_batch_size
@@ -30,11 +67,11 @@ rule extract_vision:
         log_path("extract_vision", "{dataset}", "{model}"),
     benchmark:
         bench_path("extract_vision", "{dataset}", "{model}")
-    threads: n_threads
+    threads: lambda w: 1 if MODELS[w.model]["source"] == "zoo" else 4
     resources:
-        mem_mb=mem_mb,
-        runtime=runtime,
-        gpu=n_gpus,
+        mem_mb=lambda w: host_mem_mb(w.model),
+        runtime=lambda w: EXTRACT_RUNTIME[w.model],
+        gpu=lambda w: gpus_for(w.model),
     conda:
         CONDA_ENV
     shell:
@@ -45,32 +82,32 @@ rule extract_vision:
 
 rule extract_language:
     input:
-        unpack(zoo_checkpoint("language")),
+        unpack(lambda w: ZOO_CHECKPOINT["language"].get(w.model, {})),
         captions=f"{R}/data/{{dataset}}/captions.jsonl",
     output:
         feats=f"{R}/features/{{dataset}}/{{model}}.safetensors",
         meta=f"{R}/features/{{dataset}}/{{model}}.json",
     wildcard_constraints:
-        model=_names_regex("language"),
+        model=EXTRACT_MODELS["language"],
         dataset=DATASET,
     params:
-        model=model_arg,
-        revision=revision_arg,
-        devices=device_args,
+        model=lambda w: MODEL_ARG[w.model],
+        revision=lambda w: REVISION_ARG[w.model],
+        devices=lambda w: device_map_arg(w.model),
         data=lambda w, input: os.path.dirname(input.captions),
         batch_size=FEAT["language_batch_size"],
         pooling=FEAT["language_pooling"],
-        options=lambda w: f"{language_args(w)} {caption_args(w)}".strip(),
+        options=lambda w: f"{LANGUAGE_OPTIONS} {CAPTION_ARGS.get(w.dataset, '')}".strip(),
         device=config["device"],
     log:
         log_path("extract_language", "{dataset}", "{model}"),
     benchmark:
         bench_path("extract_language", "{dataset}", "{model}")
-    threads: n_threads
+    threads: lambda w: 1 if MODELS[w.model]["source"] == "zoo" else 4
     resources:
-        mem_mb=mem_mb,
-        runtime=runtime,
-        gpu=n_gpus,
+        mem_mb=lambda w: host_mem_mb(w.model),
+        runtime=lambda w: EXTRACT_RUNTIME[w.model],
+        gpu=lambda w: gpus_for(w.model),
     conda:
         CONDA_ENV
     shell:

@@ -6,6 +6,10 @@
 # {fields} of the registry's input paths that come from params.yaml; the others are wildcards.
 FIGURE_CONTEXT = {"sample_sheet_dataset": SAMPLE_SHEET_DATASET}
 FIGURE_WILDCARDS = {"dataset": DATASET, "metric": METRIC, "xset": MODEL_SET, "yset": MODEL_SET}
+# Zoo models of the run's sets left at their random initialisation: the baselines of "the models learn"
+UNTRAINED_ZOO_MODELS = (
+    [m for m in config["model_sets"].get("zoo_vision", []) if ZOO_VISION.get(m, {}).get("objective") == "random"]
+    + [m for m in config["model_sets"].get("zoo_language", []) if ZOO_LANGUAGE.get(m, {}).get("steps") == 0])
 
 
 for _fig in FIGURES.values():
@@ -23,8 +27,9 @@ for _fig in FIGURES.values():
             **FIGURE_WILDCARDS,
         params:
             name=shlex.quote(_fig.name),
-            inputs=lambda w, input: figure_inputs(input),
-            numbers=REPORT_NUMBERS,
+            # `--input key=path` for each input (the registry's keys, in its order)
+            inputs=lambda w, input: " ".join(f"--input {k}={shlex.quote(v)}" for k, v in input.items()),
+            numbers=ReportNumbers(),
         log:
             log_path("plot", _fig.name),
         benchmark:
@@ -38,7 +43,9 @@ for _fig in FIGURES.values():
             "prh plot {params.name} --out {output.main} {params.inputs} > {log} 2>&1"
 
 
-TARGETS += [*alignment_figure(VISION_ALIGNMENT), *alignment_figure(CROSS_ALIGNMENT)]
+# the two headline tables' heatmaps: results/alignment/<ds>/<metric>/<x>__<y>.json -> alignment_<ds>_<metric>_<x>__<y>
+TARGETS += [f"{R}/figures/alignment_{'_'.join(path[:-len('.json')].split('/')[-3:])}.{ext}"
+            for path in (VISION_ALIGNMENT, CROSS_ALIGNMENT) for ext in ("pdf", "png")]
 
 
 rule zoo_metrics:
@@ -51,7 +58,7 @@ rule zoo_metrics:
         metrics=f"{R}/experiments/zoo/metrics.json",
         competence=f"{R}/experiments/zoo/language_competence.json",
     params:
-        untrained=untrained_zoo_models(),
+        untrained=UNTRAINED_ZOO_MODELS,
         gate=json_param(config["convergence"]["preregistered"]["gate"]),
         gate_min_steps=config["convergence"]["preregistered"]["min_steps_for_gate"],
     log:

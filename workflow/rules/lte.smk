@@ -4,9 +4,25 @@
 # With lte.nnodes > 1 (SLURM), the same command runs under srun with a c10d rendezvous.
 LTE = f"{R}/experiments/lte"
 LTE_CFG = config["lte"]
-
-
-LTE_RUN = lte_launcher(LTE_CFG["nproc"], LTE_CFG["nnodes"]) + " -m prh.cli run-lte"
+# Paper suite (thesis Table 8.4): ViT-S/32 and MLP-Mixer on CIFAR-10/100 at 224 px, standard
+# (DDP) against LTE, on lte.paper.nnodes x nproc GPUs. Not run here (no GPU, no network).
+LTE_PAPER = LTE_CFG["paper"]
+# torchrun on one machine, or under srun across nnodes with a c10d rendezvous on the first node,
+# for the offline experiments (lte) and the paper's (lte.paper)
+LTE_LAUNCHER = {
+    name: (f"torchrun --standalone --nproc_per_node {cfg['nproc']}" if cfg["nnodes"] == 1 else
+           f"srun --ntasks-per-node 1 torchrun --nnodes {cfg['nnodes']} --nproc_per_node {cfg['nproc']} "
+           "--rdzv_backend c10d --rdzv_id $SLURM_JOB_ID "
+           '--rdzv_endpoint "$(scontrol show hostnames $SLURM_JOB_NODELIST | head -n1):29500"')
+    for name, cfg in (("lte", LTE_CFG), ("paper", LTE_PAPER))
+}
+LTE_RUN = LTE_LAUNCHER["lte"] + " -m prh.cli run-lte"
+# Per experiment, the vision block without the keys of the others (prefixes): editing the
+# table's or Fig 4.7's keys reruns only that experiment.
+LTE_VISION_CONFIG = {
+    exp: json_param({k: v for k, v in LTE_CFG["vision"].items() if not k.startswith(drop)})
+    for exp, drop in (("vision", ("table_", "orth_")), ("table", ("orth_",)), ("orthogonality", ("table_",)))
+}
 
 
 rule lte_least_squares:
@@ -39,7 +55,7 @@ rule lte_vision:
         f"{LTE}/vision.json",
     params:
         run=LTE_RUN,
-        config=lte_slice(["table_", "orth_"]),
+        config=LTE_VISION_CONFIG["vision"],
         data=lambda w, input: os.path.dirname(input.meta),
         seed=config["seed"],
     log:
@@ -59,7 +75,7 @@ rule lte_vision:
 
 
 # Table 4.9 mini and Fig 4.7: LTE runs at the learning rate vision.json's sweep chose.
-for _exp, _drop in (("table", ["orth_"]), ("orthogonality", ["table_"])):
+for _exp in ("table", "orthogonality"):
 
     rule:
         name:
@@ -72,7 +88,7 @@ for _exp, _drop in (("table", ["orth_"]), ("orthogonality", ["table_"])):
         params:
             run=LTE_RUN,
             experiment=_exp,
-            config=lte_slice(_drop),
+            config=LTE_VISION_CONFIG[_exp],
             data=lambda w, input: os.path.dirname(input.meta),
             seed=config["seed"],
         log:
@@ -118,11 +134,7 @@ rule lte_verdicts:
         "--out {output} > {log} 2>&1"
 
 
-# Paper suite (thesis Table 8.4): ViT-S/32 and MLP-Mixer on CIFAR-10/100 at 224 px, standard
-# (DDP) against LTE, on lte.paper.nnodes x nproc GPUs. Not run here (no GPU, no network).
-LTE_PAPER = LTE_CFG["paper"]
-
-
+# The paper suite's runs (LTE_PAPER).
 rule lte_paper:
     input:
         meta=f"{R}/data/{{dataset}}/meta.json",
@@ -133,7 +145,7 @@ rule lte_paper:
             {**LTE_PAPER["vision"], "model": LTE_PAPER["models"][w.model]}),
         data=lambda w, input: os.path.dirname(input.meta),
         seed=config["seed"],
-        run=lte_launcher(LTE_PAPER["nproc"], LTE_PAPER["nnodes"]),
+        run=LTE_LAUNCHER["paper"],
         device=LTE_PAPER["device"],
     wildcard_constraints:
         dataset=one_of(LTE_PAPER["datasets"]),

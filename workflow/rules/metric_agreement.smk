@@ -9,7 +9,8 @@ import shlex
 AGREE = config["metric_agreement"]
 AGREE_OUT = f"{R}/experiments/metric_agreement"
 AGREE_VSET, AGREE_LSET = SUITE_CFG["vision_models"], LANGUAGE_PANEL
-AGREE_FAMILIES = families_param(AGREE_VSET)
+# each vision model with its family (the colour of its points)
+AGREE_FAMILIES = json_param({m: MODELS[m].get("family", m) for m in model_set(AGREE_VSET)})
 
 
 rule locality:
@@ -18,7 +19,7 @@ rule locality:
         vision=set_features(SUITE_CFG["paired_dataset"], AGREE_VSET),
         bpb=CONV_LANGUAGE,
     output:
-        data=f"{AGREE_OUT}/locality.json",
+        locality=f"{AGREE_OUT}/locality.json",
         metrics=f"{AGREE_OUT}/locality_metrics.json",
     params:
         language_names=model_set(AGREE_LSET),
@@ -26,7 +27,6 @@ rule locality:
         ks=AGREE["locality_ks"],
         families=AGREE_FAMILIES,
         quantile=ALIGN["quantile"],
-        out_dir=lambda w, output: os.path.dirname(output.metrics),
         device=config["device"],
     log:
         log_path("locality", "locality"),
@@ -42,7 +42,8 @@ rule locality:
         "prh run-locality --x-names {params.language_names} --x-features {input.language}"
         " --y-names {params.vision_names} --y-features {input.vision} --ks {params.ks}"
         " --language {input.bpb} --families {params.families} --quantile {params.quantile}"
-        " --threads {threads} --device {params.device} --out-dir {params.out_dir} > {log} 2>&1"
+        " --threads {threads} --device {params.device} --locality {output.locality} --metrics {output.metrics}"
+        " > {log} 2>&1"
 
 
 rule metric_agreement:
@@ -52,8 +53,8 @@ rule metric_agreement:
         features=set_features(SUITE_CFG["vision_dataset"], AGREE_VSET),
         bpb=CONV_LANGUAGE,
     output:
-        agreement=f"{AGREE_OUT}/metric_agreement.json",
-        cross=f"{AGREE_OUT}/cross_metrics.json",
+        metric_agreement=f"{AGREE_OUT}/metric_agreement.json",
+        cross_metrics=f"{AGREE_OUT}/cross_metrics.json",
         metrics=f"{AGREE_OUT}/metrics.json",
     params:
         vision_names=model_set(AGREE_VSET),
@@ -62,7 +63,6 @@ rule metric_agreement:
         topk=ALIGN["topk"],
         quantile=ALIGN["quantile"],
         cca_dim=ALIGN["cca_dim"],
-        out_dir=lambda w, output: os.path.dirname(output.metrics),
         device=config["device"],
     log:
         log_path("metric_agreement", "metric_agreement"),
@@ -79,7 +79,8 @@ rule metric_agreement:
         " --vision-features {input.features} --batch-sizes {params.batch_sizes}"
         " --cross-alignments {input.cross} --language {input.bpb} --families {params.families}"
         " --topk {params.topk} --quantile {params.quantile} --cca-dim {params.cca_dim}"
-        " --threads {threads} --device {params.device} --out-dir {params.out_dir} > {log} 2>&1"
+        " --threads {threads} --device {params.device} --metric-agreement {output.metric_agreement}"
+        " --cross-metrics {output.cross_metrics} --metrics {output.metrics} > {log} 2>&1"
 
 
 TARGETS += [f"{AGREE_OUT}/metrics.json", f"{AGREE_OUT}/locality_metrics.json",

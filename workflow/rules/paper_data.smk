@@ -13,12 +13,17 @@ HUB_DATASETS = {
 }
 LM_CFG = config.get("paper", {}).get("lm_score", {})
 LM_SAMPLE = f"{R}/data/openwebtext_sample"
+# The causal LMs whose score the paper suite's figures plot: the suite's language set, PRH's test set and Fig 4's set
+_FIG4_LMS = (config.get("downstream") or {}).get("language_models", {}).get("paper")
+LM_SCORE_MODELS = [] if SUITE != "paper" else list(dict.fromkeys(
+    n for n in [*suite_models("language"), *config["model_sets"].get("prh_test_language", []),
+                *(model_set(_FIG4_LMS) if _FIG4_LMS else [])] if MODELS[n]["source"] == "hub"))
 
 
 rule hub_dataset:
     input:
         # a local folder built by `prh prepare-*` from a download (prepare.smk), when params.yaml says so
-        lambda w: prepared_metadata(w.dataset),
+        lambda w: PREPARED_METADATA.get(w.dataset, []),
     output:
         images=f"{R}/data/{{dataset}}/images.npy",
         captions=f"{R}/data/{{dataset}}/captions.jsonl",
@@ -94,7 +99,7 @@ rule lm_score:
         bench_path("lm_score", "{model}")
     resources:
         gpu=lambda w: gpus_for(w.model),
-        mem_mb=lambda w: hub_mem_mb(w.model),
+        mem_mb=lambda w: host_mem_mb(w.model),
         # ~4M tokens: minutes for 1B parameters on one GPU, about an hour at 70B
         runtime=lambda w: int(30 + MODELS[w.model]["n_params"] / 1e9),
     conda:
@@ -105,4 +110,4 @@ rule lm_score:
         " --device {params.device} {params.device_map} > {log} 2>&1"
 
 
-TARGETS.extend(lm_score_json(m) for m in _lm_models())
+TARGETS.extend(lm_score_json(m) for m in LM_SCORE_MODELS)

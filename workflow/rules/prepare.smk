@@ -2,19 +2,13 @@
 # not on the hub in the paper's form and their licences ask for a manual download. A hub
 # dataset with `prepare: {command, source}` in params.yaml gets a rule prepare_<dataset> that
 # runs `prh prepare-<command>` on the download (the source path) and writes the folder its
-# `repo` names; hub_dataset (paper_data.smk) waits for it. Without the download the dry run
-# still plans the job, and the job stops with the download's address.
+# `repo` names; hub_dataset (paper_data.smk, included after this file) waits for it. Without
+# the download the dry run still plans the job, and the job stops with the download's address.
 import os
 
-
-def prepared_metadata(dataset):
-    """The metadata.jsonl that `prh prepare-*` writes for a dataset with `prepare` (else none)."""
-    spec = config["datasets"].get(dataset) or {}
-    if not spec.get("prepare"):
-        return []
-    return [os.path.join(os.path.normpath(os.path.expanduser(spec["repo"])), "train", "metadata.jsonl")]
-
-
+# The metadata.jsonl that `prh prepare-*` writes, per dataset with `prepare` (hub_dataset waits for it)
+PREPARED_METADATA = {name: os.path.join(os.path.normpath(os.path.expanduser(spec["repo"])), "train", "metadata.jsonl")
+                     for name, spec in config["datasets"].items() if spec.get("prepare")}
 PREPARE_FLAG = {"dci": "prepare-dci --source", "places": "prepare-places --archive"}
 
 for _ds_name, _ds_spec in config["datasets"].items():
@@ -30,7 +24,7 @@ for _ds_name, _ds_spec in config["datasets"].items():
             # ancient: re-downloading (a newer mtime) does not rebuild; missing: the job explains
             [ancient(f) for f in _prep_files if os.path.exists(f)],
         output:
-            prepared_metadata(_ds_name)[0],
+            PREPARED_METADATA[_ds_name],
         params:
             args=f"{PREPARE_FLAG[_ds_prep['command']]} {shlex.quote(_ds_prep['source'])}"
             + (f" --filelist {shlex.quote(_ds_prep['filelist'])}" if _ds_prep.get("filelist") else ""),

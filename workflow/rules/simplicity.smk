@@ -20,7 +20,7 @@ rule simplicity_experiment:
     params:
         config=lambda w: json_param(SIMPLICITY_SLICES[w.experiment]),
         seed=config["seed"],
-        out_dir=lambda w, output: os.path.dirname(output[0]),
+        flag=lambda w: w.experiment.replace("_", "-"),  # --random-nets, --products, --trained: the file it writes
     log:
         log_path("simplicity", "{experiment}"),
     benchmark:
@@ -32,17 +32,15 @@ rule simplicity_experiment:
     conda:
         CONDA_ENV
     shell:
-        "OMP_NUM_THREADS={threads} prh run-simplicity --part {wildcards.experiment} --out-dir {params.out_dir}"
+        "OMP_NUM_THREADS={threads} prh run-simplicity --part {wildcards.experiment} --{params.flag} {output}"
         " --config {params.config} --seed {params.seed} > {log} 2>&1"
 
 
 rule simplicity_metrics:
     input:
-        expand(f"{SIMPLICITY}/{{experiment}}.json", experiment=SIMPLICITY_SLICES),
+        **{experiment: f"{SIMPLICITY}/{experiment}.json" for experiment in SIMPLICITY_SLICES},
     output:
         f"{SIMPLICITY}/metrics.json",
-    params:
-        out_dir=lambda w, output: os.path.dirname(output[0]),
     log:
         log_path("simplicity", "metrics"),
     benchmark:
@@ -53,7 +51,8 @@ rule simplicity_metrics:
     conda:
         CONDA_ENV
     shell:
-        "prh run-simplicity --part metrics --out-dir {params.out_dir} > {log} 2>&1"
+        "prh run-simplicity --part metrics --random-nets {input.random_nets} --products {input.products}"
+        " --trained {input.trained} --metrics {output} > {log} 2>&1"
 
 
 TARGETS += figure_targets("simplicity_fig2.2_random_net_rank", "simplicity_fig2.5_optimizer_rank", "simplicity_fig2.6_trained_linear_rank",

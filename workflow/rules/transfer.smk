@@ -3,29 +3,28 @@
 # its slice of the `transfer:` block (prh.studies.transfer.transfer.SLICES), so editing one
 # figure's parameter reruns only its part; one job reads the parts' JSON files and
 # decides the claims (metrics.json) and joins Fig 7 (layerwise.json).
+from prh.studies.transfer.transfer import FILES as TRANSFER_FILES
 from prh.studies.transfer.transfer import SLICES as TRANSFER_SLICES
 
 TRANSFER = f"{R}/experiments/transfer"
-TRANSFER_OUTPUTS = {  # part -> the JSON files it writes
-    "peaks": ["peaks_alignment.json", "peaks_transfer.json"],
-    "peaks_deep": ["peaks_deep.json"],
-    "emergence": ["emergence_shuffled.json", "digits_layerwise.json"],
-}
+# part -> the JSON files it writes, by name (the command's --<name> options)
+TRANSFER_OUTPUTS = {part: {name: f"{TRANSFER}/{name}.json" for name in names} for part, names in TRANSFER_FILES.items()}
 
 
-for _part, _files in TRANSFER_OUTPUTS.items():
+for _part in TRANSFER_SLICES:
 
     rule:
         name:
             f"transfer_{_part}"
         output:
-            [f"{TRANSFER}/{f}" for f in _files],
+            **TRANSFER_OUTPUTS[_part],
         params:
             part=_part,
             config=json_param({k: config["transfer"][k] for k in TRANSFER_SLICES[_part]}),
             seed=config["seed"],
             device=config["device"],
-            out_dir=lambda w, output: os.path.dirname(output[0]),
+            # --<name> {output.<name>}: each file at the path the rule names
+            paths=lambda w, output: " ".join(f"--{name.replace('_', '-')} {path}" for name, path in output.items()),
         log:
             log_path("transfer", _part),
         benchmark:
@@ -37,18 +36,15 @@ for _part, _files in TRANSFER_OUTPUTS.items():
         conda:
             CONDA_ENV
         shell:
-            "OMP_NUM_THREADS={threads} prh run-transfer --part {params.part} --out-dir {params.out_dir}"
+            "OMP_NUM_THREADS={threads} prh run-transfer --part {params.part} {params.paths}"
             " --config {params.config} --seed {params.seed} --device {params.device} > {log} 2>&1"
 
 
 rule transfer_claims:
     input:
-        [f"{TRANSFER}/{f}" for files in TRANSFER_OUTPUTS.values() for f in files],
+        **{name: path for part in TRANSFER_SLICES for name, path in TRANSFER_OUTPUTS[part].items()},
     output:
-        layerwise=f"{TRANSFER}/layerwise.json",
-        metrics=f"{TRANSFER}/metrics.json",
-    params:
-        out_dir=lambda w, output: os.path.dirname(output.metrics),
+        **TRANSFER_OUTPUTS["claims"],
     log:
         log_path("transfer", "claims"),
     benchmark:
@@ -59,7 +55,9 @@ rule transfer_claims:
     conda:
         CONDA_ENV
     shell:
-        "prh run-transfer --part claims --out-dir {params.out_dir} > {log} 2>&1"
+        "prh run-transfer --part claims --peaks-alignment {input.peaks_alignment} --peaks-transfer {input.peaks_transfer}"
+        " --peaks-deep {input.peaks_deep} --emergence-shuffled {input.emergence_shuffled}"
+        " --digits-layerwise {input.digits_layerwise} --layerwise {output.layerwise} --metrics {output.metrics} > {log} 2>&1"
 
 
 TARGETS += figure_targets("transfer_fig02_shuffled_emergence", "transfer_fig07_layerwise", "transfer_fig10_peaks_alignment",

@@ -7,6 +7,23 @@
 # exact entropy floor.
 import os
 
+# Training runs (zoo.language entries); a run with `checkpoints` yields one model per checkpoint,
+# <run>_<steps> (prh.config.run_models). ZOO_LANGUAGE: every language zoo model by name.
+ZOO_RUNS = (config.get("zoo") or {}).get("language") or {}
+ZOO_LANGUAGE = {m: s for m, s in MODELS.items() if s["source"] == "zoo" and s["modality"] == "language"}
+# The files of a language checkpoint dir (config.json is what the feature rule asks for).
+CHECKPOINT_FILES = {"config": "config.json", "weights": "model.safetensors", "tokenizer": "tokenizer.json",
+                    "info": "training.json"}
+# Spec keys passed to `prh train-language` as --<key> flags (see workflow/schemas/zoo_language.schema.yaml).
+TRAIN_LANGUAGE_KEYS = ("arch", "n_layer", "n_embd", "n_head", "steps", "context", "batch_size", "lr", "warmup",
+                       "weight_decay", "qa_pairs")
+# Architecture, budget, checkpoints, seed and hyperparameters of each zoo run, as CLI flags.
+TRAIN_LANGUAGE_FLAGS = {
+    run: " ".join([f"--{k.replace('_', '-')} {spec[k]}" for k in TRAIN_LANGUAGE_KEYS if spec.get(k) is not None]
+                  + (["--checkpoints " + " ".join(str(k) for k in spec["checkpoints"])] if spec.get("checkpoints") else [])
+                  + [f"--seed {config['seed'] + spec['seed']}"])
+    for run, spec in ZOO_RUNS.items()
+}
 ZOO_LANGUAGE_SET = (config.get("model_sets") or {}).get("zoo_language", [])
 ZOO_TRAINED_RUNS = [r for r, s in ZOO_RUNS.items() if s["arch"] in ("gpt2", "bert")]
 ZOO_PACKAGED = [n for n, s in ZOO_LANGUAGE.items() if s["arch"] == "minilm"]
@@ -51,16 +68,19 @@ for _run in ZOO_TRAINED_RUNS:
             f"train_language_{_run}"
         input:
             **shapes_files(ZOO_RUNS[_run]["data"]),
-            tokenizer=tokenizer_file(ZOO_RUNS[_run]),
+            # one word-level tokenizer per training dataset, shared by every model trained on it
+            tokenizer=f"{R}/models/_tokenizer/{ZOO_RUNS[_run]['data']}/tokenizer.json",
         output:
-            **run_outputs(_run),
+            # every checkpoint's directory
+            **{f"{key}_{m}": f"{model_dir(m)}/{name}" for m, s in ZOO_LANGUAGE.items() if s["run"] == _run
+               for key, name in CHECKPOINT_FILES.items()},
         params:
             data=lambda w, input: os.path.dirname(input.captions),
             tokenizer=lambda w, input: os.path.dirname(input.tokenizer),
             # results/models/<run>_{steps} (the CLI fills in each checkpoint's steps), or <run>
             out=lambda w, output, run=_run: os.path.join(os.path.dirname(os.path.dirname(output[0])), run + (
                 "_{steps}" if ZOO_RUNS[run].get("checkpoints") else "")),
-            flags=train_language_flags(_run),
+            flags=TRAIN_LANGUAGE_FLAGS[_run],
         log:
             log_path("train_language", _run),
         benchmark:
@@ -78,7 +98,7 @@ for _run in ZOO_TRAINED_RUNS:
 
 rule minilm:
     output:
-        **checkpoint_files("{model}"),
+        **{key: f"{model_dir('{model}')}/{name}" for key, name in CHECKPOINT_FILES.items()},
     wildcard_constraints:
         model=one_of(ZOO_PACKAGED),
     params:
@@ -100,14 +120,14 @@ rule lm_eval:
     input:
         **shapes_files(LM_EVAL_DATASET),
         train=list(shapes_files(LM_TRAIN_DATASET).values()),
-        models=[checkpoint_files(m)["config"] for m in ZOO_CAUSAL],
+        models=[f"{model_dir(m)}/config.json" for m in ZOO_CAUSAL],
     output:
         f"{R}/experiments/zoo/language.json",
     params:
         data=lambda w, input: os.path.dirname(input.captions),
         train=lambda w, input: os.path.dirname(input.train[0]),
         names=" ".join(ZOO_CAUSAL),
-        models=" ".join(os.path.dirname(checkpoint_files(m)["config"]) for m in ZOO_CAUSAL),
+        models=" ".join(model_dir(m) for m in ZOO_CAUSAL),
         max_items=LM_EVAL_ITEMS,
         world=json_param(config["world"]),
     log:

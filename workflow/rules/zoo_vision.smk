@@ -5,13 +5,33 @@
 import os
 import re
 
+ZOO_VISION = (config.get("zoo") or {}).get("vision") or {}
 ZOO_VISION_SET = (config.get("model_sets") or {}).get("zoo_vision", [])
 PROBE_DATASET = config["suites"]["offline"]["vision_dataset"]
+# Spec keys passed to `prh train-vision` as --<key> flags, per objective: only the keys an
+# objective uses, so editing e.g. a SimCLR setting reruns no supervised model.
+_COMMON_KEYS = ("epochs", "batch_size", "lr", "weight_decay", "n_train")
+TRAIN_VISION_KEYS = {
+    "random": (),
+    "supervised": _COMMON_KEYS,
+    "simclr": _COMMON_KEYS + ("temperature", "crop_min", "jitter"),
+    "denoise": _COMMON_KEYS + ("mask_ratio", "noise_std"),
+}
+# Architecture, objective, seed and hyperparameters of each zoo model, as CLI flags. Keys left out
+# of a spec take the CLI defaults, which equal the schema defaults (a test checks).
+TRAIN_VISION_FLAGS = {
+    model: " ".join([f"--arch {spec['arch']}", f"--objective {spec['objective']}",
+                     f"--seed {config['seed'] + spec['seed']}"]
+                    + [f"--{k.replace('_', '-')} {spec[k]}" for k in TRAIN_VISION_KEYS[spec["objective"]]
+                       if spec.get(k) is not None])
+    for model, spec in ZOO_VISION.items()
+}
 
 
 rule train_vision:
     input:
-        unpack(train_vision_data),
+        # the shapes dataset the model trains on
+        unpack(lambda w: shapes_files(ZOO_VISION[w.model]["data"])),
     output:
         config=f"{model_dir('{model}')}/config.json",
         weights=f"{model_dir('{model}')}/model.safetensors",
@@ -20,7 +40,7 @@ rule train_vision:
     params:
         data=lambda w, input: os.path.dirname(input.images),
         out=lambda w, output: os.path.dirname(output.config),
-        flags=train_vision_flags,
+        flags=lambda w: TRAIN_VISION_FLAGS[w.model],
     log:
         log_path("train_vision", "{model}"),
     benchmark:

@@ -8,7 +8,7 @@ world's ground-truth kernel (``prh.experiments.convergence.platonic_scores``).
 
     prh run-bridge-align --arms results/experiments/bridge/arms/*/features.safetensors \\
         --probe-data results/data/shapes_vision --vision-probes results/experiments/zoo/vision.json \\
-        --vision-features results/features/shapes_vision --out results/experiments/bridge/alignment.json
+        --vision-features results/features/shapes_vision/*.safetensors --out results/experiments/bridge/alignment.json
 """
 
 from __future__ import annotations
@@ -20,9 +20,12 @@ __all__ = ["run_alignment", "main"]
 
 
 def run_alignment(*, features: list[str], probe_data: str, out: str, vision_probes: str | None = None,
-                  vision_model: str | None = None, vision_features: str | None = None, topk: int = 10,
+                  vision_model: str | None = None, vision_features: list[str] | None = None, topk: int = 10,
                   quantile: float = 0.95) -> dict:
-    """``{"vision_model", "arms": {arm: {"vision": score, "vision_pair", "world": score}}}`` written to ``out``."""
+    """``{"vision_model", "arms": {arm: {"vision": score, "vision_pair", "world": score}}}`` written to ``out``.
+
+    ``vision_features``: the feature files of the candidate vision models, each ``<model>.safetensors``; the
+    arms are aligned with the strongest's (``vision_model``, or the best of ``vision_probes``)."""
     from prh.io import load_features, read_json, read_jsonl, write_json
     from prh.metrics import layer_pair_scores, prepare_features
 
@@ -35,7 +38,10 @@ def run_alignment(*, features: list[str], probe_data: str, out: str, vision_prob
         best = strongest_vision_model(read_json(vision_probes))
     theirs = None
     if best and vision_features:
-        theirs, meta = load_features(Path(vision_features) / f"{best}.safetensors", with_meta=True)
+        paths = {Path(p).stem: p for p in vision_features}
+        if best not in paths:
+            raise ValueError(f"no features of the strongest vision model {best!r} among --vision-features {sorted(paths)}")
+        theirs, meta = load_features(paths[best], with_meta=True)
     scenes_path = Path(probe_data) / "scenes.jsonl"
     scenes = [r["scene"] for r in read_jsonl(scenes_path)] if scenes_path.exists() else None
     res = {"vision_model": best, "topk": topk, "quantile": quantile, "arms": {}}
@@ -64,7 +70,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--probe-data", required=True, help="the dataset the features come from (scenes: world kernel)")
     p.add_argument("--vision-probes", default=None, help="`prh probe` JSON: the strongest vision model")
     p.add_argument("--vision-model", default=None, help="or name the vision model (paper suite)")
-    p.add_argument("--vision-features", default=None, help="folder holding <vision model>.safetensors")
+    p.add_argument("--vision-features", nargs="+", default=None,
+                   help="<model>.safetensors of the candidate vision models (the strongest one is read)")
     p.add_argument("--topk", type=int, default=10)
     p.add_argument("--quantile", type=float, default=0.95)
     p.add_argument("--out", required=True)

@@ -15,13 +15,13 @@ inconclusive. Appendix A: reproduced if every stage-1 arm at ρ = 1 with trained
 is ``aligned`` (``covariance.alignment_check``), not reproduced if none is, else inconclusive.
 
     prh run-bridge-analysis --arms results/experiments/bridge/arms/*/result.json \\
-        --outliers results/experiments/bridge/outliers.json --out-dir results/experiments/bridge
+        --outliers results/experiments/bridge/outliers.json --metrics results/experiments/bridge/metrics.json \\
+        --figures results/experiments/bridge/figures.json
 """
 
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 import numpy as np
 
@@ -172,12 +172,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--outliers", default=None, help="`prh run-bridge-outliers` JSON (Fig 2)")
     p.add_argument("--alignment", default=None, help="`prh run-bridge-align` JSON (mutual k-NN per arm)")
     p.add_argument("--config", type=json_object, default="{}", help="JSON of bridge.analysis")
-    p.add_argument("--out-dir", required=True, help="writes metrics.json and figures.json here")
+    p.add_argument("--metrics", required=True, help="JSON written: the claims' verdicts and per-arm numbers")
+    p.add_argument("--figures", required=True, help="JSON written: what the bridge figures draw")
     args = p.parse_args(argv)
     arms = {r["name"]: r for r in (read_json(path) for path in args.arms)}
     metrics, figures = analyse(arms=arms, outliers=read_json(args.outliers) if args.outliers else None,
                                alignment=read_json(args.alignment) if args.alignment else None, config=args.config)
-    write_json(Path(args.out_dir) / "figures.json", figures)
-    write_json(Path(args.out_dir) / "metrics.json", metrics)
+    write_json(args.figures, figures)
+    write_json(args.metrics, metrics)
     for k, v in metrics["verdicts"].items():
         print(f"{k}: {v}")

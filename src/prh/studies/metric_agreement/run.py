@@ -16,24 +16,27 @@
         --batch-sizes 500 \\
         --cross-alignments results/alignment/shapes_eval/{mutual_knn,cka,...}/zoo_language__zoo_vision.json \\
         --language results/experiments/zoo/language.json --families '{"resnet_xs_sup": "supervised"}' \\
-        --topk 10 --quantile 0.95 --cca-dim 10 --out-dir results/experiments/metric_agreement --threads 2
+        --topk 10 --quantile 0.95 --cca-dim 10 --metric-agreement metric_agreement.json \\
+        --cross-metrics cross_metrics.json --metrics metrics.json --threads 2
 """
 
 from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
 
 import numpy as np
 from scipy import stats
 
-from prh.io import json_object, read_alignment, read_json, write_json
+from prh.io import add_path_options, json_object, named_paths, read_alignment, read_json, write_json
 from prh.studies.convergence.run import correlations, language_vision
 from prh.studies.metric_agreement.locality import lm_scores
 
-__all__ = ["variant_label", "upper_triangle", "spearman_matrix", "vision_variants", "cross_metric",
+__all__ = ["OUTPUTS", "variant_label", "upper_triangle", "spearman_matrix", "vision_variants", "cross_metric",
            "run_metric_agreement", "main"]
+
+# the files run-metric-agreement writes, by name: one --<name> PATH option each
+OUTPUTS = ("metric_agreement", "cross_metrics", "metrics")
 
 
 def variant_label(metric: str, bsz: int) -> str:
@@ -174,13 +177,14 @@ def cross_metric(cross: dict, *, lm_score: dict[str, float], families: dict[str,
 
 def run_metric_agreement(*, vision_alignments: list[str], vision_names: list[str], vision_features: list[str],
                          batch_sizes: list[int], cross_alignments: list[str], language: str, families: dict,
-                         out_dir: str, topk: int = 10, quantile: float = 0.95, cca_dim: int = 10,
+                         out: dict, topk: int = 10, quantile: float = 0.95, cca_dim: int = 10,
                          threads: int | None = None, device: str = "cpu") -> dict:
-    """Figs 12-14 numbers: writes ``metric_agreement.json``, ``cross_metrics.json`` and ``metrics.json``.
+    """Figs 12-14 numbers: writes ``out``'s metric_agreement, cross_metrics and metrics JSON files (``OUTPUTS``).
 
     Returns the metrics: Fig 12's min / median off-diagonal Spearman (and max p), and per
     metric the pooled cross-modal Spearman r and p of alignment against 1 - bpb.
     """
+    out = named_paths(out, OUTPUTS, command="run-metric-agreement")
     vision = vision_variants(vision_alignments=vision_alignments, vision_names=vision_names,
                              vision_features=vision_features, batch_sizes=batch_sizes, topk=topk,
                              quantile=quantile, cca_dim=cca_dim, threads=threads, device=device)
@@ -193,13 +197,12 @@ def run_metric_agreement(*, vision_alignments: list[str], vision_names: list[str
             raise ValueError(f"--cross-alignments must hold one JSON per metric; {metric} appears twice")
         _check_settings(cross["settings"], path, topk=topk, quantile=quantile, cca_dim=cca_dim)
         per_metric[metric] = {"source": str(path), **cross_metric(cross, lm_score=score, families=families)}
-    out = Path(out_dir)
-    write_json(out / "metric_agreement.json", vision)
-    write_json(out / "cross_metrics.json", {"metrics": list(per_metric), "per_metric": per_metric})
+    write_json(out["metric_agreement"], vision)
+    write_json(out["cross_metrics"], {"metrics": list(per_metric), "per_metric": per_metric})
     metrics = {"metric_agreement": {k: vision["summary"][k] for k in ("min_spearman", "median_spearman", "max_p")},
                "cross_modal": {m: {"spearman_r": r["pooled"]["spearman_r"], "spearman_p": r["pooled"]["spearman_p"]}
                                for m, r in per_metric.items()}}
-    write_json(out / "metrics.json", metrics)
+    write_json(out["metrics"], metrics)
     return metrics
 
 
@@ -219,13 +222,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--topk", type=int, required=True, help="k of the k-NN metrics and cknna (as in the JSONs)")
     parser.add_argument("--quantile", type=float, required=True, help="outlier clamp quantile (as in the JSONs)")
     parser.add_argument("--cca-dim", type=int, default=10, help="SVCCA directions (as in the JSONs)")
-    parser.add_argument("--out-dir", required=True, help="folder for the three JSON files")
+    add_path_options(parser, OUTPUTS, help="{name} JSON written")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: leave as is)")
     parser.add_argument("--device", default="cpu", help="cpu | cuda | auto")
     args = parser.parse_args(argv)
     print(run_metric_agreement(vision_alignments=args.vision_alignments, vision_names=args.vision_names,
                                vision_features=args.vision_features, batch_sizes=args.batch_sizes,
                                cross_alignments=args.cross_alignments, language=args.language,
-                               families=args.families, out_dir=args.out_dir, topk=args.topk,
+                               families=args.families, out=vars(args), topk=args.topk,
                                quantile=args.quantile, cca_dim=args.cca_dim, threads=args.threads,
                                device=args.device))

@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="prh run-phase-adaptive-lr", description=run_adaptive_lr.__doc__.split("\n")[0])
     p.add_argument("--pairs", type=json.loads, required=True, help="JSON list of {vision: {name, path}, language: {name, ntk, features}}")
     p.add_argument("--data", required=True)
-    p.add_argument("--config", type=json_object, required=True, help="the params.yaml `phase` block as JSON")
+    p.add_argument("--config", type=json_object, required=True, help="its keys of the params.yaml `phase` block as JSON (prh.studies.phase.design.SLICES['adaptive_lr'])")
     p.add_argument("--out", required=True)
     p.add_argument("--seed", type=int, default=0)
     a = p.parse_args(argv)

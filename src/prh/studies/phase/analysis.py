@@ -1,15 +1,15 @@
 """``prh run-phase-analysis``: pairs, Table 1, the claims' statistics and verdicts (seed 000).
 
 Reads every model's NTK job output (``prh run-phase-model``) and per-layer features, and writes
-to ``--out-dir``: ``pairs.csv`` (one row per model pair: S literal and centred, retrieval,
-mutual k-NN, feature CKA, AGOP ratio, ΔNTK, phase), ``models.csv`` (one row per model),
-``table1.csv`` (per family) and ``metrics.json`` (per claim: statistic, p-value, verdict;
-``claims.py`` holds the rules).
+``--pairs`` (pairs.csv: one row per model pair: S literal and centred, retrieval, mutual k-NN,
+feature CKA, AGOP ratio, ΔNTK, phase), ``--model-table`` (models.csv: one row per model),
+``--table1`` (table1.csv: per family) and ``--metrics`` (metrics.json: per claim statistic,
+p-value, verdict; ``claims.py`` holds the rules).
 
     prh run-phase-analysis --models '{"resnet_xs_sup": {"modality": "vision", "group": "CNN",
         "ntk": "results/experiments/phase/models/resnet_xs_sup.json",
         "features": "results/features/shapes_eval/resnet_xs_sup.safetensors"}, ...}' \\
-        --config '{...}' --out-dir results/experiments/phase
+        --config '{...}' --pairs pairs.csv --model-table models.csv --table1 table1.csv --metrics metrics.json
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from prh.io import atomic_path, load_features, read_json, write_json
+from prh.io import add_path_options, atomic_path, load_features, named_paths, read_json, write_json
 from prh.studies.phase import ntk as nt
 from prh.studies.phase.alignment import (
     linear_cka_last,
@@ -33,7 +33,10 @@ from prh.studies.phase.alignment import (
 from prh.studies.phase.claims import evaluate_claims
 from prh.studies.phase.spectra import layer_summary
 
-__all__ = ["phase_of", "model_rows", "pair_rows", "table1", "write_csv", "analyse", "main"]
+__all__ = ["OUTPUTS", "phase_of", "model_rows", "pair_rows", "table1", "write_csv", "analyse", "main"]
+
+# the files run-phase-analysis writes, by name: one --<name> PATH option each (model_table: models.csv)
+OUTPUTS = ("pairs", "model_table", "table1", "metrics")
 
 
 def phase_of(s: float, *, chaotic: float, lazy: float) -> str:
@@ -119,9 +122,10 @@ def table1(rows: list[dict], pairs: list[dict], *, config: dict) -> list[dict]:
     return out
 
 
-def analyse(*, models: dict, config: dict, out_dir: str, adaptive_lr: str | None = None, seed: int = 0) -> dict:
-    """Pairs, Table 1 and the claims' verdicts of every model in ``models`` -> ``out_dir``."""
+def analyse(*, models: dict, config: dict, out: dict, adaptive_lr: str | None = None, seed: int = 0) -> dict:
+    """Pairs, Table 1 and the claims' verdicts of every model in ``models`` -> ``out``'s files (``OUTPUTS``)."""
     t0 = time.process_time()
+    out = named_paths(out, OUTPUTS, command="run-phase-analysis")
     if not any(s["modality"] == "vision" for s in models.values()) or not any(
             s["modality"] == "language" for s in models.values()):
         raise ValueError("models must include at least one vision and one language model")
@@ -131,12 +135,10 @@ def analyse(*, models: dict, config: dict, out_dir: str, adaptive_lr: str | None
     lr = read_json(adaptive_lr) if adaptive_lr else None
     metrics = evaluate_claims(rows, pairs, config=config, adaptive_lr=lr, seed=seed)
     metrics["analysis_cpu_seconds"] = time.process_time() - t0
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    write_csv(out / "models.csv", rows)
-    write_csv(out / "pairs.csv", pairs)
-    write_csv(out / "table1.csv", t1)
-    write_json(out / "metrics.json", metrics)
+    write_csv(out["model_table"], rows)
+    write_csv(out["pairs"], pairs)
+    write_csv(out["table1"], t1)
+    write_json(out["metrics"], metrics)
     return metrics
 
 
@@ -146,10 +148,10 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="prh run-phase-analysis", description=analyse.__doc__.split("\n")[0])
     p.add_argument("--models", type=json_object, required=True,
                    help="name -> {modality, group, ntk (model job JSON), features (safetensors)}")
-    p.add_argument("--config", type=json_object, required=True, help="the params.yaml `phase` block as JSON")
+    p.add_argument("--config", type=json_object, required=True, help="its keys of the params.yaml `phase` block as JSON (prh.studies.phase.design.SLICES['analysis'])")
     p.add_argument("--adaptive-lr", default=None, help="adaptive_lr.json of `prh run-phase-adaptive-lr` (Table 2)")
-    p.add_argument("--out-dir", required=True)
+    add_path_options(p, OUTPUTS, help="{name} written")
     p.add_argument("--seed", type=int, default=0)
     a = p.parse_args(argv)
-    m = analyse(models=a.models, config=a.config, out_dir=a.out_dir, adaptive_lr=a.adaptive_lr, seed=a.seed)
+    m = analyse(models=a.models, config=a.config, out=vars(a), adaptive_lr=a.adaptive_lr, seed=a.seed)
     print({k: v.get("verdict") for k, v in m["claims"].items()})

@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--modality", required=True, choices=["vision", "language"])
     p.add_argument("--data", required=True, help="paired dataset dir (images.npy, captions.jsonl)")
     p.add_argument("--out", required=True, help="<dir>/<model>.json (the .npy of the Grams goes beside it)")
-    p.add_argument("--config", type=json_object, required=True, help="the params.yaml `phase` block as JSON")
+    p.add_argument("--config", type=json_object, required=True, help="its keys of the params.yaml `phase` block as JSON (prh.studies.phase.design.SLICES['model'])")
     p.add_argument("--seed", type=int, default=0)
     a = p.parse_args(argv)
     res = run_model(name=a.name, path=a.path, modality=a.modality, data=a.data, out=a.out, config=a.config,

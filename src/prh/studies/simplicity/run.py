@@ -7,7 +7,7 @@ pressure toward convergence). Effective rank (definition 2.3.1, in nats)::
 
 always of the cosine Gram matrix K_ij = φ_iᵀφ_j / (‖φ_i‖‖φ_j‖) of a network's
 outputs on held-out inputs ("kernel rank"), or of an end-to-end linear map.
-Four experiments, each a JSON file in ``out_dir``:
+Four experiments, each a JSON file at the path its command is given (the workflow's names below):
 
 1. ``random_nets.json`` (Fig 2.2): linear and ReLU networks, width w, depth
    1…D, normal or uniform weights; ρ of the Gram matrix of random inputs, over
@@ -27,7 +27,7 @@ Four experiments, each a JSON file in ``out_dir``:
 Scale never matters here: ρ is scale-invariant and ReLU nets without biases are
 positively homogeneous, so weight variances are set only to keep numbers finite.
 
-    $ prh run-simplicity --out-dir results/experiments/simplicity --config '{}' --seed 0
+    $ prh run-simplicity --part products --products results/experiments/simplicity/products.json --config '{}' --seed 0
 """
 
 from __future__ import annotations
@@ -37,7 +37,6 @@ import copy
 import json
 import math
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -49,9 +48,8 @@ from prh.metrics import effective_rank
 from prh.metrics.calibration import cell_seed
 from prh.stats import depth_trend
 
-__all__ = ["DEFAULTS", "PARTS", "random_net_ranks", "gaussian_product_ranks", "make_task", "train_deep_linear",
-           "run_random_nets", "run_products", "run_trained", "simplicity_metrics", "run_simplicity",
-           "main"]
+__all__ = ["DEFAULTS", "PARTS", "FILES", "random_net_ranks", "gaussian_product_ranks", "make_task", "train_deep_linear",
+           "run_random_nets", "run_products", "run_trained", "simplicity_metrics", "run_simplicity", "main"]
 
 # The `simplicity:` block's defaults: workflow/schemas/simplicity.schema.yaml documents each key.
 DEFAULTS = schema_defaults("simplicity")
@@ -294,10 +292,11 @@ def _summary(ranks: np.ndarray, depths) -> dict:
 
 
 PARTS = ("random_nets", "products", "trained")  # one JSON each; metrics.json summarises them
+FILES = PARTS + ("metrics",)  # the JSON files, by name
 
 
-def run_random_nets(out_dir, *, seed: int = 0, width: int, config: dict) -> dict:
-    """Fig 2.2: kernel rank of random linear / ReLU networks against depth; writes random_nets.json."""
+def run_random_nets(out, *, seed: int = 0, width: int, config: dict) -> dict:
+    """Fig 2.2: kernel rank of random linear / ReLU networks against depth; writes ``out`` (random_nets.json)."""
     rn = config
     depths, edges = list(range(1, rn["max_depth"] + 1)), np.linspace(0, math.log(width), rn["bins"] + 1)
     settings = {}
@@ -308,13 +307,13 @@ def run_random_nets(out_dir, *, seed: int = 0, width: int, config: dict) -> dict
             hist = [np.histogram(ranks[:, d], bins=edges, density=True)[0] for d in range(len(depths))]
             settings[f"{act}/{init}"] = {"activation": act, "init": init, **_summary(ranks, depths),
                                          "hist": {"edges": edges, "density": hist}}
-    out = {"config": {"width": width, **rn}, "seed": seed, "max_rank": math.log(width), "settings": settings}
-    write_json(Path(out_dir) / "random_nets.json", out)
-    return out
+    result = {"config": {"width": width, **rn}, "seed": seed, "max_rank": math.log(width), "settings": settings}
+    write_json(out, result)
+    return result
 
 
-def run_products(out_dir, *, seed: int = 0, config: dict) -> dict:
-    """Theorem 2.4.1 / Fig 7.1: rank of products of Gaussian matrices against L; writes products.json."""
+def run_products(out, *, seed: int = 0, config: dict) -> dict:
+    """Theorem 2.4.1 / Fig 7.1: rank of products of Gaussian matrices against L; writes ``out`` (products.json)."""
     pr, products = config, {}
     for n in tqdm(pr["dims"], desc="Gaussian products"):
         ranks, spectra = gaussian_product_ranks(dim=n, max_depth=pr["max_depth"], n_samples=pr["n_samples"],
@@ -322,13 +321,13 @@ def run_products(out_dir, *, seed: int = 0, config: dict) -> dict:
         products[str(n)] = {"dim": n, "max_rank": math.log(n), **_summary(ranks, range(1, pr["max_depth"] + 1)),
                             "monotone_fraction": float((np.diff(ranks, axis=1) <= 0).all(1).mean()),
                             "spectrum": spectra}
-    out = {"config": pr, "seed": seed, "dims": products}
-    write_json(Path(out_dir) / "products.json", out)
-    return out
+    result = {"config": pr, "seed": seed, "dims": products}
+    write_json(out, result)
+    return result
 
 
-def run_trained(out_dir, *, seed: int = 0, width: int, config: dict) -> dict:
-    """Figs 2.5 and 2.6: deep linear networks trained by four optimisers; writes trained.json."""
+def run_trained(out, *, seed: int = 0, width: int, config: dict) -> dict:
+    """Figs 2.5 and 2.6: deep linear networks trained by four optimisers; writes ``out`` (trained.json)."""
     tr = config
     task = make_task(width=width, n_train=tr["n_train"], n_test=tr["n_test"], task_rank=tr["task_rank"],
                      n_seeds=tr["n_seeds"], seed=cell_seed(seed, 30))
@@ -344,39 +343,43 @@ def run_trained(out_dir, *, seed: int = 0, width: int, config: dict) -> dict:
         pooled = np.repeat(tr["depths"], tr["n_seeds"])
         for target in ("kernel_rank", "map_rank"):
             runs[opt][f"trend_{target}"] = depth_trend(pooled, runs[opt][target])
-    out = {"config": {"width": width, **tr}, "seed": seed, "depths": tr["depths"], "reference": reference,
+    result = {"config": {"width": width, **tr}, "seed": seed, "depths": tr["depths"], "reference": reference,
            "optimizers": runs}
-    write_json(Path(out_dir) / "trained.json", out)
-    return out
+    write_json(out, result)
+    return result
 
 
-def simplicity_metrics(out_dir) -> dict:
-    """metrics.json from the three experiments' JSONs: each trend (Spearman of ρ against depth)."""
+def simplicity_metrics(*, random_nets, products, trained, out) -> dict:
+    """``out`` (metrics.json) from the three experiments' JSONs: each trend (Spearman of ρ against depth)."""
     from prh.io import read_json
 
-    out_dir, metrics = Path(out_dir), {}
-    for name, s in read_json(out_dir / "random_nets.json")["settings"].items():
+    metrics = {}
+    for name, s in read_json(random_nets)["settings"].items():
         metrics[f"random_net/{name}"] = s["trend"]
-    for n, d in read_json(out_dir / "products.json")["dims"].items():
+    for n, d in read_json(products)["dims"].items():
         metrics[f"products/n{n}"] = {**d["trend"], "monotone_fraction": d["monotone_fraction"]}
-    for opt, run in read_json(out_dir / "trained.json")["optimizers"].items():
+    for opt, run in read_json(trained)["optimizers"].items():
         for target in ("kernel_rank", "map_rank"):
             metrics[f"trained/{opt}/{target}"] = run[f"trend_{target}"]
         metrics[f"trained/{opt}/converged_fraction"] = float(np.mean(run["converged"]))
-    write_json(out_dir / "metrics.json", metrics)
+    write_json(out, metrics)
     return metrics
 
 
-def run_simplicity(out_dir, *, seed: int = 0, config: dict | None = None, parts=PARTS + ("metrics",)) -> dict:
-    """Run ``parts`` with ``config`` (the `simplicity:` block; missing keys: the schema's defaults): each
-    experiment writes its JSON to ``out_dir``, ``metrics`` summarises them. Returns the last part's result."""
+def run_simplicity(paths: dict, *, seed: int = 0, config: dict | None = None, parts=FILES) -> dict:
+    """Run ``parts`` with ``config`` (the `simplicity:` block; missing keys: the schema's defaults); ``paths``: each
+    file of :data:`FILES` the parts touch, by name (an experiment writes its own; metrics reads the three and writes
+    its). Returns the last part's result."""
     c = _merge(DEFAULTS, config or {})
-    run = {"random_nets": lambda: run_random_nets(out_dir, seed=seed, width=c["width"], config=c["random_nets"]),
-           "products": lambda: run_products(out_dir, seed=seed, config=c["products"]),
-           "trained": lambda: run_trained(out_dir, seed=seed, width=c["width"], config=c["trained"]),
-           "metrics": lambda: simplicity_metrics(out_dir)}
-    if unknown := sorted(set(parts) - set(run)):
-        raise ValueError(f"parts {unknown} unknown; choose from {list(run)}")
+    if unknown := sorted(set(parts) - set(FILES)):
+        raise ValueError(f"parts {unknown} unknown; choose from {list(FILES)}")
+    if missing := [name for name in FILES if (name in parts or "metrics" in parts) and not paths.get(name)]:
+        raise ValueError(f"no path for {missing} (prh run-simplicity --{missing[0].replace('_', '-')} PATH)")
+    run = {"random_nets": lambda: run_random_nets(paths["random_nets"], seed=seed, width=c["width"], config=c["random_nets"]),
+           "products": lambda: run_products(paths["products"], seed=seed, config=c["products"]),
+           "trained": lambda: run_trained(paths["trained"], seed=seed, width=c["width"], config=c["trained"]),
+           "metrics": lambda: simplicity_metrics(random_nets=paths["random_nets"], products=paths["products"],
+                                                 trained=paths["trained"], out=paths["metrics"])}
     for part in parts:
         t0, out = time.perf_counter(), run[part]()
         print(f"{part}: {time.perf_counter() - t0:.1f} s", flush=True)
@@ -385,12 +388,13 @@ def run_simplicity(out_dir, *, seed: int = 0, config: dict | None = None, parts=
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="prh run-simplicity", description=__doc__.splitlines()[0])
-    p.add_argument("--out-dir", required=True, help="folder for random_nets.json, products.json, trained.json, metrics.json")
+    for name in FILES:  # one path per file: a part writes its own; metrics reads the other three
+        p.add_argument(f"--{name.replace('_', '-')}", dest=name, help=f"{name}.json (--part {name} writes it)")
     p.add_argument("--config", type=json_object, default="{}", help="JSON of params.yaml's `simplicity:` block (missing keys: defaults)")
     p.add_argument("--seed", type=int, default=0, help="master seed")
-    p.add_argument("--part", nargs="+", default=list(PARTS) + ["metrics"], choices=list(PARTS) + ["metrics"],
+    p.add_argument("--part", nargs="+", default=list(FILES), choices=list(FILES),
                    help="which experiments to run (each writes its JSON); metrics summarises their JSONs")
     args = p.parse_args(argv)
-    out = run_simplicity(args.out_dir, seed=args.seed, config=args.config, parts=tuple(args.part))
+    out = run_simplicity(vars(args), seed=args.seed, config=args.config, parts=tuple(args.part))
     if args.part[-1] == "metrics":
         print(json.dumps(out, indent=1))

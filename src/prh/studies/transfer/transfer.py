@@ -7,18 +7,18 @@ saying which of the paper's claims were reproduced, with the numbers behind each
 verdict (AUC = normalised area under the alignment curve, see
 :mod:`prh.studies.transfer.align_curves`; all numbers are means over runs).
 
-    prh run-transfer --out-dir results/experiments/transfer --config '{"runs": 10}' --seed 0
+    prh run-transfer --part peaks_deep --peaks-deep results/experiments/transfer/peaks_deep.json \\
+        --config '{"runs": 10}' --seed 0
 
 Writes ``peaks_alignment.json`` (Fig 10), ``peaks_transfer.json`` (Fig 11),
-``peaks_deep.json`` (Fig 12), ``emergence_shuffled.json`` (Fig 2),
-``layerwise.json`` (Fig 7) and ``metrics.json``.
+``peaks_deep.json`` (Fig 12), ``emergence_shuffled.json`` (Fig 2), ``digits_layerwise.json``,
+``layerwise.json`` (Fig 7) and ``metrics.json``, each at the path its option names (``FILES``).
 """
 
 from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
 
 import numpy as np
 
@@ -26,7 +26,7 @@ from prh.claims import verdict
 from prh.config import schema_defaults
 from prh.io import json_object, write_json
 
-__all__ = ["DEFAULTS", "SLICES", "PARTS", "run_transfer", "transfer_claims", "claims", "main"]
+__all__ = ["DEFAULTS", "SLICES", "PARTS", "FILES", "run_transfer", "transfer_claims", "claims", "main"]
 
 # The `transfer:` block's defaults: workflow/schemas/transfer.schema.yaml documents each key.
 DEFAULTS = schema_defaults("transfer")
@@ -113,6 +113,9 @@ SLICES = {
                   "fig2_epochs", "fig7_width", "fig7_max_epochs", "fig7_min_delta", "mnist_per_class", "mnist_revision"),
 }
 PARTS = (*SLICES, "claims")
+# part -> the JSON files it writes, by name (claims reads the others'); the command takes one path per file
+FILES = {"peaks": ("peaks_alignment", "peaks_transfer"), "peaks_deep": ("peaks_deep",),
+         "emergence": ("emergence_shuffled", "digits_layerwise"), "claims": ("layerwise", "metrics")}
 PAPER = "Imani, Hu & White, Representation Alignment in Neural Networks (TMLR)"
 
 
@@ -134,9 +137,9 @@ def _peaks(part: str, c: dict, seed: int) -> tuple[dict, dict]:
     return _timed(run_peaks, hidden=[c["width"]] * c["deep_layers"], transfer=False, seed=seed, **common)
 
 
-def run_transfer(*, out_dir, config: dict | None = None, seed: int = 0, device: str = "cpu",
+def run_transfer(*, paths: dict, config: dict | None = None, seed: int = 0, device: str = "cpu",
                  parts=PARTS) -> dict:
-    """Run ``parts`` of this family and write their JSON files to ``out_dir``.
+    """Run ``parts`` of this family and write their JSON files to ``paths`` (name -> path, :data:`FILES`).
 
     Parts: ``peaks`` (one hidden layer: peaks_alignment.json, Fig 10; peaks_transfer.json, Fig 11),
     ``peaks_deep`` (three hidden layers: peaks_deep.json, Fig 12), ``emergence`` (digits:
@@ -146,7 +149,7 @@ def run_transfer(*, out_dir, config: dict | None = None, seed: int = 0, device: 
 
     Parameters
     ----------
-    out_dir : folder for the JSON files (created)
+    paths : the path of each file the parts write or (claims) read, by name (:data:`FILES`); folders are created
     config : keys of :data:`DEFAULTS` to override (the params.yaml ``transfer:`` block, or a part's slice)
     seed : master seed; runs derive theirs from it
     device : where the Fig 2 / Fig 7 networks train ("auto" picks CUDA when present); the
@@ -161,23 +164,26 @@ def run_transfer(*, out_dir, config: dict | None = None, seed: int = 0, device: 
     bad = sorted(set(parts) - set(PARTS))
     if bad:
         raise ValueError(f"parts {bad} unknown; choose from {list(PARTS)}")
-    out_dir, out = Path(out_dir), None
+    if missing := [f for part, files in FILES.items() for f in files  # claims reads every part's files
+                   if (part in parts or "claims" in parts) and not paths.get(f)]:
+        raise ValueError(f"no path for {missing} (prh run-transfer --{missing[0].replace('_', '-')} PATH)")
+    out = None
     for part in parts:
         if part == "claims":
-            out = transfer_claims(out_dir)
+            out = transfer_claims(paths)
             continue
         c = _part_config(config, part)
         meta = {"paper": PAPER, "config": c, "seed": seed, "device": device}
         if part == "peaks":
             shallow, t_shallow = _peaks(part, c, seed)
             align = {k: shallow[k] for k in ("taus", "layers", "tasks", "alignment", "training")}
-            write_json(out_dir / "peaks_alignment.json", {**meta, "figure": 10, **align, "time": t_shallow})
+            write_json(paths["peaks_alignment"], {**meta, "figure": 10, **align, "time": t_shallow})
             out = {**meta, "figure": 11, **{k: shallow[k] for k in ("steps", "reduction_grid", "transfer", "prop1_check")}}
-            write_json(out_dir / "peaks_transfer.json", out)
+            write_json(paths["peaks_transfer"], out)
         elif part == "peaks_deep":
             deep, t_deep = _peaks(part, c, seed)
             out = {**meta, "figure": 12, **deep, "time": t_deep}
-            write_json(out_dir / "peaks_deep.json", out)
+            write_json(paths["peaks_deep"], out)
         else:
             x, y = load_binary_digits(dataset=c["fig2_dataset"], per_class=c["mnist_per_class"],
                                       revision=c["mnist_revision"], seed=seed)
@@ -186,26 +192,26 @@ def run_transfer(*, out_dir, config: dict | None = None, seed: int = 0, device: 
                 lr=c["lr"], batch_size=c["batch_size"], max_epochs=c["fig7_max_epochs"], patience=c["patience"],
                 min_improvement=c["min_improvement"], min_delta=c["fig7_min_delta"], num_taus=c["num_taus"], seed=seed,
                 device=device)
-            write_json(out_dir / "emergence_shuffled.json",
+            write_json(paths["emergence_shuffled"],
                        {**meta, "figure": 2, "dataset": c["fig2_dataset"], **fig2, "time": t_emerge})
             out = {**meta, "dataset": c["fig2_dataset"], "classification": fig7}
-            write_json(out_dir / "digits_layerwise.json", out)
+            write_json(paths["digits_layerwise"], out)
     return out
 
 
-def transfer_claims(out_dir) -> dict:
+def transfer_claims(paths: dict) -> dict:
     """layerwise.json (Fig 7: the digits network's layers and the deep peaks network's) and metrics.json
-    (every claim's verdict) from the JSON files the other parts wrote in ``out_dir``."""
+    (every claim's verdict), at ``paths["layerwise"]`` and ``paths["metrics"]``, from the JSON files the other
+    parts wrote (``paths`` by name, :data:`FILES`)."""
     from prh.io import read_json
 
-    out_dir = Path(out_dir)
-    shallow = {**read_json(out_dir / "peaks_alignment.json"), **read_json(out_dir / "peaks_transfer.json")}
-    deep, fig2 = read_json(out_dir / "peaks_deep.json"), read_json(out_dir / "emergence_shuffled.json")
-    digits = read_json(out_dir / "digits_layerwise.json")
+    shallow = {**read_json(paths["peaks_alignment"]), **read_json(paths["peaks_transfer"])}
+    deep, fig2 = read_json(paths["peaks_deep"]), read_json(paths["emergence_shuffled"])
+    digits = read_json(paths["digits_layerwise"])
     fig7 = digits["classification"]
     peaks7 = {"layers": deep["layers"], "taus": deep["taus"],
               **{s: {l: deep["alignment"]["curves"][s][l]["S"] for l in deep["layers"]} for s in ("init", "trained")}}
-    write_json(out_dir / "layerwise.json", {
+    write_json(paths["layerwise"], {
         "paper": PAPER, "config": {**deep["config"], **digits["config"]}, "seed": deep["seed"], "device": digits["device"],
         "figure": 7, "dataset": digits["dataset"], "classification": fig7, "peaks_regression": peaks7})
     verdicts = claims(shallow=shallow, deep=deep, fig2=fig2, fig7=fig7)
@@ -217,20 +223,21 @@ def transfer_claims(out_dir) -> dict:
                  "fig2_fig7": fig2["time"]},
         "peaks_epochs": {"one_hidden_layer": shallow["training"]["epochs"], "three_hidden_layers": deep["training"]["epochs"]},
     }
-    write_json(out_dir / "metrics.json", metrics)
+    write_json(paths["metrics"], metrics)
     return metrics
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="prh run-transfer", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out-dir", required=True, help="folder for the JSON files")
+    for name in (f for files in FILES.values() for f in files):  # one path per file (claims reads the parts')
+        parser.add_argument(f"--{name.replace('_', '-')}", dest=name, help=f"{name}.json")
     parser.add_argument("--config", type=json_object, default="{}", help="JSON object: the params.yaml `transfer:` block")
     parser.add_argument("--seed", type=int, default=0, help="master seed")
     parser.add_argument("--device", default="cpu", help="cpu | cuda | auto (Fig 2 / Fig 7 networks)")
     parser.add_argument("--part", nargs="+", default=list(PARTS), choices=list(PARTS),
                         help="which parts to run (claims reads the others' JSON files)")
     args = parser.parse_args(argv)
-    out = run_transfer(out_dir=args.out_dir, config=args.config, seed=args.seed, device=args.device,
+    out = run_transfer(paths=vars(args), config=args.config, seed=args.seed, device=args.device,
                        parts=tuple(args.part))
     if args.part[-1] == "claims":
-        print(f"transfer: {out['claims_reproduced']}/{out['claims_total']} claims reproduced; wrote {args.out_dir}")
+        print(f"transfer: {out['claims_reproduced']}/{out['claims_total']} claims reproduced; wrote {args.metrics}")
