@@ -156,6 +156,7 @@ def test_tiny_end_to_end(tmp_path):
     config["adaptive_lr"].update(smoke["adaptive_lr"])
     config.update(n_ntk=8, n_stability=6, permutations=20, exact_max_params=20000, sketch_dim=4096)
     config["adaptive_lr"].update(n_pairs=1, n_items=6)
+    config["rules"] = {**config["rules"], "low_s": 0.3}  # the figures draw the analysis's thresholds, not 0.25
     # each command gets only its keys of the block, as its rule passes them (a key it reads but lacks: KeyError)
     part = {command: {k: config[k] for k in keys} for command, keys in SLICES.items()}
     models = {}
@@ -182,6 +183,7 @@ def test_tiny_end_to_end(tmp_path):
               "--model-table", str(tmp_path / "models.csv"), "--table1", str(tmp_path / "phase/table1.csv"),
               "--metrics", str(tmp_path / "phase/metrics.json")])
     metrics = read_json(tmp_path / "phase/metrics.json")
+    assert metrics["config"] == part["analysis"] and "C2a_fraction_below_0.3_s_literal" in metrics["claims"]
     assert (tmp_path / "models.csv").read_text().startswith("model,modality,group,")
     with pytest.raises(ValueError, match=r"run-phase-analysis: no path for \['model_table'\] \(--model-table PATH\)"):
         analyse(models=models, config=part["analysis"], out={"pairs": "p.csv", "table1": "t.csv", "metrics": "m.json"})
@@ -195,6 +197,33 @@ def test_tiny_end_to_end(tmp_path):
     draw_from(tmp_path / "phase", stems, tmp_path / "fig")
     for stem in stems:
         assert (tmp_path / "fig" / f"{stem}.png").exists()
+
+
+def test_phase_figures_draw_the_thresholds_the_analysis_ran_with(tmp_path, monkeypatch):
+    """phase.rules' low_s, chaotic and lazy come from metrics.json (config.rules), not from the plotting code."""
+    import csv
+
+    import matplotlib.axes
+
+    from prh.plots.phase import plot_fig1a, plot_fig2
+
+    lines, axvline = [], matplotlib.axes.Axes.axvline
+    monkeypatch.setattr(matplotlib.axes.Axes, "axvline", lambda ax, x=0, *a, **k: lines.append(x) or axvline(ax, x, *a, **k))
+    pairs = tmp_path / "pairs.csv"
+    with open(pairs, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=["a", "b", "kind", "phase", "s_literal", "s_centred", "retrieval"])
+        w.writeheader()
+        w.writerows([{"a": "v", "b": "l", "kind": "cross", "phase": "chaotic", "s_literal": 0.2, "s_centred": 0.1,
+                      "retrieval": 0.05}, {"a": "v", "b": "w", "kind": "vision", "phase": "lazy", "s_literal": 0.97,
+                                           "s_centred": 0.9, "retrieval": 0.9}])
+    metrics = {"config": {"rules": {"low_s": 0.3, "chaotic": 0.6, "lazy": 0.95}}, "chance": 0.1,
+               "claims": {"C3_s_explains_alignment": {"statistic": 0.5, "p_value": 0.01, "verdict": "reproduced"},
+                          "C2a_fraction_below_0.3_s_literal": {"statistic": 1.0}}}
+    plot_fig1a(pairs, metrics, tmp_path / "fig1a.pdf")
+    assert sorted(set(lines)) == [0.3, 0.6, 0.95]
+    lines.clear()
+    plot_fig2(pairs, metrics, tmp_path / "fig2.pdf")
+    assert sorted(set(lines)) == [0.3, 0.6] and (tmp_path / "fig2.png").exists()
 
 
 def test_each_phase_rule_gets_only_its_keys_of_the_block(repo_root):

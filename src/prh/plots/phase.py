@@ -1,6 +1,8 @@
 """Figures of the seed 000 phase study (Figs 1a, 1b, 2), from ``prh run-phase-analysis``'s CSV and JSON.
 
-Registered in ``prh.figures`` (inputs: ``pairs.csv`` / ``table1.csv`` as paths, ``metrics.json`` read):
+Registered in ``prh.figures`` (inputs: ``pairs.csv`` / ``table1.csv`` as paths, ``metrics.json`` read). The
+lines at the phase boundaries are the analysis's ``phase.rules`` (``low_s``, ``chaotic``, ``lazy``), which
+``metrics.json`` records under ``config``:
 
     prh plot phase_fig01a_landscape --out results/figures/phase_fig01a_landscape.pdf
 """
@@ -33,15 +35,21 @@ def _read_csv(path) -> list[dict]:
     return rows
 
 
+def _rules(metrics: dict) -> dict:
+    """The thresholds the analysis ran with (metrics.json ``config.rules``)."""
+    return metrics["config"]["rules"]
+
+
 def plot_fig1a(pairs, metrics: dict, out) -> list[Path]:
-    """Fig 1a: NTK similarity S (eq. 3) against retrieval, one point per pair (``pairs.csv``), coloured by phase."""
-    pairs = _read_csv(pairs)
+    """Fig 1a: NTK similarity S (eq. 3) against retrieval, one point per pair (``pairs.csv``), coloured by phase;
+    lines at low_s, chaotic and lazy."""
+    pairs, rules = _read_csv(pairs), _rules(metrics)
     fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
     for ax, key, title in ((axes[0], "s_literal", "S (eq. 3, literal)"), (axes[1], "s_centred", "S centred (NTK CKA)")):
         for p in pairs:
             ax.scatter(p[key], p["retrieval"], c=PHASE_COLOURS[p["phase"]], marker=KIND_MARKERS[p["kind"]],
                        s=22, alpha=0.75, edgecolors="none")
-        for x in (0.25, 0.5, 0.9):
+        for x in (rules["low_s"], rules["chaotic"], rules["lazy"]):
             ax.axvline(x, color="grey", lw=0.6, ls="--")
         ax.axhline(metrics["chance"], color="k", lw=0.8, ls=":")
         ax.set_xlabel(title)
@@ -74,8 +82,9 @@ def plot_fig1b(table, out) -> list[Path]:
 
 
 def plot_fig2(pairs, metrics: dict, out) -> list[Path]:
-    """Fig 2: histograms of S for cross and within-modality pairs (``pairs.csv``), lines at 0.25 and 0.5."""
-    pairs = _read_csv(pairs)
+    """Fig 2: histograms of S for cross and within-modality pairs (``pairs.csv``), lines at low_s and chaotic."""
+    pairs, rules = _read_csv(pairs), _rules(metrics)
+    low, chaotic = rules["low_s"], rules["chaotic"]
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), sharey=True)
     bins = np.linspace(0, 1, 26)
     for ax, key, title in ((axes[0], "s_literal", "S (eq. 3, literal)"), (axes[1], "s_centred", "S centred")):
@@ -83,13 +92,13 @@ def plot_fig2(pairs, metrics: dict, out) -> list[Path]:
             vals = [p[key] for p in pairs if p["kind"] == kind]
             if vals:
                 ax.hist(vals, bins=bins, alpha=0.55, color=colour, label=f"{kind} ({len(vals)})")
-        ax.axvline(0.25, color="k", ls="--", lw=1)
-        ax.axvline(0.5, color="k", ls=":", lw=1)
-        claim = metrics["claims"].get(f"C2a_fraction_below_0.25_{key}", {})
-        ax.set_title(f"{title}: {claim.get('statistic', float('nan')):.0%} of cross pairs < 0.25", fontsize=9)
+        ax.axvline(low, color="k", ls="--", lw=1)
+        ax.axvline(chaotic, color="k", ls=":", lw=1)
+        claim = metrics["claims"].get(f"C2a_fraction_below_{low}_{key}", {})
+        ax.set_title(f"{title}: {claim.get('statistic', float('nan')):.0%} of cross pairs < {low:g}", fontsize=9)
         ax.set_xlabel(title)
     axes[0].set_ylabel("pairs")
     axes[0].legend(fontsize=7)
-    fig.suptitle("Seed 000 Fig 2 analogue: NTK similarity of model pairs (lines at 0.25 and 0.5)")
+    fig.suptitle(f"Seed 000 Fig 2 analogue: NTK similarity of model pairs (lines at {low:g} and {chaotic:g})")
     return save_figure(fig, out)
 

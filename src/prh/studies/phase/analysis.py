@@ -4,7 +4,8 @@ Reads every model's NTK job output (``prh run-phase-model``) and per-layer featu
 ``--pairs`` (pairs.csv: one row per model pair: S literal and centred, retrieval, mutual k-NN,
 feature CKA, AGOP ratio, ΔNTK, phase), ``--model-table`` (models.csv: one row per model),
 ``--table1`` (table1.csv: per family) and ``--metrics`` (metrics.json: per claim statistic,
-p-value, verdict; ``claims.py`` holds the rules).
+p-value, verdict, ``claims.py`` holds the rules; and the config it was given, whose thresholds
+the figures draw).
 
     prh run-phase-analysis --models '{"resnet_xs_sup": {"modality": "vision", "group": "CNN",
         "ntk": "results/experiments/phase/models/resnet_xs_sup.json",
@@ -135,6 +136,7 @@ def analyse(*, models: dict, config: dict, out: dict, adaptive_lr: str | None = 
     lr = read_json(adaptive_lr) if adaptive_lr else None
     metrics = evaluate_claims(rows, pairs, config=config, adaptive_lr=lr, seed=seed)
     metrics["analysis_cpu_seconds"] = time.process_time() - t0
+    metrics["config"] = config  # what it ran with: the figures draw its thresholds (rules)
     write_csv(out["model_table"], rows)
     write_csv(out["pairs"], pairs)
     write_csv(out["table1"], t1)
