@@ -207,3 +207,15 @@ def test_seeds_verdict_boundaries(effects, passed, margin, label):
     from prh.claims import seeds_verdict
 
     assert seeds_verdict(effects, passed, margin=margin) == label
+
+
+def test_workflow_files_follow_the_run_targets():
+    targets = ["results/figures/lte_fig8.1_least_squares.pdf", "results/experiments/density/metrics.json",
+               "results/experiments/convergence/metrics.json"]
+    files = L.workflow_files(targets, "offline")
+    assert files == {"convergence:metrics": "results/experiments/convergence/metrics.json",
+                     "density:metrics": "results/experiments/density/metrics.json",
+                     "lte:metrics": "results/experiments/lte/metrics.json"}  # platonic_metrics.json? is not a target
+    with_platonic = L.workflow_files([*targets, "results/experiments/convergence/platonic_metrics.json"], "offline")
+    assert with_platonic["convergence:platonic"] == "results/experiments/convergence/platonic_metrics.json"
+    assert "lte:metrics" not in L.workflow_files(targets, "paper")  # the paper grid claims nothing

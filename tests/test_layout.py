@@ -260,13 +260,11 @@ def test_no_rule_passes_a_folder_where_the_command_chooses_the_file_names():
 
 
 @pytest.mark.parametrize("smk", [p.name for p in sorted(RULES.glob("*.smk")) if p.name != "common.smk"])
-def test_a_rule_file_defines_no_functions(smk, request):
+def test_a_rule_file_defines_no_functions(smk):
     """snakemake --lint wants rules and functions apart: functions live in common.smk, a rule file's own
     helpers are dicts, path templates and lambdas."""
     import re
 
-    if smk == "claims.smk":
-        request.applymarker(pytest.mark.xfail(reason="claims.smk's ledger_files (issue 35, in progress)", strict=False))
     assert not re.search(r"^\s*def \w+", (RULES / smk).read_text(), re.M)
 
 

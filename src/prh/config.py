@@ -292,6 +292,20 @@ def run_models(run: str, spec: dict) -> dict[str, dict]:
     return {f"{run}_{k}": {**spec, "steps": k, "run": run} for k in spec["checkpoints"]}
 
 
+def language_runs(cfg: dict) -> dict[str, dict]:
+    """The zoo's language training runs with checkpoints, as the amended language test's units (issue 36):
+    {run: {"final": <run>_<last step>, "untrained": the step-0 model of its family, "seed"}}; a run whose
+    family has no step-0 model is left out."""
+    runs = (cfg.get("zoo") or {}).get("language") or {}
+    untrained = {spec.get("family"): f"{run}_0" for run, spec in runs.items() if 0 in (spec.get("checkpoints") or [])}
+    out = {}
+    for run, spec in runs.items():
+        steps = [k for k in spec.get("checkpoints") or [] if k > 0]
+        if steps and spec.get("family") in untrained:
+            out[run] = {"final": f"{run}_{max(steps)}", "untrained": untrained[spec["family"]], "seed": spec.get("seed", 0)}
+    return out
+
+
 def all_datasets(cfg: dict) -> dict[str, dict]:
     """Every dataset the config defines, by name."""
     return dict(cfg.get("datasets") or {})

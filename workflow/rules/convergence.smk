@@ -7,6 +7,7 @@
 import json
 import shlex
 
+from prh.config import language_runs
 from prh.studies.convergence.design import SLICES as CONV_SLICES
 
 CONV = f"{R}/experiments/convergence"
@@ -107,9 +108,11 @@ rule convergence:
         families=json_param({m: MODELS[m].get("family", m) for m in model_set(CONV_FIG2_VSET) + model_set(CONV_VSET)}),
         config=CONV_CONFIG["run-convergence"],
         # offline: the pre-registered one-point-per-LM test (issue 16) over the vision set named in params
+        # and issue 36's amendment beside it: one point per training run (prh.config.language_runs)
         preregistered=lambda w, input: (
             f"--preregistered-competence {input.lm_competence} --preregistered-vision-models "
-            + " ".join(model_set(CONV_CFG["preregistered"]["vision_models"])) if input.lm_competence else ""),
+            + " ".join(model_set(CONV_CFG["preregistered"]["vision_models"]))
+            + f" --amended-runs {json_param(language_runs(config))}" if input.lm_competence else ""),
     log:
         log_path("convergence", "convergence"),
     benchmark:

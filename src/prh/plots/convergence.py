@@ -116,6 +116,7 @@ def plot_preregistered(data: dict, out: Path) -> list[Path]:
 
     test = data["language_vision_preregistered"]
     amended = data.get("language_vision_amended")
+    amended = amended if amended and amended.get("points") else None  # not testable: no panel
     preds = list(test["predictors"])
     ncols = len(preds) + (1 if amended else 0)
     fig, axes = plt.subplots(1, ncols, figsize=(4.2 * ncols, 3.8), squeeze=False, constrained_layout=True)

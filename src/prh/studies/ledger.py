@@ -21,7 +21,7 @@ from prh.claims import LABELS, replication
 from prh.errors import UsageError
 from prh.manifest import Study
 
-__all__ = ["STUDIES", "manifest", "manifests", "study_files", "build", "table", "replace_block", "main"]
+__all__ = ["STUDIES", "manifest", "manifests", "study_files", "workflow_files", "build", "table", "replace_block", "main"]
 
 # PRH paper, then the seeds in their numbering, then Huh's thesis
 STUDIES = ("convergence", "downstream", "color", "density", "metric_agreement", "phase", "bridge", "transfer",
@@ -51,6 +51,22 @@ def study_files(in_dir: str | Path, studies=STUDIES) -> dict[str, dict[str, Path
         study = manifest(name).STUDY
         paths = {k: Path(in_dir) / name / f.rstrip("?") for k, f in study.verdict_inputs.items()}
         files[name] = {k: p for k, p in paths.items() if p.exists() or not study.verdict_inputs[k].endswith("?")}
+    return files
+
+
+def workflow_files(targets, suite: str, results: str = "results") -> dict[str, str]:
+    """{"study:key": path} of the studies a run builds, for the ledger rule: a study is in when any of its
+    figures or verdict inputs is among the run's ``targets``; an optional input ("name?" in its manifest)
+    only when that file is itself a target. The paper suite's LTE is its paper grid, which claims nothing."""
+    targets = {str(t) for t in targets}
+    files = {}
+    for name, study in manifests().items():
+        figures = {f"{results}/figures/{fig.name}.{fig.formats[0]}" for fig in study.figures}
+        paths = {k: f"{results}/experiments/{name}/{f.rstrip('?')}" for k, f in study.verdict_inputs.items()}
+        if not study.claims or not (figures | set(paths.values())) & targets or (name == "lte" and suite == "paper"):
+            continue
+        files.update({f"{name}:{k}": p for k, p in paths.items()
+                      if not study.verdict_inputs[k].endswith("?") or p in targets})
     return files
 
 

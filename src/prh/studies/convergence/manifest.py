@@ -37,6 +37,10 @@ STUDY = Study(
                   "language models of higher competence align more with vision models",
                   "Spearman r of competence vs calibrated alignment (Holm p)", "language model",
                   "gate passed, r > 0 and p_holm < alpha; gate not passed: inconclusive"),
+        ClaimSpec("fig03_amended", "PRH Fig 3 (issue 36's amendment, params.yaml convergence.amended)",
+                  "training runs that end more competent gain more alignment with vision over their untrained model",
+                  "Spearman r of final competence vs gain over the untrained model (Holm p)", "training run",
+                  "r > 0 and p_holm < alpha; no gate; fewer than 4 runs: not testable"),
         ClaimSpec("fig03_descriptive", "PRH Fig 3", "language-vision alignment rises with 1 - bits per byte",
                   "Spearman r over (language, vision) pairs", "model pair", "r > 0 and p < alpha"),
         ClaimSpec("platonic_vision", "PRH section 5 (offline: the world kernel)",
@@ -58,6 +62,11 @@ def results(suite: str, alpha: float, *, metrics: dict, platonic: dict | None) -
                                    "seeds": seeds, "verdict": pre["verdict"],
                                    "note": None if pre.get("gate_passed") else "validity gate not passed"},
            "fig03_descriptive": correlation(metrics["language_vision_descriptive"], alpha, seeds)}
+    amended = metrics.get("language_vision_amended")
+    if amended is not None:
+        out["fig03_amended"] = {"value": amended.get("spearman_r"), "p": amended.get("p_holm"), "n": amended.get("n"),
+                                "seeds": amended.get("seeds") if suite == "offline" else None,
+                                "verdict": amended["verdict"], "note": amended.get("reason")}
     for modality in ("vision", "language"):
         if modality in ((platonic or {}).get("platonic") or {}):
             out[f"platonic_{modality}"] = correlation(platonic["platonic"][modality], alpha, seeds)

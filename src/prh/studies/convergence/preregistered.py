@@ -27,7 +27,7 @@ import numpy as np
 from prh.claims import verdict
 from prh.stats import holm, spearman_permutation
 
-__all__ = ["preregistered_language_vision", "amended_language_vision", "calibrated_outcomes"]
+__all__ = ["preregistered_language_vision", "amended_language_vision", "amended_on_runs", "calibrated_outcomes"]
 
 OUTCOME = ("mean calibrated alignment (best layer pair, embedding layer excluded, minus the mean null "
            "maximum) over the vision set")
@@ -191,3 +191,19 @@ def amended_language_vision(*, cross: dict, competence: dict[str, dict[str, floa
         "alternative": alternative, "seed": seed, "alpha": alpha, "gate": "none (params.yaml convergence.amended)",
         "verdict": label,
     }
+
+
+def amended_on_runs(cross: dict, competence: dict, runs: dict, vision_models, pre: dict) -> dict:
+    """The amended test on the runs whose final checkpoint is a unit of the registered test (``competence``:
+    ``read_lm_competence``'s dict) and whose untrained model is a row of ``cross`` (a smoke config keeps
+    run specs of the default it does not train); ``pre`` is the ``preregistered`` block. Fewer than 3
+    such runs: not testable, with the reason."""
+    units, rows = set(competence["language_models"]), set(cross["x_names"])
+    kept = {run: r for run, r in runs.items() if r["final"] in units and r["untrained"] in rows}
+    if len(kept) < 3:
+        return {"unit": "run", "n": len(kept), "verdict": verdict(None),
+                "reason": f"{len(kept)} training runs with an untrained reference; the amended test needs 3"}
+    return amended_language_vision(cross=cross, competence=competence["models"], runs=kept,
+                                   vision_models=list(vision_models), predictors=pre["predictors"],
+                                   permutations=pre["permutations"], alternative=pre["alternative"],
+                                   seed=pre["seed"], alpha=pre["alpha"])

@@ -40,7 +40,7 @@ from scipy import stats
 from prh.checks import check_bins
 from prh.config import schema_defaults
 from prh.io import add_path_options, json_object, named_paths, read_alignment, read_json, read_jsonl, write_json
-from prh.studies.convergence.preregistered import preregistered_language_vision
+from prh.studies.convergence.preregistered import amended_on_runs, preregistered_language_vision
 
 __all__ = ["DEFAULTS", "OUTPUTS", "correlations", "solved_counts", "competence_bins", "model_map", "language_vision",
            "platonic_scores", "null_summary", "read_lm_competence", "run_convergence", "run_platonic", "main",
@@ -206,7 +206,7 @@ def read_lm_competence(path: str) -> dict:
 def run_convergence(*, probes: str, vision_alignment: str, cross_alignment: str, language: str,
                     families: dict, out: dict, config: dict | None = None,
                     preregistered_competence: str | None = None,
-                    preregistered_vision_models: list[str] | None = None) -> dict:
+                    preregistered_vision_models: list[str] | None = None, amended_runs: dict | None = None) -> dict:
     """Fig 2 (left, right) and Fig 3 numbers: writes ``out``'s competence, model_map, language_vision and
     metrics JSON files (``OUTPUTS``: name -> path); returns the metrics.
 
@@ -255,6 +255,8 @@ def run_convergence(*, probes: str, vision_alignment: str, cross_alignment: str,
             "vision_set": pre["vision_models"],
             "gate_rule": {"min_steps": pre["min_steps_for_gate"], **pre["gate"]},
         }
+        if amended_runs is not None:
+            metrics["language_vision_amended"] = amended_on_runs(cross, comp, amended_runs, preregistered_vision_models, pre)
     nulls = {"vision": null_summary(align), "cross": null_summary(cross)}
     if any(nulls.values()):
         metrics["calibration"] = {k: v for k, v in nulls.items() if v}
@@ -365,12 +367,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--preregistered-vision-models", nargs="+", default=None,
                         help="the vision set of the pre-registered outcome (the model set convergence.preregistered."
                              "vision_models names); columns of --cross-alignment")
+    parser.add_argument("--amended-runs", type=json_object, default=None,
+                        help='JSON {run: {"final": model, "untrained": model, "seed": n}} (prh.config.language_runs): '
+                             "adds issue 36's amended test, one point per run (needs --preregistered-competence)")
     args = parser.parse_args(argv)
     metrics = run_convergence(probes=args.probes, vision_alignment=args.vision_alignment,
                               cross_alignment=args.cross_alignment, language=args.language,
                               families=args.families, out=vars(args), config=args.config,
                               preregistered_competence=args.preregistered_competence,
-                              preregistered_vision_models=args.preregistered_vision_models)
+                              preregistered_vision_models=args.preregistered_vision_models,
+                              amended_runs=args.amended_runs)
     print(metrics)
 
 
