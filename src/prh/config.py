@@ -184,7 +184,7 @@ def schema_defaults(block: str, schema_path: str | Path = SCHEMA) -> dict:
     root = load_schema(schema_path)
     if block not in root.get("properties", {}):
         raise ValueError(f"params.yaml has no block {block!r}; blocks: {', '.join(root['properties'])}")
-    return _defaults_of(root["properties"][block], schema_path.parent)
+    return _defaults_of(root["properties"][block], schema_path.parent, root)
 
 
 def entry_fields(schema_file: str, schema_dir: str | Path = SCHEMA.parent) -> dict[str, dict]:
@@ -194,12 +194,19 @@ def entry_fields(schema_file: str, schema_dir: str | Path = SCHEMA.parent) -> di
     return schema["additionalProperties"]["properties"]
 
 
-def _defaults_of(schema: dict, schema_dir: Path):
+def _defaults_of(schema: dict, schema_dir: Path, root: dict):
+    """The defaults under ``schema``; ``root`` is the file it sits in (for "#/$defs/..." references)."""
     if "$ref" in schema:
-        schema = {**load_schema(schema_dir / schema["$ref"]), **{k: v for k, v in schema.items()
-                                                                                if k != "$ref"}}
+        ref, rest = schema["$ref"], {k: v for k, v in schema.items() if k != "$ref"}
+        if ref.startswith("#/"):
+            target = root
+            for part in ref[2:].split("/"):
+                target = target[part]
+        else:
+            target = root = load_schema(schema_dir / ref)
+        schema = {**target, **rest}
     if schema.get("type") == "object" and "properties" in schema:
-        filled = {key: _defaults_of(sub, schema_dir) for key, sub in schema["properties"].items()}
+        filled = {key: _defaults_of(sub, schema_dir, root) for key, sub in schema["properties"].items()}
         return {key: value for key, value in filled.items() if value is not _NO_DEFAULT}
     return schema.get("default", _NO_DEFAULT)
 

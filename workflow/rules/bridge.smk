@@ -111,8 +111,8 @@ rule bridge_align:
         which=lambda w, input: f"--vision-probes {input.vision_probes}" if input.get("vision_probes") else (
             f"--vision-model {BRIDGE_SUITE['strongest_vision']}" if BRIDGE_SUITE.get("strongest_vision") else ""),
         vision_feats=lambda w, input: f"--vision-features {' '.join(input.vision_feats)}" if input.get("vision_feats") else "",
-        topk=(BRIDGE_SUITE.get("config") or {}).get("topk", 10),
-        quantile=(BRIDGE_SUITE.get("config") or {}).get("quantile", 0.95),
+        topk=BRIDGE_SUITE["config"]["topk"],  # schema-filled (bridge.schema.yaml)
+        quantile=BRIDGE_SUITE["config"]["quantile"],
     log:
         log_path("bridge_align", "align"),
     benchmark:

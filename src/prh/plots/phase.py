@@ -65,14 +65,16 @@ def plot_fig1a(pairs, metrics: dict, out) -> list[Path]:
     return save_figure(fig, out)
 
 
-def plot_fig1b(table, out) -> list[Path]:
-    """Fig 1b: per family (``table1.csv``), mean cross-modal S and mean NTK stability, the 0.5 boundary."""
+def plot_fig1b(table, metrics: dict, out) -> list[Path]:
+    """Fig 1b: per family (``table1.csv``), mean cross-modal S and mean NTK stability, the chaotic boundary
+    (``phase.rules.chaotic``, as the analysis recorded it in metrics.json)."""
     table = _read_csv(table)
+    chaotic = _rules(metrics)["chaotic"]
     fig, ax = plt.subplots(figsize=(6, 4))
     x = np.arange(len(table))
     ax.bar(x - 0.2, [t["avg_ntk_cross"] for t in table], 0.4, label="mean cross-modal S (eq. 3)")
     ax.bar(x + 0.2, [t["stability"] for t in table], 0.4, label="NTK stability S(before, after)")
-    ax.axhline(0.5, color="tab:red", ls="--", lw=1, label="chaotic / optimal boundary")
+    ax.axhline(chaotic, color="tab:red", ls="--", lw=1, label=f"chaotic / optimal boundary ({chaotic:g})")
     ax.set_xticks(x, [f"{t['family']}\n({t['modality']}, {int(t['n_models'])})" for t in table])
     ax.set_ylim(0, 1.05)
     ax.set_ylabel("S")

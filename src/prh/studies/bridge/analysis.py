@@ -26,10 +26,11 @@ import argparse
 import numpy as np
 
 from prh.claims import interval_verdict, verdict
+from prh.config import schema_defaults
 
 __all__ = ["ANALYSIS_DEFAULTS", "paired_bootstrap", "find_arms", "analyse", "main"]
 
-ANALYSIS_DEFAULTS = {"n_boot": 2000, "ci": 0.95, "margin_accuracy": 0.02, "margin_outliers": 1e-4, "seed": 0}
+ANALYSIS_DEFAULTS = schema_defaults("bridge")["analysis"]  # workflow/schemas/bridge.schema.yaml, the one home
 
 
 def paired_bootstrap(a, b, *, n_boot: int = 2000, ci: float = 0.95, seed: int = 0) -> dict:

@@ -27,17 +27,12 @@ import time
 import numpy as np
 import torch
 
+from prh.config import schema_defaults
 from prh.studies.bridge.design import arm_spec
 
 __all__ = ["CONFIG_DEFAULTS", "extract_features", "run_arm", "main"]
 
-CONFIG_DEFAULTS = {  # mirrors workflow/schemas/bridge.schema.yaml
-    "source": "minilm", "revision": None, "patch_size": 16, "task": "leftmost_shape",
-    "n_train": 640, "n_eval": 128, "n_probe": 600, "epochs": 2, "batch_size": 32,
-    "lr_new": 1e-3, "lr_blocks": 1e-4, "weight_decay": 0.01,
-    "probe_cs": [0.001, 0.01, 0.1, 1.0, 10.0], "probe_layer": "last", "topk": 10, "quantile": 0.95,
-    "threshold": 6.0, "min_size": 1024, "cov_top": 32, "cov_null_bases": 20, "cov_patches": 4096,
-}
+CONFIG_DEFAULTS = schema_defaults("bridge")["offline"]["config"]  # the setting's defaults (bridge.schema.yaml)
 
 
 @torch.no_grad()

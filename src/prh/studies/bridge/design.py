@@ -8,9 +8,14 @@ from __future__ import annotations
 
 import itertools
 
+from prh.config import SCHEMA, load_schema
+
 __all__ = ["ARM_DEFAULTS", "arm_spec", "expand_arms", "select_arms"]
 
-ARM_DEFAULTS = {"init": "pretrained", "ratio": 1.0, "blocks": "all", "epochs": None, "seed": 0}
+# an arm's keys and defaults, from workflow/schemas/bridge.schema.yaml (the one home of every default)
+ARM_DEFAULTS = {k: v["default"] for k, v in
+                load_schema(SCHEMA.parent / "bridge.schema.yaml")["$defs"]["setting"]["properties"]["arms"]
+                ["additionalProperties"]["properties"].items()}
 
 
 def arm_spec(arm: dict, *, epochs: int) -> dict:

@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 from scipy.spatial.distance import pdist, squareform
 
+from prh.config import schema_defaults
 from prh.io import json_object, read_json, write_json
 from prh.studies.color.pmi import (
     align_to_reference,
@@ -46,15 +47,11 @@ __all__ = ["TEMPLATES", "BASIC_TERMS", "PACKAGED_PHOTOS", "load_images", "xkcd_t
            "embed_terms", "run_vision", "run_language", "run_nce_check", "color_metrics", "main"]
 
 TEMPLATES = ["The color {}.", "This color is {}.", "The color of this thing is {}."]  # appendix D
-BASIC_TERMS = ["red", "orange", "yellow", "green", "blue", "purple", "pink", "brown", "black", "white", "grey",
-               "teal", "turquoise", "lavender", "maroon", "magenta", "peach", "tan", "lime", "violet"]
 PACKAGED_PHOTOS = ["astronaut", "coffee", "chelsea", "rocket", "immunohistochemistry", "hubble_deep_field"]
-VISION_DEFAULTS = {"bins": 8, "n_pairs": 300_000, "radius": 4, "min_count": 50, "n_init": 4, "max_iter": 300,
-                   "permutations": 1000}
-LANGUAGE_DEFAULTS = {"terms": BASIC_TERMS, "terms_file": None, "min_term_count": 100, "n_init": 16, "max_iter": 300,
-                     "permutations": 1000}
-NCE_DEFAULTS = {"grid": 5, "window": 3, "stay": 0.8, "teleport": 0.4, "dim": 32, "steps": 2000, "batch_size": 512,
-                "lr": 0.03, "p_pos": 0.75, "negatives": 16, "temperature": 1.0}
+# the colour block's defaults (workflow/schemas/color.schema.yaml: the one home of every default)
+_DEFAULTS = schema_defaults("color")
+VISION_DEFAULTS, LANGUAGE_DEFAULTS, NCE_DEFAULTS = _DEFAULTS["vision"], _DEFAULTS["language"], _DEFAULTS["nce"]
+BASIC_TERMS = LANGUAGE_DEFAULTS["terms"]  # the 20 colour terms of appendix D (xkcd survey RGB from matplotlib)
 
 
 def load_images(source: str):

@@ -18,13 +18,12 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from prh.config import schema_defaults
 from prh.studies.lte.engine import key, train_lte
 
 __all__ = ["DEFAULTS", "make_target", "run_least_squares", "steps_to", "svd_bound"]
 
-DEFAULTS = dict(dim=32, target_ranks=[8, 32], lora_rank=4, alpha=4.0, merge_every=[None, 1, 5, 20, 100],
-                heads=[1, 8], steps=2000, batch_size=32, lr=0.1, eval_every=10, threshold=1e-2,
-                merge="reset_ab", init="uniform")
+DEFAULTS = schema_defaults("lte")["least_squares"]  # workflow/schemas/lte.schema.yaml
 
 
 def make_target(*, dim: int, rank: int, seed: int) -> torch.Tensor:

@@ -18,17 +18,14 @@ import time
 import torch
 import torch.distributed as dist
 
+from prh.config import schema_defaults
 from prh.io import json_object, write_json
 from prh.studies.lte.engine import world
 
 __all__ = ["EXPERIMENTS", "main", "run_orthogonality", "run_table", "run_vision"]
 
 EXPERIMENTS = ("least_squares", "vision", "table", "orthogonality")
-VISION_DEFAULTS = dict(image_size=32, model={"patch": 8, "dim": 64, "depth": 2, "attn_heads": 2, "mlp_ratio": 2},
-                       batch_size=256, samples=32768, lte_factor=2.0, heads=16, rank=8, alpha=16.0, merge_every=10,
-                       lr_grid={"standard": [1e-3, 3e-3, 1e-2], "lte": [1e-3, 3e-3, 1e-2]}, sweep_fraction=0.5,
-                       evals=16, table_heads=[4, 32], table_merge_every=[10, 50], table_fraction=0.5,
-                       orth_heads=4, orth_fraction=0.25)
+VISION_DEFAULTS = schema_defaults("lte")["vision"]  # workflow/schemas/lte.schema.yaml
 
 
 def _vision_config(config: dict) -> dict:

@@ -15,8 +15,8 @@ STUDY = Study(
     figures=(
         Figure("phase_fig01a_landscape", "prh.plots.phase:plot_fig1a",
                {"pairs": f"{E}/phase/pairs.csv", "metrics": f"{E}/phase/metrics.json"}, "phase/fig1a", P, "phase"),
-        Figure("phase_fig01b_families", "prh.plots.phase:plot_fig1b", {"table1": f"{E}/phase/table1.csv"},
-               "phase/fig1b", P, "phase"),
+        Figure("phase_fig01b_families", "prh.plots.phase:plot_fig1b",
+               {"table1": f"{E}/phase/table1.csv", "metrics": f"{E}/phase/metrics.json"}, "phase/fig1b", P, "phase"),
         Figure("phase_fig02_histograms", "prh.plots.phase:plot_fig2",
                {"pairs": f"{E}/phase/pairs.csv", "metrics": f"{E}/phase/metrics.json"}, "phase/fig2", P, "phase"),
     ),

@@ -29,7 +29,8 @@ STUDY = Study(
                {"peaks": f"{E}/transfer/peaks_deep.json"}, "transfer/peaks_layers", T, "transfer"),
     ),
     commands=("run-transfer",),
-    claims=tuple(ClaimSpec(key, f"Imani et al., Fig {key.split('_')[0][3:]}", statement, stat, RUN, ORDER)
+    claims=tuple(ClaimSpec(key, f"Imani et al., {'Proposition 1' if key.startswith('prop') else 'Fig ' + key.split('_')[0][3:]}",
+                           statement, stat, RUN, ORDER)
                  for key, statement, stat in (
         ("fig10_source_alignment_rises", "training raises the source task's alignment above input and init",
          "alignment AUC (trained vs input, init)"),
@@ -52,6 +53,8 @@ STUDY = Study(
         ("fig7_order_reversed_at_init", "at initialisation earlier layers align better", "AUC by layer"),
         ("fig7_peaks_later_layers_better_after_training", "the same on the peaks network", "AUC by layer"),
         ("fig7_peaks_order_reversed_at_init", "the same at initialisation on the peaks network", "AUC by layer"),
+        ("prop1_closed_form_matches_gd", "Proposition 1's closed form equals gradient descent's solution",
+         "largest relative error (rule: < 1e-8)"),
     )),
     verdict_inputs={"metrics": "metrics.json", "peaks": "peaks_alignment.json"},
 )
