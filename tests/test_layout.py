@@ -294,3 +294,53 @@ def test_one_host_memory_formula():
     assert sum(text.count("8000 +") for text in texts.values()) == 1 and "def host_mem_mb(" in texts["common.smk"]
     for smk in ("features.smk", "paper_data.smk", "downstream.smk", "density.smk"):
         assert "mem_mb=lambda w: host_mem_mb(w.model)" in texts[smk], smk
+
+
+def _schema_default_blocks() -> list[dict]:
+    """Every dict of defaults the schemas give (each block and each nested block)."""
+    import yaml
+
+    from prh.config import schema_defaults
+
+    root = yaml.safe_load((ROOT / "workflow" / "schemas" / "params.schema.yaml").read_text())
+    found = []
+
+    def walk(d):
+        if isinstance(d, dict):
+            found.append(d)
+            for v in d.values():
+                walk(v)
+    for block in root["properties"]:
+        walk(schema_defaults(block))
+    return found
+
+
+def test_no_hand_copy_of_a_schema_default():
+    """Issue 35: the schemas are the one home of every default. A module-level dict literal in src/prh
+    whose entries repeat three or more of one schema block's defaults is a copy; so is a rule's
+    ``.get("key", literal)`` where the schema fills ``key``."""
+    import re
+
+    blocks = _schema_default_blocks()
+    for module, path in MODULES.items():
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.Assign) and isinstance(node.value, (ast.Dict, ast.Call)):
+                try:
+                    value = ast.literal_eval(node.value) if isinstance(node.value, ast.Dict) else (
+                        {k.arg: ast.literal_eval(k.value) for k in node.value.keywords}
+                        if getattr(node.value.func, "id", None) == "dict" else None)
+                except ValueError:
+                    continue
+                if not isinstance(value, dict):
+                    continue
+                for block in blocks:
+                    same = [k for k in value if k in block and block[k] == value[k]]
+                    assert len(same) < 3, f"{module}: {ast.unparse(node.targets[0])} copies schema defaults {same}"
+    defaults = {}
+    for block in blocks:
+        for k, v in block.items():
+            defaults.setdefault(k, []).append(v)
+    for smk in sorted(RULES.glob("*.smk")):
+        for key, literal in re.findall(r'\.get\("(\w+)", ("[^"]*"|[-+0-9.e]+)\)', smk.read_text()):
+            assert ast.literal_eval(literal) not in defaults.get(key, []), \
+                f"{smk.name}: .get({key!r}, {literal}) copies a schema default"

@@ -32,8 +32,8 @@ rule summarise_captions:
     params:
         data=lambda w, input: os.path.dirname(input.captions),
         out=lambda w, output: os.path.dirname(output.meta),
-        model=MODELS[DENS.get("captioner", "llama3-8b-instruct")]["repo"] if SUITE == "paper" else "",
-        revision=MODELS[DENS.get("captioner", "llama3-8b-instruct")].get("revision") if SUITE == "paper" else "",
+        model=MODELS[DENS["captioner"]]["repo"] if SUITE == "paper" else "",
+        revision=MODELS[DENS["captioner"]].get("revision") if SUITE == "paper" else "",
         options=" ".join(
             f"--{key.replace('_', '-')} {DENS[key]}" for key in ("max_new_tokens", "max_items") if DENS.get(key)
         ),
@@ -44,7 +44,7 @@ rule summarise_captions:
         seed=DENS["seed"],
         device=config["device"],
         # a captioner larger than one GPU is spread over the job's GPUs (the same formula as its gpu count)
-        device_map=device_map_arg(DENS.get("captioner", "llama3-8b-instruct")) if SUITE == "paper" else "",
+        device_map=device_map_arg(DENS["captioner"]) if SUITE == "paper" else "",
     log:
         log_path("summarise_captions", DENS_DATASET),
     benchmark:
@@ -53,7 +53,7 @@ rule summarise_captions:
     resources:
         mem_mb=32000,
         runtime=600,
-        gpu=gpus_for(DENS.get("captioner", "llama3-8b-instruct")) if SUITE == "paper" else 1,
+        gpu=gpus_for(DENS["captioner"]) if SUITE == "paper" else 1,
     conda:
         CONDA_ENV
     shell:

@@ -15,7 +15,7 @@ if SUITE != "offline" and DOWN["strongest_vision"] not in model_set(DOWN_VSET):
 # the LMs' 1 - bpb colours Fig 4's points: offline the zoo's language JSON, paper one `prh score-lm` JSON per LM
 DOWN_LANGUAGE = CONV_LANGUAGE if SUITE == "offline" else [lm_score_json(m) for m in model_set(DOWN_LSET)]
 
-HARNESS = DOWN.get("harness") or {}
+HARNESS = DOWN["harness"]  # schema-filled (downstream.schema.yaml)
 HARNESS_JSON = f"{DOWN_OUT}/harness/{{model}}.json"  # one LM's lm-evaluation-harness scores
 
 
@@ -57,8 +57,8 @@ rule downstream_harness:
         revision=lambda w: MODELS[w.model]["revision"],
         tasks=json_param(HARNESS.get("tasks")),
         limit=f"--limit {HARNESS['limit']}" if HARNESS.get("limit") else "",
-        batch_size=HARNESS.get("batch_size", 8),
-        fewshot_seed=HARNESS.get("fewshot_seed", 1234),
+        batch_size=HARNESS["batch_size"],
+        fewshot_seed=HARNESS["fewshot_seed"],
         device=config["device"],
         # a model larger than one GPU is spread over the job's GPUs
         device_map=lambda w: device_map_arg(w.model),

@@ -11,7 +11,7 @@ HUB_DEFAULTS.update(carve=None, data_files=None)  # a split carved from another;
 HUB_DATASETS = {
     name: {**HUB_DEFAULTS, **spec} for name, spec in config["datasets"].items() if spec["kind"] == "hub"
 }
-LM_CFG = config.get("paper", {}).get("lm_score", {})
+LM_CFG = config["paper"]["lm_score"]  # schema-filled (paper.schema.yaml)
 LM_SAMPLE = f"{R}/data/openwebtext_sample"
 # The causal LMs whose score the paper suite's figures plot: the suite's language set, PRH's test set and Fig 4's set
 _FIG4_LMS = (config.get("downstream") or {}).get("language_models", {}).get("paper")
@@ -87,7 +87,7 @@ rule lm_score:
         repo=lambda w: MODELS[w.model]["repo"],
         revision=lambda w: MODELS[w.model]["revision"],
         sample=lambda w, input: os.path.dirname(input.texts),
-        batch_size=LM_CFG.get("batch_size", 8),
+        batch_size=LM_CFG["batch_size"],
         device=config["device"],
         # a model larger than one GPU is spread over the job's GPUs
         device_map=lambda w: device_map_arg(w.model),
