@@ -39,6 +39,7 @@ from pathlib import Path
 
 import yaml
 
+from prh.config import schema_defaults
 from prh.errors import ConfigError, PRHError
 from prh.io import atomic_path, json_object, read_json, write_json
 
@@ -210,8 +211,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--name", default=None, help="model name recorded in the result")
     p.add_argument("--tasks", type=json_object, required=True, help="JSON of params.yaml downstream.harness.tasks")
     p.add_argument("--limit", type=int, default=None, help="score the first N items of each task (default: all)")
-    p.add_argument("--batch-size", type=int, default=8)
-    p.add_argument("--fewshot-seed", type=int, default=1234)
+    h = schema_defaults("downstream")["harness"]  # the defaults' one home: downstream.schema.yaml
+    p.add_argument("--batch-size", type=int, default=h["batch_size"])
+    p.add_argument("--fewshot-seed", type=int, default=h["fewshot_seed"])
     p.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"])
     p.add_argument("--dtype", default="auto", choices=["auto", *DTYPES])
     p.add_argument("--device-map", default=None, help="'auto' to spread a large model over devices")

@@ -267,15 +267,18 @@ def merge_main(argv: list[str] | None = None) -> None:
 
 
 def sample_main(argv: list[str] | None = None) -> None:
+    from prh.config import schema_defaults
+
+    d = schema_defaults("paper")["lm_score"]  # the defaults' one home: workflow/schemas/paper.schema.yaml
     p = argparse.ArgumentParser(prog="prh sample-lm-text", description="seeded OpenWebText sample for the LM score")
-    p.add_argument("--repo", default="Skylion007/openwebtext")
-    p.add_argument("--revision", default="main")
-    p.add_argument("--split", default="train")
-    p.add_argument("--text-column", default="text")
-    p.add_argument("--n-bytes", type=int, default=16_000_000)
-    p.add_argument("--chunk-chars", type=int, default=2000)
-    p.add_argument("--shuffle-buffer", type=int, default=10_000)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--repo", default=d["repo"])
+    p.add_argument("--revision", default=d["revision"])
+    p.add_argument("--split", default=d["split"])
+    p.add_argument("--text-column", default=d["text_column"])
+    p.add_argument("--n-bytes", type=int, default=d["n_bytes"])
+    p.add_argument("--chunk-chars", type=int, default=d["chunk_chars"])
+    p.add_argument("--shuffle-buffer", type=int, default=d["shuffle_buffer"])
+    p.add_argument("--seed", type=int, default=d["seed"])
     p.add_argument("--out", required=True, help="output folder, e.g. results/data/openwebtext_sample")
     a = p.parse_args(argv)
     try:
@@ -288,6 +291,7 @@ def sample_main(argv: list[str] | None = None) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    from prh.config import schema_defaults
     from prh.device import DTYPES
     from prh.errors import ModelNotAvailableError
 
@@ -297,7 +301,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--name", default=None, help="model name recorded in the result")
     p.add_argument("--sample", required=True, help="folder written by `prh sample-lm-text`")
     p.add_argument("--out", required=True, help="results/experiments/lm_score/<model>.json")
-    p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--batch-size", type=int, default=schema_defaults("paper")["lm_score"]["batch_size"])
     p.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"])
     p.add_argument("--dtype", default="auto", choices=["auto", *DTYPES])
     p.add_argument("--device-map", default=None, help="'auto' to spread a large model over devices")

@@ -316,11 +316,13 @@ def alignment_tables(
 
 
 def main(argv: list[str] | None = None) -> None:
+    from prh.config import schema_defaults
+
     p = argparse.ArgumentParser(prog="prh align", description=alignment_tables.__doc__.split("\n")[0])
     p.add_argument("--metric", nargs="+", required=True, help="one or more of the eight SUPPORTED_METRICS (one pass)")
     p.add_argument("--topk", type=int, required=True, help="k of the k-NN metrics and cknna")
     p.add_argument("--quantile", type=float, required=True, help="clamp |x| at this quantile first; 1 = no clamp")
-    p.add_argument("--cca-dim", type=int, default=10, help="SVCCA singular directions")
+    p.add_argument("--cca-dim", type=int, default=schema_defaults("alignment")["cca_dim"], help="SVCCA singular directions")
     p.add_argument("--x-names", nargs="+", required=True, help="row model names")
     p.add_argument("--x-features", nargs="+", required=True, help="row feature files, same order")
     p.add_argument("--y-names", nargs="+", help="column model names (default: the x set)")

@@ -154,6 +154,8 @@ def run_density(*, captions: str, language_names: list[str], language_features: 
 
 
 def main(argv: list[str] | None = None) -> None:
+    from prh.config import schema_defaults
+
     parser = argparse.ArgumentParser(prog="prh run-density", description="PRH Fig 9: alignment against caption density.")
     parser.add_argument("--captions", required=True, help="captions.jsonl whose `texts` are the density levels")
     parser.add_argument("--language-names", nargs="+", required=True)
@@ -167,7 +169,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--metric", default="mutual_knn")
     parser.add_argument("--topk", type=int, required=True)
     parser.add_argument("--quantile", type=float, required=True)
-    parser.add_argument("--cca-dim", type=int, default=10)
+    parser.add_argument("--cca-dim", type=int, default=schema_defaults("alignment")["cca_dim"])
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--device", default="cpu")
     add_path_options(parser, OUTPUTS, help="{name} JSON written")

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 
 from prh.claims import verdict
+from prh.config import schema_defaults
 from prh.io import read_json, write_json
 
 __all__ = ["main", "samples_to_match", "verdicts"]
@@ -31,8 +32,8 @@ def samples_to_match(vision: dict) -> float | None:
     return None if hit is None else hit["samples"] / std["samples"]
 
 
-def verdicts(*, least_squares: dict, vision: dict, table: dict, orthogonality: dict, max_ratio: float = 1.4,
-             min_gap: float = 0.03) -> dict:
+def verdicts(*, least_squares: dict, vision: dict, table: dict, orthogonality: dict, max_ratio: float,
+             min_gap: float) -> dict:
     """Every claim's statistic and verdict, from the experiments' JSON contents."""
     arms = {k: v["history"][-1] for k, v in vision["arms"].items()}
     gap = arms["standard"]["accuracy"] - arms["lora"]["accuracy"]
@@ -105,8 +106,9 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="prh run-lte-verdicts", description=__doc__.splitlines()[0])
     for name in ("least-squares", "vision", "table", "orthogonality"):
         p.add_argument(f"--{name}", required=True, help=f"{name}.json of `prh run-lte`")
-    p.add_argument("--max-ratio", type=float, default=1.4)
-    p.add_argument("--min-gap", type=float, default=0.03)
+    claims = schema_defaults("lte")["claims"]  # the defaults' one home: lte.schema.yaml
+    p.add_argument("--max-ratio", type=float, default=claims["max_ratio"])
+    p.add_argument("--min-gap", type=float, default=claims["min_gap"])
     p.add_argument("--out", required=True)
     a = p.parse_args(argv)
     write_json(a.out, verdicts(least_squares=read_json(a.least_squares), vision=read_json(a.vision),

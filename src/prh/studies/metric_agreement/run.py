@@ -207,6 +207,8 @@ def run_metric_agreement(*, vision_alignments: list[str], vision_names: list[str
 
 
 def main(argv: list[str] | None = None) -> None:
+    from prh.config import schema_defaults
+
     parser = argparse.ArgumentParser(prog="prh run-metric-agreement",
                                      description="PRH Figs 12-14: agreement of the alignment metrics.")
     parser.add_argument("--vision-alignments", nargs="+", required=True,
@@ -221,7 +223,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--families", type=json_object, default="{}", help="JSON: vision model -> family")
     parser.add_argument("--topk", type=int, required=True, help="k of the k-NN metrics and cknna (as in the JSONs)")
     parser.add_argument("--quantile", type=float, required=True, help="outlier clamp quantile (as in the JSONs)")
-    parser.add_argument("--cca-dim", type=int, default=10, help="SVCCA directions (as in the JSONs)")
+    parser.add_argument("--cca-dim", type=int, default=schema_defaults("alignment")["cca_dim"], help="SVCCA directions (as in the JSONs)")
     add_path_options(parser, OUTPUTS, help="{name} JSON written")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: leave as is)")
     parser.add_argument("--device", default="cpu", help="cpu | cuda | auto")
