@@ -172,7 +172,7 @@ def test_one_name_per_study(name):
 
     study = _studies()[name]
     assert (SRC / "prh" / "studies" / name / "__init__.py").exists(), "package"
-    assert (SRC / "prh" / "studies" / name / "manifest.py").exists(), "manifest"
+    assert (SRC / "prh" / "studies" / name / "manifest.yaml").exists(), "manifest"
     rules = ROOT / "workflow" / "rules" / f"{name}.smk"
     assert rules.exists(), "rule file"
     assert (ROOT / "workflow" / "schemas" / f"{name}.schema.yaml").exists(), "schema"

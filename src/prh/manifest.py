@@ -1,7 +1,7 @@
 """What a study declares: its figures, output files, commands and claims (issue 35).
 
-Each study is one package of ``prh.studies`` whose ``manifest.py`` holds ``STUDY``, a
-:class:`Study`. Its one name is also its rule file (``workflow/rules/<name>.smk``), schema
+Each study is one package of ``prh.studies`` whose ``manifest.yaml`` declares it
+(:func:`load_study` reads it into a :class:`Study`). Its one name is also its rule file (``workflow/rules/<name>.smk``), schema
 (``workflow/schemas/<name>.schema.yaml``), ``params.yaml`` key, results folder
 (``results/experiments/<name>/``), figure prefix (``results/figures/<name>_*``), plots module
 (``prh.plots.<name>``) and report folder (``workflow/report/<name>/``); ``tests/test_layout.py``
@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-__all__ = ["Figure", "ClaimSpec", "Study", "EXPERIMENTS"]
+__all__ = ["Figure", "ClaimSpec", "Study", "EXPERIMENTS", "load_study"]
 
 EXPERIMENTS = "results/experiments"
 
@@ -76,9 +76,7 @@ class Study:
     figures: tuple[Figure, ...]
     commands: tuple[str, ...]  # its `prh` commands
     claims: tuple[ClaimSpec, ...] = ()
-    # "module:function" turning the study's results into the ledger's numbers and verdicts:
-    # function(**{key: parsed JSON}) -> {claim key: {"value", "interval", "n", "verdict", "seeds", ...}}
-    verdicts: str = ""
+    # what the ledger reads, turned into claim rows by prh.studies.<name>.manifest.results
     verdict_inputs: dict[str, str] = field(default_factory=dict)  # key -> file name under results/experiments/<name>/
 
     def path(self, file: str) -> str:
@@ -88,3 +86,23 @@ class Study:
     @property
     def claim_ids(self) -> list[str]:
         return [f"{self.name}.{c.key}" for c in self.claims]
+
+
+def load_study(path) -> Study:
+    """A study's ``manifest.yaml``: figure inputs and verdict inputs are file names under its results
+    folder, captions are relative to its report folder, ``draw`` names a function of ``prh.plots.<name>``."""
+    from pathlib import Path
+
+    import yaml
+
+    doc = yaml.safe_load(Path(path).read_text())
+    name = doc["name"]
+    figures = tuple(
+        Figure(f["name"], f"prh.plots.{name}:{f['draw']}",
+               {k: f"{EXPERIMENTS}/{name}/{v}" for k, v in f["inputs"].items()}, f"{name}/{f['caption']}",
+               f["category"], name, f.get("kwargs", {}), tuple(f.get("formats", ("pdf", "png"))))
+        for f in doc.get("figures") or ())
+    return Study(name=name, title=doc["title"], source=doc["source"], outputs=tuple(doc["outputs"]),
+                 figures=figures, commands=tuple(doc["commands"]),
+                 claims=tuple(ClaimSpec(**c) for c in doc.get("claims") or ()),
+                 verdict_inputs=dict(doc.get("verdict_inputs") or {}))

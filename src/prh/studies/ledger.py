@@ -1,7 +1,7 @@
 """The claims ledger: every claim of every study, its verdict, statistic, interval, n and unit.
 
-``STUDIES`` names the studies; each package's ``manifest`` holds ``STUDY`` (what it claims,
-``prh.manifest.ClaimSpec``) and ``results(suite, alpha, **inputs)`` (what its results say: a dict of
+``STUDIES`` names the studies; each package's ``manifest.yaml`` declares what it claims
+(``prh.manifest.ClaimSpec``) and its ``manifest.py`` holds ``results(suite, alpha, **inputs)`` (what its results say: a dict of
 claim key -> ``value``, ``interval``, ``p``, ``n``, ``seeds``, ``verdict``; the verdicts come from
 ``prh.claims``). ``build`` joins the two into one row per claim; ``prh claims-ledger`` writes
 ``results/claims.json`` and, with ``--readme``, the README's generated claims table.
@@ -13,15 +13,16 @@ claim key -> ``value``, ``interval``, ``p``, ``n``, ``seeds``, ``verdict``; the 
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import math
 from pathlib import Path
 
 from prh.claims import LABELS, replication
 from prh.errors import UsageError
-from prh.manifest import Study
+from prh.manifest import Study, load_study
 
-__all__ = ["STUDIES", "manifest", "manifests", "study_files", "workflow_files", "build", "table", "replace_block", "main"]
+__all__ = ["STUDIES", "manifest", "declared", "manifests", "study_files", "workflow_files", "build", "table", "replace_block", "main"]
 
 # PRH paper, then the seeds in their numbering, then Huh's thesis
 STUDIES = ("convergence", "downstream", "color", "density", "metric_agreement", "phase", "bridge", "transfer",
@@ -29,14 +30,23 @@ STUDIES = ("convergence", "downstream", "color", "density", "metric_agreement", 
 
 
 def manifest(name: str):
-    """The manifest module of study ``name`` (``prh.studies.<name>.manifest``)."""
+    """The module of study ``name`` whose ``results`` reads its results for the ledger
+    (``prh.studies.<name>.manifest``)."""
     if name not in STUDIES:
         raise UsageError(f"unknown study {name!r}; the studies are {', '.join(STUDIES)}")
     return importlib.import_module(f"prh.studies.{name}.manifest")
 
 
+@functools.cache
+def declared(name: str) -> Study:
+    """What study ``name`` declares: ``src/prh/studies/<name>/manifest.yaml``."""
+    if name not in STUDIES:
+        raise UsageError(f"unknown study {name!r}; the studies are {', '.join(STUDIES)}")
+    return load_study(Path(__file__).parent / name / "manifest.yaml")
+
+
 def manifests() -> dict[str, Study]:
-    return {name: manifest(name).STUDY for name in STUDIES}
+    return {name: declared(name) for name in STUDIES}
 
 
 def _number(x):
@@ -48,7 +58,7 @@ def study_files(in_dir: str | Path, studies=STUDIES) -> dict[str, dict[str, Path
     a name ending in "?" is optional (a part the suite may not run) and left out when absent."""
     files = {}
     for name in studies:
-        study = manifest(name).STUDY
+        study = declared(name)
         paths = {k: Path(in_dir) / name / f.rstrip("?") for k, f in study.verdict_inputs.items()}
         files[name] = {k: p for k, p in paths.items() if p.exists() or not study.verdict_inputs[k].endswith("?")}
     return files
@@ -81,7 +91,7 @@ def build(files: dict[str, dict[str, str | Path]], suite: str, alpha: float) -> 
     rows, missing = [], {}
     for name in [s for s in STUDIES if s in files]:
         mod = manifest(name)
-        study = mod.STUDY
+        study = declared(name)
         paths = {k: Path(p) for k, p in files[name].items()}
         required = {k for k, f in study.verdict_inputs.items() if not f.endswith("?")}
         bad = sorted(set(paths) - set(study.verdict_inputs))

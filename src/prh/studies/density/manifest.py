@@ -1,23 +1,14 @@
-"""The caption-density study's manifest (PRH section 6, Fig 9, appendix E)."""
+"""The caption-density study's manifest (PRH section 6, Fig 9, appendix E).
+
+What the study declares (outputs, figures, commands, claims) is manifest.yaml beside this file;
+here is ``results``: the ledger's reading of the study's results (prh.studies.ledger).
+"""
 
 from __future__ import annotations
 
 from prh.claims import correlation_row
-from prh.manifest import EXPERIMENTS as E
-from prh.manifest import ClaimSpec, Figure, Study
 
-__all__ = ["STUDY", "results"]
-
-STUDY = Study(
-    name="density", title="Caption density (PRH Fig 9)", source="PRH (002), section 6",
-    outputs=("density.json", "metrics.json"),
-    figures=(Figure("density_fig09_caption_density", "prh.plots.density:plot_density",
-                    {"density": f"{E}/density/density.json"}, "density/density", "Caption density", "density"),),
-    commands=("summarise-captions", "run-density"),
-    claims=(ClaimSpec("fig09", "PRH Fig 9", "denser captions align better with vision",
-                      "Spearman r of caption density vs mean alignment", "density level", "r > 0 and p < alpha"),),
-    verdict_inputs={"metrics": "metrics.json"},
-)
+__all__ = ["results"]
 
 
 def results(suite: str, alpha: float, *, metrics: dict) -> dict:
