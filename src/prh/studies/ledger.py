@@ -1,7 +1,7 @@
 """The claims ledger: every claim of every study, its verdict, statistic, interval, n and unit.
 
 ``STUDIES`` names the studies; each package's ``manifest.yaml`` declares what it claims
-(``prh.manifest.ClaimSpec``) and its ``manifest.py`` holds ``results(suite, alpha, **inputs)`` (what its results say: a dict of
+(``prh.manifest.ClaimSpec``); its ``manifest.py`` holds ``results(suite, alpha, **inputs)`` (what its results say: a dict of
 claim key -> ``value``, ``interval``, ``p``, ``n``, ``seeds``, ``verdict``; the verdicts come from
 ``prh.claims``). ``build`` joins the two into one row per claim; ``prh claims-ledger`` writes
 ``results/claims.json`` and, with ``--readme``, the README's generated claims table.
