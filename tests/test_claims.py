@@ -219,3 +219,13 @@ def test_workflow_files_follow_the_run_targets():
     with_platonic = L.workflow_files([*targets, "results/experiments/convergence/platonic_metrics.json"], "offline")
     assert with_platonic["convergence:platonic"] == "results/experiments/convergence/platonic_metrics.json"
     assert "lte:metrics" not in L.workflow_files(targets, "paper")  # the paper grid claims nothing
+
+
+def test_post_hoc_changes_are_dated_where_the_readme_says(repo_root):
+    """Issue 36: every change made after seeing results is recorded beside its setting, dated."""
+    import re
+
+    params = (repo_root / "params.yaml").read_text()
+    records = re.findall(r"POST-HOC \(recorded (\d{4}-\d\d-\d\d)", params)
+    assert len(records) == params.count("POST-HOC") >= 3  # the language unit set, LTE's budgets, the ledger's rule
+    assert "POST-HOC (recorded <date>)" in (repo_root / "README.md").read_text()
