@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from prh.claims import verdict
 from prh.studies.phase import ntk as nt
 from prh.studies.phase.alignment import pair_retrieval, ridge_retrieval
 from prh.studies.phase.spectra import participation_ratio, power_law_exponent
@@ -188,7 +189,14 @@ def test_tiny_end_to_end(tmp_path):
     with pytest.raises(ValueError, match=r"run-phase-analysis: no path for \['model_table'\] \(--model-table PATH\)"):
         analyse(models=models, config=part["analysis"], out={"pairs": "p.csv", "table1": "t.csv", "metrics": "m.json"})
     verdicts = metrics["verdicts"]
-    assert set(verdicts.values()) <= {"reproduced", "not reproduced", "not testable"}
+    # each label is the pre-registered rule on the numbers the claim records (not mere membership in the labels)
+    alpha, rules = metrics["config"]["alpha"], metrics["config"]["rules"]
+    for claim, sign in (("C2b_cross_below_within", 1), ("C3_s_explains_alignment", 1),
+                        ("T1_spectral_decay_vision_gt_language", 1), ("T1_agop_language_gt_vision", -1)):
+        c = metrics["claims"][claim]
+        assert verdicts[claim] == verdict(sign * c["statistic"] > 0 and c["p_value"] < alpha), claim
+    c2a = metrics["claims"][f"C2a_fraction_below_{rules['low_s']}_s_literal"]
+    assert verdicts[f"C2a_fraction_below_{rules['low_s']}_s_literal"] == verdict(c2a["statistic"] >= rules["low_s_fraction"])
     assert verdicts["T2_phase_regularisation"] == "not testable"
     for claim in ("C1_alignment_gap", "C2b_cross_below_within", "C3_s_explains_alignment"):
         assert 0 < metrics["claims"][claim]["p_value"] <= 1
