@@ -13,12 +13,13 @@ __all__ = ["results"]
 
 def results(suite: str, alpha: float, *, metrics: dict, platonic: dict | None) -> dict:
     seeds = 1 if suite == "offline" else None  # offline: one draw of the zoo; paper: fixed public checkpoints
-    pre = metrics["language_vision_preregistered"]
     out = {"fig02_competence": correlation(metrics["competence_alignment"], alpha, seeds),
-           "fig03_preregistered": {"value": pre.get("spearman_r"), "p": pre.get("p_holm"), "n": pre.get("n"),
-                                   "seeds": seeds, "verdict": pre["verdict"],
-                                   "note": None if pre.get("gate_passed") else "validity gate not passed"},
            "fig03_descriptive": correlation(metrics["language_vision_descriptive"], alpha, seeds)}
+    pre = metrics.get("language_vision_preregistered")  # offline only: the zoo's LMs are its units
+    if pre is not None:
+        out["fig03_preregistered"] = {"value": pre.get("spearman_r"), "p": pre.get("p_holm"), "n": pre.get("n"),
+                                      "seeds": seeds, "verdict": pre["verdict"],
+                                      "note": None if pre.get("gate_passed") else "validity gate not passed"}
     amended = metrics.get("language_vision_amended")
     if amended is not None:
         out["fig03_amended"] = {"value": amended.get("spearman_r"), "p": amended.get("p_holm"), "n": amended.get("n"),
