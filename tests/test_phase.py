@@ -249,3 +249,19 @@ def test_each_phase_rule_gets_only_its_keys_of_the_block(repo_root):
     rules = (repo_root / "workflow" / "rules" / "phase.smk").read_text()
     assert "json_param(PHASE_CFG)" not in rules
     assert all(rules.count(f'config=PHASE_CONFIG["{command}"]') == 1 for command in SLICES)
+
+
+@pytest.mark.parametrize("rate, ba, p, label", [
+    (0.0, 0.5, 1.0, "not testable"),  # the rule never fires: 0.5 by construction (the default run's C4a/C4b)
+    (1.0, 0.5, 1.0, "not testable"),  # it always fires
+    (0.3, float("nan"), float("nan"), "not testable"),  # a failure base rate of 0 or 1
+    (0.3, 0.85, 0.01, "reproduced"),
+    (0.3, 0.8, 0.01, "reproduced"),  # at min_balanced_accuracy
+    (0.3, 0.79, 0.01, "not reproduced"),
+    (0.3, 0.9, 0.05, "not reproduced"),  # p must be below alpha
+])
+def test_c4_rule_verdict(rate, ba, p, label):
+    from prh.studies.phase.claims import rule_verdict
+
+    res = {"predicted_failure_rate": rate, "balanced_accuracy": ba, "p_value": p}
+    assert rule_verdict(res, min_balanced_accuracy=0.8, alpha=0.05) == label

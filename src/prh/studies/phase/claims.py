@@ -16,7 +16,8 @@ Claims (seed 000 section numbers in brackets):
 * T2 [Table 2]: adaptive LR η₀ · S(t) beats a fixed η₀ (sign-flip permutation over pairs);
   phase regularisation, compatible init and Fig 3's information ratio: not testable as specified.
 
-A claim whose statistic is undefined (e.g. a base rate of 0 or 1) is ``not testable``.
+A claim whose statistic is undefined (e.g. a base rate of 0 or 1), or a C4 rule that predicts the same
+class for every pair (it cannot fire; balanced accuracy 0.5 by construction), is ``not testable``.
 """
 
 from __future__ import annotations
@@ -33,7 +34,17 @@ from prh.studies.phase.stats import (
     rule_balanced_accuracy,
 )
 
-__all__ = ["evaluate_claims", "sign_flip_p"]
+__all__ = ["evaluate_claims", "rule_verdict", "sign_flip_p"]
+
+
+def rule_verdict(res: dict, *, min_balanced_accuracy: float, alpha: float) -> str:
+    """C4's label from ``rule_balanced_accuracy``: a rule that predicts one class for every pair cannot fire
+    on this data (balanced accuracy 0.5 by construction), so it is not testable (issue 36), not "not
+    reproduced"; nor is an undefined balanced accuracy (a failure base rate of 0 or 1)."""
+    ba, fires = res["balanced_accuracy"], 0 < res["predicted_failure_rate"] < 1
+    if not np.isfinite(ba) or not fires:
+        return verdict(None)
+    return verdict(bool(ba >= min_balanced_accuracy and res["p_value"] < alpha))
 
 
 def _square(names, pairs, key) -> np.ndarray:
@@ -146,10 +157,9 @@ def evaluate_claims(rows: list[dict], pairs: list[dict], *, config: dict, adapti
         res = rule_balanced_accuracy(score, failure, threshold=thr, n_permutations=n_perm, seed=seed)
         rel = rule_balanced_accuracy(score, relative, threshold=thr, n_permutations=n_perm, seed=seed)
         ba = res["balanced_accuracy"]
-        ok = None if not np.isfinite(ba) else bool(ba >= r["min_balanced_accuracy"] and res["p_value"] < alpha)
         claims[key] = {**res, "statistic": ba, "relative_failure": rel,
                        "test": "balanced accuracy of 'failure iff score > threshold', Mantel label permutation",
-                       "verdict": verdict(ok)}
+                       "verdict": rule_verdict(res, min_balanced_accuracy=r["min_balanced_accuracy"], alpha=alpha)}
         rules[key] = {"balanced_accuracy": ba, "failure_base_rate": res["failure_base_rate"]}
     claims["T2_adaptive_lr"] = _adaptive_lr(adaptive_lr, alpha)
     for key in ("T2_phase_regularisation", "T2_compatible_init", "F3_information_ratio"):
