@@ -141,13 +141,13 @@ def table(ledger: dict | None = None) -> str:
             lines += [f"| `{name}.{c.key}` | {c.source} | {c.statement} | {c.unit} | {c.rule} |" for c in study.claims]
         return "\n".join(lines)
     lines = [f"Suite `{ledger['suite']}`: " + ", ".join(f"{v} {k}" for k, v in ledger["counts"].items()) + ".", "",
-             "| claim | source | verdict | statistic | value | interval | n | unit |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "| claim | source | verdict | statistic | value | interval | p | n | unit |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in ledger["claims"]:
         verdict = r["verdict"] + (f" ({r['provisional']})" if r["provisional"] else "")
         interval = "" if r["interval"] is None else f"[{_fmt(r['interval'][0])}, {_fmt(r['interval'][1])}]"
         lines.append(f"| `{r['id']}` | {r['source']} | {verdict} | {r['statistic']} | {_fmt(r['value'])} | "
-                     f"{interval} | {_fmt(r['n'])} | {r['unit']} |")
+                     f"{interval} | {_fmt(r['p'])} | {_fmt(r['n'])} | {r['unit']} |")
     return "\n".join(lines)
 
 
