@@ -211,11 +211,11 @@ def test_names_have_a_pattern(cfg, edit, key):
 
 
 def test_user_errors_are_one_line_and_debug_shows_the_traceback():
-    proc = subprocess.run([str(PRH), "plot", "fig04_downstrem"], capture_output=True, text=True)
+    proc = subprocess.run([str(PRH), "plot", "downstrem_fig04"], capture_output=True, text=True)
     assert proc.returncode == 1
-    assert proc.stderr == "prh plot: unknown figure 'fig04_downstrem'; did you mean 'downstream_fig04'?\n"
+    assert proc.stderr == "prh plot: unknown figure 'downstrem_fig04'; did you mean 'downstream_fig04'?\n"
     for extra, env in ((["--debug"], {}), ([], {"PRH_DEBUG": "1"})):
-        proc = subprocess.run([str(PRH), "plot", "fig04_downstrem", *extra], capture_output=True, text=True,
+        proc = subprocess.run([str(PRH), "plot", "downstrem_fig04", *extra], capture_output=True, text=True,
                               env={**os.environ, **env})
         assert proc.returncode == 1 and "Traceback (most recent call last)" in proc.stderr
 
