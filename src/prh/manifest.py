@@ -76,6 +76,7 @@ class Study:
     figures: tuple[Figure, ...]
     commands: tuple[str, ...]  # its `prh` commands
     claims: tuple[ClaimSpec, ...] = ()
+    suites: tuple[str, ...] = ("offline", "paper")  # the suites whose run of the study makes its claims
     # what the ledger reads, turned into claim rows by prh.studies.<name>.manifest.results
     verdict_inputs: dict[str, str] = field(default_factory=dict)  # key -> file name under results/experiments/<name>/
 
@@ -105,4 +106,5 @@ def load_study(path) -> Study:
     return Study(name=name, title=doc["title"], source=doc["source"], outputs=tuple(doc["outputs"]),
                  figures=figures, commands=tuple(doc["commands"]),
                  claims=tuple(ClaimSpec(**c) for c in doc.get("claims") or ()),
+                 suites=tuple(doc.get("suites", ("offline", "paper"))),
                  verdict_inputs=dict(doc.get("verdict_inputs") or {}))

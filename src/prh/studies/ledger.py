@@ -67,13 +67,13 @@ def study_files(in_dir: str | Path, studies=STUDIES) -> dict[str, dict[str, Path
 def workflow_files(targets, suite: str, results: str = "results") -> dict[str, str]:
     """{"study:key": path} of the studies a run builds, for the ledger rule: a study is in when any of its
     figures or verdict inputs is among the run's ``targets``; an optional input ("name?" in its manifest)
-    only when that file is itself a target. The paper suite's LTE is its paper grid, which claims nothing."""
+    only when that file is itself a target; a study whose manifest leaves the suite out of ``suites`` is out."""
     targets = {str(t) for t in targets}
     files = {}
     for name, study in manifests().items():
         figures = {f"{results}/figures/{fig.name}.{fig.formats[0]}" for fig in study.figures}
         paths = {k: f"{results}/experiments/{name}/{f.rstrip('?')}" for k, f in study.verdict_inputs.items()}
-        if not study.claims or not (figures | set(paths.values())) & targets or (name == "lte" and suite == "paper"):
+        if not study.claims or suite not in study.suites or not (figures | set(paths.values())) & targets:
             continue
         files.update({f"{name}:{k}": p for k, p in paths.items()
                       if not study.verdict_inputs[k].endswith("?") or p in targets})
