@@ -69,7 +69,7 @@ def test_correlation_boundaries(r, p, n, label):
 def test_correlation_row_with_a_falling_claim():
     row = correlation_row({"spearman_rho": -0.8, "p_value": 0.001, "n": 16}, 0.05, None, r="spearman_rho",
                           p="p_value", sign=-1)
-    assert row == {"value": -0.8, "p": 0.001, "n": 16, "seeds": None, "verdict": "reproduced"}
+    assert row == {"value": -0.8, "p": 0.001, "n": 16, "seeds": None, "effect": 0.8, "verdict": "reproduced"}
     assert correlation_row({"spearman_r": -0.8, "spearman_p": 0.001, "n": 16}, 0.05, 1)["verdict"] == "not reproduced"
 
 

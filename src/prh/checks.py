@@ -218,7 +218,21 @@ def _other_problems(cfg: dict, name: str) -> list[tuple[str, str]]:
         if wrong:
             out.append((f"suites.{name}.{modality}_models", f"set {set_name!r} holds models that are not {modality} "
                                                             f"models: {', '.join(wrong)}"))
+    out += _replicate_problems(cfg)
     return out
+
+
+def _replicate_problems(cfg: dict) -> list[tuple[str, str]]:
+    """Replicate master seeds that would train a run of another seed again (a zoo run trains with master + its
+    own seed): each must lie at least 100 from the run's ``seed`` and from every other replicate."""
+    seeds = [cfg.get("seed", 0), *((cfg.get("claims") or {}).get("replicates") or [])]
+    close = sorted({(a, b) for i, a in enumerate(seeds) for b in seeds[i + 1:] if abs(a - b) < 100})
+    if not close:
+        return []
+    pairs = ", ".join(f"{a} and {b}" for a, b in close)
+    return [("claims.replicates", f"master seeds {pairs} lie less than 100 apart, so their zoo runs and bridge "
+                                  f"arms (master + the run's own seed) would share seeds; space them by >= 100 "
+                                  f"(presets/replicate.yaml uses 1000 and 2000)")]
 
 
 def _checkpoint_problems(cfg: dict) -> list[tuple[str, str]]:

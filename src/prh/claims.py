@@ -12,6 +12,8 @@ A verdict is one of four labels:
 :func:`correlation_verdict` and :func:`seeds_verdict` (independent runs) are rules written with it. :func:`replication`
 adds what the number of independent runs allows: a "reproduced" that rests on fewer than
 ``MIN_SEEDS`` runs is marked "one seed: provisional" (``provisional`` in the ledger).
+:func:`replicated_verdict` joins one claim's verdicts from independent replicates of a whole study
+(the master seeds of ``claims.replicates``): the replication rule, fixed before the replicate run.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from __future__ import annotations
 import math
 
 __all__ = ["LABELS", "MIN_SEEDS", "PROVISIONAL", "verdict", "interval_verdict", "correlation_verdict", "correlation_row",
-           "seeds_verdict", "replication"]
+           "seeds_verdict", "replication", "replicated_verdict"]
 
 LABELS = ("reproduced", "not reproduced", "inconclusive", "not testable")
 MIN_SEEDS = 3  # "reproduced" needs at least this many agreeing independent runs
@@ -82,7 +84,7 @@ def correlation_row(stats: dict, alpha: float, seeds: int | None, *, r: str = "s
     record such as ``{"n", "spearman_r", "spearman_p"}`` (``r`` and ``p`` name its keys)."""
     value, n = stats.get(r), stats.get("n")
     signed = None if value is None else sign * value
-    return {"value": value, "p": stats.get(p), "n": n, "seeds": seeds,
+    return {"value": value, "p": stats.get(p), "n": n, "seeds": seeds, "effect": signed,
             "verdict": correlation_verdict(signed, stats.get(p), n, alpha=alpha)}
 
 
@@ -94,3 +96,28 @@ def replication(label: str, seeds: int | None) -> dict:
         raise ValueError(f"verdict {label!r} is not one of {LABELS}")
     provisional = seeds is not None and seeds < MIN_SEEDS and label in ("reproduced", "not reproduced")
     return {"seeds": seeds, "provisional": PROVISIONAL if provisional else None}
+
+
+def replicated_verdict(labels, effects=None) -> str:
+    """One claim's verdict from independent replicates of its study (issue 36's replication rule, written
+    down before the replicate run): ``labels`` holds each replicate's verdict under its own pre-registered
+    rule, ``effects`` (optional, one per replicate, None where a replicate states none) its signed effect
+    in the claimed direction.
+
+    not testable: no replicate could test it (every label "not testable"); the replicates that cannot are
+    left out of the rest. inconclusive: a testable replicate is inconclusive, the replicates' labels
+    disagree (some reproduced, some not), or their effects disagree in sign. Otherwise the label they
+    agree on; :func:`replication` marks it provisional when fewer than ``MIN_SEEDS`` replicates tested it."""
+    labels = list(labels)
+    bad = [x for x in labels if x not in LABELS]
+    if bad:
+        raise ValueError(f"verdicts {bad} are not among {LABELS}")
+    effects = [None] * len(labels) if effects is None else list(effects)
+    if len(effects) != len(labels):
+        raise ValueError(f"{len(effects)} effects for {len(labels)} replicates")
+    tested = [(x, e) for x, e in zip(labels, effects) if x != "not testable"]
+    if not tested:
+        return verdict(None)
+    signs = {math.copysign(1.0, e) for _, e in tested if e is not None and math.isfinite(e) and e != 0}
+    agree = len({x for x, _ in tested}) == 1 and tested[0][0] != "inconclusive" and len(signs) <= 1
+    return verdict(tested[0][0] == "reproduced", conclusive=agree)

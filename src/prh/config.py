@@ -313,6 +313,15 @@ def language_runs(cfg: dict) -> dict[str, dict]:
     return out
 
 
+def replicate_config(cfg: dict, seed: int) -> dict:
+    """The config of one replicate of the DAG (issue 36; ``claims.replicates``): the same analysis under master
+    ``seed``, its results under ``results/replicates/seed<seed>``, with no replicates of its own. Every training
+    run reads the master seed (a zoo run or bridge arm adds its own seed to it), so a replicate trains every
+    model, arm and LTE head again from independent draws; datasets keep their own seeds (same data)."""
+    claims = {**(cfg.get("claims") or {}), "replicates": []}
+    return {**cfg, "seed": int(seed), "results": f"results/replicates/seed{int(seed)}", "claims": claims}
+
+
 def all_datasets(cfg: dict) -> dict[str, dict]:
     """Every dataset the config defines, by name."""
     return dict(cfg.get("datasets") or {})

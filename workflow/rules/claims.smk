@@ -2,21 +2,43 @@
 # unit, in results/claims.json (prh.studies.ledger; the verdicts come from the one engine, prh.claims),
 # and its table in the report (the registry's `claims_ledger` entry). Included after every study's
 # rule file: a study is in the ledger when this run builds its results (its files are among TARGETS).
+#
+# Replicates (issue 36): each master seed S of `claims.replicates` is this whole workflow again, as a
+# Snakemake module (its rules named seed<S>_*, its config prh.config.replicate_config: the master seed
+# S, results under results/replicates/seed<S>), asked only for the ledger of the `claims.replicated`
+# (training-based) studies. The run's own ledger then joins them: each replicated claim's verdict is the
+# agreement of the independent replicates (prh.claims.replicated_verdict).
+from prh.config import replicate_config
 from prh.studies.ledger import workflow_files
 
+CLAIMS = config["claims"]
+# a replicate (R under results/replicates/) builds the training-based studies only
+_studies = CLAIMS["replicated"] if R != "results" else None
 # "study:key" -> path of every study this run builds (TARGETS is complete: this file is included last)
-LEDGER_FILES = workflow_files(TARGETS, SUITE, R)
+LEDGER_FILES = {k: v for k, v in workflow_files(TARGETS, SUITE, R).items() if _studies is None or k.split(":")[0] in _studies}
+
+REPLICATE_LEDGERS = []
+for _seed in CLAIMS["replicates"]:
+    # what `module seed<S>: snakefile: ..., config: ...` and `use rule * from seed<S> as seed<S>_*` compile to
+    # (snakemake --print-compilation, Snakemake 9); written as calls because the seeds come from the config
+    workflow.module(name=f"seed{_seed}", snakefile=workflow.main_snakefile, config=replicate_config(config, _seed))
+    workflow.userule(rules=["*"], from_module=f"seed{_seed}", exclude_rules=["all"],
+                     name_modifier=f"seed{_seed}_*", lineno=0)(lambda: None)
+    REPLICATE_LEDGERS.append(f"{R}/replicates/seed{_seed}/claims.json")
 
 
 rule claims_ledger:
     """Every study's claims and verdicts in one ledger."""
     input:
         **{k.replace(":", "__"): v for k, v in LEDGER_FILES.items()},
+        replicates=REPLICATE_LEDGERS,
     output:
         ledger=f"{R}/claims.json",
     params:
         files=" ".join(f"--file {k}={v}" for k, v in LEDGER_FILES.items()),
-        alpha=config["claims"]["alpha"],
+        replicates=" ".join(f"--replicate {p}" for p in REPLICATE_LEDGERS),
+        alpha=CLAIMS["alpha"],
+        seed=config["seed"],
         suite=SUITE,
     log:
         log_path("claims_ledger"),
@@ -25,7 +47,8 @@ rule claims_ledger:
     conda:
         CONDA_ENV
     shell:
-        "prh claims-ledger --suite {params.suite} --alpha {params.alpha} {params.files} --out {output.ledger} > {log} 2>&1"
+        "prh claims-ledger --suite {params.suite} --alpha {params.alpha} --seed {params.seed} {params.files}"
+        " {params.replicates} --out {output.ledger} > {log} 2>&1"
 
 
 TARGETS += [rules.claims_ledger.output.ledger, *figure_targets("claims_ledger")]

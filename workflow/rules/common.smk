@@ -17,7 +17,8 @@ from prh.metrics import SUPPORTED_METRICS
 SUITE = config["suite"]
 SUITE_CFG = config["suites"][SUITE]
 MODELS = all_models(config)
-R = "results"
+# The results root: "results", or results/replicates/seed<S> for a replicate of the DAG (replicate.smk)
+R = config["results"]
 
 # With --software-deployment-method conda every rule runs in this environment
 # (the same pins as requirements.lock; tests/test_packaging.py checks they agree).
@@ -67,11 +68,11 @@ LANGUAGE_PANEL = SUITE_CFG.get("language_panel", SUITE_CFG["language_models"])
 
 
 def log_path(rule_name, *parts):
-    return os.path.join("results/logs", rule_name, *parts) + ".log"
+    return os.path.join(R, "logs", rule_name, *parts) + ".log"
 
 
 def bench_path(rule_name, *parts):
-    return os.path.join("results/benchmarks", rule_name, *parts) + ".tsv"
+    return os.path.join(R, "benchmarks", rule_name, *parts) + ".tsv"
 
 
 def shapes_files(dataset):
@@ -193,5 +194,5 @@ def report_plan_cost():
         emit_plan_cost(plan_cost(jobs=planned_jobs(workflow.dag), config=config, results=R, **plan_rates(config)))
 
 
-if workflow.is_main_process:
+if workflow.is_main_process and R == "results":  # once, not again for each replicate module
     atexit.register(report_plan_cost)

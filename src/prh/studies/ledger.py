@@ -4,9 +4,13 @@
 (``prh.manifest.ClaimSpec``); its ``manifest.py`` holds ``results(suite, alpha, **inputs)`` (what its results say: a dict of
 claim key -> ``value``, ``interval``, ``p``, ``n``, ``seeds``, ``verdict``; the verdicts come from
 ``prh.claims``). ``build`` joins the two into one row per claim; ``prh claims-ledger`` writes
-``results/claims.json`` and, with ``--readme``, the README's generated claims table.
+``results/claims.json`` and, with ``--readme``, the README's generated claims table. ``join`` adds the
+ledgers of the run's replicates (``claims.replicates``, issue 36): each replicated claim's verdict becomes the
+agreement of the independent replicates (``prh.claims.replicated_verdict``), its value their mean and its
+interval a bootstrap over the replicates (run-to-run variation).
 
     prh claims-ledger --suite offline --alpha 0.05 --in results/experiments --out results/claims.json
+    prh claims-ledger --suite offline --alpha 0.05 --file ... --replicate results/replicates/seed1000/claims.json ...
     prh claims-ledger --ledger results/claims.json --readme README.md
 """
 
@@ -18,11 +22,14 @@ import importlib
 import math
 from pathlib import Path
 
-from prh.claims import LABELS, replication
+import numpy as np
+
+from prh.claims import LABELS, replicated_verdict, replication
 from prh.errors import UsageError
 from prh.manifest import Study, load_study
 
-__all__ = ["STUDIES", "manifest", "declared", "manifests", "study_files", "workflow_files", "build", "table", "replace_block", "main"]
+__all__ = ["STUDIES", "manifest", "declared", "manifests", "study_files", "workflow_files", "build", "join", "table", "replace_block",
+           "main"]
 
 # PRH paper, then the seeds in their numbering, then Huh's thesis
 STUDIES = ("convergence", "downstream", "color", "density", "metric_agreement", "phase", "bridge", "transfer",
@@ -80,7 +87,7 @@ def workflow_files(targets, suite: str, results: str = "results") -> dict[str, s
     return files
 
 
-def build(files: dict[str, dict[str, str | Path]], suite: str, alpha: float) -> dict:
+def build(files: dict[str, dict[str, str | Path]], suite: str, alpha: float, seed: int | None = None) -> dict:
     """The ledger of the studies in ``files`` ({study: {input key: path}}, ``study_files``), in the order
     of ``STUDIES``; a study whose required files are missing is listed under ``missing``."""
     from prh.io import read_json
@@ -117,9 +124,52 @@ def build(files: dict[str, dict[str, str | Path]], suite: str, alpha: float) -> 
                 "interval": None if interval is None or None in interval else [float(v) for v in interval],
                 "p": _number(got.get("p")), "n": got.get("n"), "unit": spec.unit, "rule": spec.rule,
                 "verdict": got["verdict"], **replication(got["verdict"], got.get("seeds")),
-                "note": got.get("note")})
+                "effect": _number(got.get("effect")), "note": got.get("note")})
     counts = {label: sum(r["verdict"] == label for r in rows) for label in LABELS}
-    return {"suite": suite, "alpha": alpha, "claims": rows, "counts": counts, "missing": missing}
+    return {"suite": suite, "alpha": alpha, "seed": seed, "claims": rows, "counts": counts, "missing": missing}
+
+
+def _bootstrap_mean(values: list[float], *, n_boot: int = 2000, ci: float = 0.95, seed: int = 0) -> list[float] | None:
+    """Percentile interval of the mean over replicates, resampling the replicates (None with fewer than 2)."""
+    if len(values) < 2:
+        return None
+    x = np.asarray(values, dtype=float)
+    means = x[np.random.default_rng(seed).integers(0, len(x), size=(n_boot, len(x)))].mean(axis=1)
+    return [float(np.quantile(means, (1 - ci) / 2)), float(np.quantile(means, (1 + ci) / 2))]
+
+
+def join(ledger: dict, replicates: list[dict]) -> dict:
+    """``ledger`` (the run's own seed) with its ``replicates``' ledgers (the same suite, other master seeds):
+    every claim that a replicate also holds gets one entry per replicate (``per_seed``) and the replicated
+    verdict, value (mean), interval (bootstrap of the mean over replicates) and ``seeds`` (the independent
+    runs behind it: each replicate's runs, summed over those that could test it); ``n``, ``unit`` and the
+    rest stay the replicates' own. Claims no replicate holds keep their one-run entry."""
+    if not replicates:
+        return ledger
+    seeds = [ledger.get("seed"), *(r.get("seed") for r in replicates)]
+    if None in seeds or len(set(seeds)) != len(seeds):
+        raise UsageError(f"replicate ledgers need distinct master seeds; got {seeds}")
+    if any(r["suite"] != ledger["suite"] for r in replicates):
+        raise UsageError("a replicate ledger is of another suite than the run's")
+    by_id = [{row["id"]: row for row in r["claims"]} for r in replicates]
+    rows = []
+    for row in ledger["claims"]:
+        others = [b.get(row["id"]) for b in by_id]
+        if any(o is None for o in others):
+            rows.append(row)
+            continue
+        per = [row, *others]
+        entries = [{"seed": s, **{k: r.get(k) for k in ("verdict", "value", "interval", "p", "n", "seeds", "effect")}}
+                   for s, r in zip(seeds, per)]
+        label = replicated_verdict([r["verdict"] for r in per], [r.get("effect") for r in per])
+        tested = [e for e in entries if e["verdict"] != "not testable"]
+        values = [e["value"] for e in tested if isinstance(e["value"], (int, float)) and math.isfinite(e["value"])]
+        runs = sum(e["seeds"] or 1 for e in tested) if tested else None
+        rows.append({**row, "value": float(np.mean(values)) if values else None, "interval": _bootstrap_mean(values),
+                     "p": None, "verdict": label, **replication(label, runs), "effect": None, "per_seed": entries,
+                     "note": "replicated: " + ", ".join(f"seed {e['seed']} {e['verdict']}" for e in entries)})
+    counts = {label: sum(r["verdict"] == label for r in rows) for label in LABELS}
+    return {**ledger, "claims": rows, "counts": counts, "replicate_seeds": seeds}
 
 
 def _fmt(x) -> str:
@@ -178,6 +228,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--file", type=_study_file, action="append", default=[], metavar="STUDY:KEY=PATH",
                    help="a study's verdict input (repeatable; the rule passes each one)")
     p.add_argument("--in", dest="in_dir", help="or: results/experiments, read by the manifests' file names")
+    p.add_argument("--seed", type=int, help="the run's master seed (params.yaml seed), recorded in the ledger")
+    p.add_argument("--replicate", action="append", default=[], metavar="LEDGER",
+                   help="a replicate's ledger to join (repeatable; results/replicates/seed<S>/claims.json)")
     p.add_argument("--ledger", help="or: an existing ledger JSON to render")
     p.add_argument("--out", help="the ledger JSON to write (results/claims.json)")
     p.add_argument("--readme", help="a Markdown file whose '<!-- generated:claims -->' block gets the table")
@@ -195,7 +248,7 @@ def main(argv: list[str] | None = None) -> None:
         files = study_files(a.in_dir) if a.in_dir else {}
         for study, key, path in a.file:
             files.setdefault(study, {})[key] = path
-        ledger = build(files, a.suite, a.alpha)
+        ledger = join(build(files, a.suite, a.alpha, a.seed), [read_json(r) for r in a.replicate])
     if a.out and ledger is not None:
         write_json(a.out, ledger)
     if a.readme:
