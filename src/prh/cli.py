@@ -56,6 +56,7 @@ STAGES: dict[str, dict[str, tuple[str, str]]] = {
         "eval-harness": ("prh.evaluation.harness:main", "HellaSwag / GSM8K of one hub LM by lm-evaluation-harness (Fig 4)"),
         "merge-harness": ("prh.evaluation.harness:merge_main", "merge per-model harness scores into Fig 4's CSV"),
         "summarise-zoo": ("prh.evaluation.zoo_summary:main", "trained-vs-untrained margins of the zoo (metrics)"),
+        "world-gate": ("prh.evaluation.world_gate:main", "the language test's world-derived gate against bag-of-words baselines"),
     },
     "alignment": {
         "align": ("prh.metrics.engine:main", "alignment table of two model sets (every layer pair, best kept)"),

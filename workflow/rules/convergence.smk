@@ -135,6 +135,43 @@ TARGETS += [f"{CONV}/metrics.json",
 
 if SUITE == "offline":
 
+    # Issue 36's world-derived gate (prh.evaluation.world_gate; convergence.amended.gate): the attributes whose
+    # later sentences depend on them in the world's generator, each run's final checkpoint (layers alignment
+    # reads) against its untrained same-size model's layer 0 (a random-embedding bag of words as wide) on one
+    # split, a one-sided McNemar test per model, a pre-registered fraction that must pass.
+    GATE_RUNS = {run: {k: r[k] for k in ("final", "untrained", "seed")} for run, r in language_runs(config).items()
+                 if r["final"] in ZOO_CAUSAL and r["untrained"] in ZOO_CAUSAL}
+
+
+    rule world_gate:
+        input:
+            scenes=shapes_files(LM_EVAL_DATASET)["scenes"],
+            feats=sorted({f"{R}/features/{LM_EVAL_DATASET}/{r[k]}.safetensors" for r in GATE_RUNS.values() for k in ("final", "untrained")}),
+        output:
+            f"{CONV}/world_gate.json",
+        params:
+            data=lambda w, input: os.path.dirname(input.scenes),
+            feats_dir=lambda w, input: os.path.dirname(input.feats[0]),
+            runs=json_param(GATE_RUNS),
+            gate=json_param(config["convergence"]["amended"]["gate"]),
+            world=json_param(config["world"]),
+            skip="--skip-embedding" if config["alignment"]["skip_language_embedding"]["offline"] else "",
+            seed=config["seed"],
+        log:
+            log_path("world_gate", "language"),
+        benchmark:
+            bench_path("world_gate", "language")
+        resources:
+            mem_mb=2000,
+            runtime=20,
+        conda:
+            CONDA_ENV
+        shell:
+            "prh world-gate --data {params.data} --features-dir {params.feats_dir} --runs {params.runs} --gate {params.gate}"
+            " --world {params.world} --seed {params.seed} {params.skip} --out {output} > {log} 2>&1"
+
+    TARGETS += [rules.world_gate.output[0]]
+
     rule convergence_platonic:
         input:
             vision=[f"{R}/features/{SUITE_CFG['vision_dataset']}/{m}.safetensors" for m in model_set(CONV_VSET)],

@@ -61,23 +61,28 @@ def split_indices(n: int, *, seed: int = 0, val_fraction: float = 0.2, test_frac
     return {"train": np.sort(rest[n_val:]), "val": np.sort(rest[:n_val]), "test": test}
 
 
-def fit_score(x_fit, y_fit, x_eval, y_eval, *, c: float) -> float:
+def fit_predict(x_fit, y_fit, x_eval, *, c: float) -> np.ndarray:
+    """The probe's predicted classes of ``x_eval`` (standardised logistic regression at inverse strength ``c``)."""
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.linear_model import LogisticRegression
     from sklearn.preprocessing import StandardScaler
 
     if len(np.unique(y_fit)) < 2:  # one class only: the probe can only answer it
-        return float(np.mean(y_eval == y_fit[0]))
+        return np.full(len(x_eval), y_fit[0])
     scaler = StandardScaler().fit(x_fit)
     with warnings.catch_warnings():
         # A probe stopped at max_iter is still a valid (slightly under-fitted) probe; the C grid is fixed.
         warnings.simplefilter("ignore", ConvergenceWarning)
         clf = LogisticRegression(C=c, max_iter=300).fit(scaler.transform(x_fit), y_fit)
-    return float(np.mean(clf.predict(scaler.transform(x_eval)) == y_eval))
+    return clf.predict(scaler.transform(x_eval))
+
+
+def fit_score(x_fit, y_fit, x_eval, y_eval, *, c: float) -> float:
+    return float(np.mean(fit_predict(x_fit, y_fit, x_eval, c=c) == y_eval))
 
 
 def probe_task(feats: np.ndarray, labels: np.ndarray, splits: dict, *, cs=C_GRID, layer: str = "last",
-               num_classes: int | None = None) -> dict:
+               num_classes: int | None = None, layers=None, correct: bool = False) -> dict:
     """Probe one task on N x L x D features (see the module docstring for the protocol).
 
     Parameters
@@ -88,6 +93,8 @@ def probe_task(feats: np.ndarray, labels: np.ndarray, splits: dict, *, cs=C_GRID
     cs : the grid of inverse regularisation strengths C.
     layer : ``"last"`` or ``"best"`` (chosen on validation).
     num_classes : for ``uniform_chance``; default: the number of distinct labels.
+    layers : with ``layer="best"``, the layer indices validation chooses among (default: all).
+    correct : also return ``correct``, per test item (``test_items``) whether the probe got it right.
 
     Returns
     -------
@@ -108,7 +115,9 @@ def probe_task(feats: np.ndarray, labels: np.ndarray, splits: dict, *, cs=C_GRID
     tr, va, te = (np.asarray(splits[k])[labels[splits[k]] >= 0] for k in ("train", "val", "test"))
     if min(len(tr), len(va), len(te)) == 0:
         raise ValueError("a split has no item with a defined label; use more items")
-    layers = range(feats.shape[1]) if layer == "best" else [feats.shape[1] - 1]
+    if layers is not None and (layer != "best" or not layers or not set(layers) <= set(range(feats.shape[1]))):
+        raise ValueError(f"layers={layers} needs layer='best' and indices among the {feats.shape[1]} layers")
+    layers = (layers if layers is not None else range(feats.shape[1])) if layer == "best" else [feats.shape[1] - 1]
     best = (-1.0, None, None)
     for li in layers:
         for c in cs:
@@ -118,12 +127,16 @@ def probe_task(feats: np.ndarray, labels: np.ndarray, splits: dict, *, cs=C_GRID
     val_acc, li, c = best
     fit = np.concatenate([tr, va])
     k = num_classes or len(np.unique(labels[labels >= 0]))
-    return {
-        "accuracy": fit_score(feats[fit, li], labels[fit], feats[te, li], labels[te], c=c),
+    right = fit_predict(feats[fit, li], labels[fit], feats[te, li], c=c) == labels[te]
+    out = {
+        "accuracy": float(np.mean(right)),
         "val_accuracy": val_acc, "C": c, "layer": int(li),
         "chance": chance_level(labels[fit], labels[te]), "uniform_chance": 1.0 / k,
         "n_train": len(tr), "n_val": len(va), "n_test": len(te),
     }
+    if correct:
+        out.update(correct=right, test_items=te)
+    return out
 
 
 def probe_features(feats: np.ndarray, labels: dict[str, np.ndarray], splits: dict, *, cs=C_GRID,

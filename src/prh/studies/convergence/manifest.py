@@ -7,11 +7,12 @@ here is ``results``: the ledger's reading of the study's results (prh.studies.le
 from __future__ import annotations
 
 from prh.claims import correlation_row as correlation
+from prh.claims import verdict
 
 __all__ = ["results"]
 
 
-def results(suite: str, alpha: float, *, metrics: dict, platonic: dict | None) -> dict:
+def results(suite: str, alpha: float, *, metrics: dict, platonic: dict | None, world_gate: dict | None = None) -> dict:
     seeds = 1 if suite == "offline" else None  # offline: one draw of the zoo; paper: fixed public checkpoints
     out = {"fig02_competence": correlation(metrics["competence_alignment"], alpha, seeds),
            "fig03_descriptive": correlation(metrics["language_vision_descriptive"], alpha, seeds)}
@@ -25,6 +26,13 @@ def results(suite: str, alpha: float, *, metrics: dict, platonic: dict | None) -
         out["fig03_amended"] = {"value": amended.get("spearman_r"), "p": amended.get("p_holm"), "n": amended.get("n"),
                                 "seeds": amended.get("seeds") if suite == "offline" else None,
                                 "verdict": amended["verdict"], "note": amended.get("reason")}
+    if world_gate is not None:  # offline only: the zoo's runs
+        gate = world_gate
+        runs_seeds = len({m["seed"] for m in gate["models"].values()}) or None
+        out["fig03_world_gate"] = {
+            "value": gate["fraction_passed"], "n": gate["n_models"], "seeds": runs_seeds,
+            "verdict": verdict(gate["passed"], testable=bool(gate["kept"]) and gate["n_models"] > 0),
+            "note": gate.get("reason") or f"kept {', '.join(gate['kept'])}; pass fraction {gate['settings']['pass_fraction']}"}
     for modality in ("vision", "language"):
         if modality in ((platonic or {}).get("platonic") or {}):
             out[f"platonic_{modality}"] = correlation(platonic["platonic"][modality], alpha, seeds)

@@ -1,0 +1,197 @@
+"""The world-derived validity gate of the language test (issue 36; params.yaml ``convergence.amended.gate``).
+
+The registered gate (``zoo_summary.language_gate``) asks each trained LM to probe background, count
+and largest colour above fixed thresholds. Issue 36's audit found that it tests something the world
+does not reward (the background sentence comes after the object list and nothing after it depends
+on it, so a causal LM has no reason to carry it forward), that random embeddings already pass it
+at the zoo's widths, and that its all-must-pass rule fails by sampling noise alone. This gate:
+
+1. **keeps only attributes the world makes useful to an LM** (``forward_rate``): draw scenes from
+   the world's generator, change one attribute (``INTERVENTIONS``: another background, the
+   smallest object removed, the largest object recoloured, the left-most object reshaped),
+   render both scenes' densest captions (canonical sentences), and count the scenes whose
+   sentences *after the first one the change touches* differ too. A rate of 0 means the tokens
+   after the attribute's mention never depend on it: predicting it cannot lower the LM's loss
+   there. An attribute is kept when its rate reaches ``min_forward_rate``;
+2. **compares each probe with a baseline of the same width on the same split**: the untrained
+   model of the run's size, at its layer 0 (mean-pooled random token + position embeddings: a
+   random-embedding bag of words as wide as the model), against the trained model at the
+   layers alignment reads (``skip_language_embedding``: layers 1..L; the best on validation);
+3. **tolerates sampling noise**: per model and kept attribute a one-sided exact McNemar test on
+   the test items (the probe right and the baseline wrong, against the reverse); a model passes
+   when every kept attribute has p < ``test_alpha``; the gate passes when at least
+   ``pass_fraction`` of the gated models (each run's final checkpoint) pass.
+
+    prh world-gate --data results/data/shapes_eval --features-dir results/features/shapes_eval \\
+        --runs '{"gpt2_s_r0": {"final": "gpt2_s_r0_3000", "untrained": "gpt2_s_r0_0", "seed": 0}}' \\
+        --gate '{...params.yaml convergence.amended.gate...}' --seed 0 --skip-embedding --out results/experiments/zoo/world_gate.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+
+import numpy as np
+
+from prh.io import json_object, load_features, write_json
+
+__all__ = ["INTERVENTIONS", "forward_rate", "mcnemar_greater", "world_gate", "main"]
+
+
+def _recolour(scene, rng):
+    from prh.data.vocabulary import COLORS
+
+    objs = scene["objects"]
+    taken = {(o["color"], o["shape"]) for o in objs[1:]}
+    options = [c for c in COLORS if c != objs[0]["color"] and (c, objs[0]["shape"]) not in taken]
+    if not options:
+        return None
+    objs[0]["color"] = options[rng.integers(len(options))]
+    return scene
+
+
+def _reshape_leftmost(scene, rng):
+    from prh.data.vocabulary import SHAPES
+
+    objs = scene["objects"]
+    left = min(objs, key=lambda o: o["x"])
+    taken = {(o["color"], o["shape"]) for o in objs if o is not left}
+    options = [s for s in SHAPES if s != left["shape"] and (left["color"], s) not in taken]
+    if not options:
+        return None
+    left["shape"] = options[rng.integers(len(options))]
+    return scene
+
+
+def _rebackground(scene, rng):
+    from prh.data.vocabulary import BACKGROUNDS
+
+    options = [b for b in BACKGROUNDS if b != scene["background"]]
+    scene["background"] = options[rng.integers(len(options))]
+    return scene
+
+
+def _drop_smallest(scene, rng):
+    if len(scene["objects"]) < 2:
+        return None
+    scene["objects"] = scene["objects"][:-1]  # objects are listed largest first
+    return scene
+
+
+# world task -> a change of the scene that changes that task's label (None where the scene allows none)
+INTERVENTIONS = {"background": _rebackground, "count": _drop_smallest, "largest_color": _recolour,
+                 "leftmost_shape": _reshape_leftmost}
+
+
+def _sentences(scene, level: int) -> list[str]:
+    from prh.data.captions import caption_options
+
+    return [" ".join(slot[0]) if isinstance(slot[0], tuple) else slot[0] for slot in caption_options(scene, level=level)]
+
+
+def forward_rate(task: str, *, n_scenes: int, seed: int, level: int = 5, world: dict | None = None) -> dict:
+    """How often the densest caption's later sentences depend on ``task``'s attribute (module docstring, 1).
+
+    Returns ``{"rate", "n"}``: of ``n`` generator scenes the change applies to, the fraction whose
+    sentences after the first changed one differ between the scene and its changed copy."""
+    from prh.data.shapes import sample_scene
+    from prh.data.tasks import TASKS
+
+    if task not in INTERVENTIONS:
+        raise ValueError(f"task {task!r} has no intervention; the gate's candidates are {sorted(INTERVENTIONS)}")
+    rng = np.random.default_rng(seed)
+    changed = n = 0
+    for _ in range(n_scenes):
+        scene = sample_scene(rng, world=world)
+        other = INTERVENTIONS[task](copy.deepcopy(scene), rng)
+        if other is None:
+            continue
+        assert TASKS[task].label(other) != TASKS[task].label(scene), task  # the change changes the attribute
+        a, b = _sentences(scene, level), _sentences(other, level)
+        first = next(i for i, (x, y) in enumerate(zip(a, b)) if x != y)
+        n += 1
+        changed += a[first + 1:] != b[first + 1:]
+    return {"rate": changed / n if n else None, "n": n}
+
+
+def mcnemar_greater(right_a, right_b) -> dict:
+    """One-sided exact McNemar test that ``a`` is right more often than ``b`` on the same items:
+    ``b_only`` = a right, b wrong; ``c_only`` = the reverse; p = P(X >= b_only), X ~ Binomial(b_only + c_only, 1/2)."""
+    from scipy.stats import binomtest
+
+    a, b = np.asarray(right_a, dtype=bool), np.asarray(right_b, dtype=bool)
+    if a.shape != b.shape:
+        raise ValueError(f"paired items differ in number: {a.shape} vs {b.shape}")
+    b_only, c_only = int(np.sum(a & ~b)), int(np.sum(~a & b))
+    p = 1.0 if b_only + c_only == 0 else float(binomtest(b_only, b_only + c_only, 0.5, alternative="greater").pvalue)
+    return {"a_only": b_only, "b_only": c_only, "p": p}
+
+
+def world_gate(*, scenes: list[dict], features: dict[str, np.ndarray], runs: dict[str, dict], gate: dict,
+               seed: int = 0, world: dict | None = None, skip_embedding: bool = True) -> dict:
+    """The gate (module docstring). ``features``: model name -> N x L x D features of ``scenes`` for every
+    run's ``final`` and ``untrained`` model; ``gate``: params.yaml ``convergence.amended.gate``;
+    ``skip_embedding``: probe layers 1..L, as alignment reads them (``alignment.skip_language_embedding``)."""
+    from prh.data.tasks import TASKS, task_labels
+    from prh.evaluation.probes import split_indices
+
+    forward = {t: forward_rate(t, n_scenes=gate["n_scenes"], seed=seed, level=gate["level"], world=world)
+               for t in gate["candidates"]}
+    kept = [t for t, f in forward.items() if f["rate"] is not None and f["rate"] >= gate["min_forward_rate"]]
+    labels = task_labels(scenes, kept) if kept else {}
+    splits = split_indices(len(scenes), seed=seed)
+    models = {}
+    for run, r in runs.items():
+        final, base = features[r["final"]], features[r["untrained"]]
+        if len(final) != len(scenes) or len(base) != len(scenes):
+            raise ValueError(f"run {run}: features hold {len(final)} / {len(base)} items, the scenes {len(scenes)}")
+        first = 1 if skip_embedding else 0
+        if final.shape[1] <= first:
+            raise ValueError(f"run {run}: {r['final']} has {final.shape[1]} layer(s); the gate reads layers {first}..L")
+        tasks = {}
+        for t in kept:
+            m = _probe(final, labels[t], splits, layers=list(range(first, final.shape[1])), k=TASKS[t].num_classes)
+            b = _probe(base[:, :1], labels[t], splits, layers=[0], k=TASKS[t].num_classes)
+            test = mcnemar_greater(m.pop("correct"), b.pop("correct"))
+            tasks[t] = {"model": m, "baseline": b, **test, "passed": test["p"] < gate["test_alpha"]}
+        models[r["final"]] = {"run": run, "seed": r.get("seed"), "baseline_model": r["untrained"], "width": int(final.shape[2]),
+                              "tasks": tasks, "passed": bool(kept) and all(x["passed"] for x in tasks.values())}
+    n_pass = sum(m["passed"] for m in models.values())
+    fraction = n_pass / len(models) if models else None
+    return {"settings": {**gate, "skip_embedding": skip_embedding, "seed": seed}, "forward": forward, "kept": kept, "models": models, "n_models": len(models),
+            "n_passed": n_pass, "fraction_passed": fraction,
+            "passed": None if fraction is None or not kept else fraction >= gate["pass_fraction"],
+            "reason": None if kept else "no candidate attribute tells about later tokens: the gate cannot be judged"}
+
+
+def _probe(feats, labels, splits, *, layers, k) -> dict:
+    from prh.evaluation.probes import probe_task
+
+    r = probe_task(feats, labels, splits, layer="best", layers=layers, num_classes=k, correct=True)
+    r.pop("test_items")
+    return {key: r[key] for key in ("accuracy", "val_accuracy", "layer", "C", "chance", "n_test", "correct")}
+
+
+def main(argv: list[str] | None = None) -> None:
+    from pathlib import Path
+
+    from prh.data.shapes import load_dataset
+
+    p = argparse.ArgumentParser(prog="prh world-gate", description=__doc__.splitlines()[0])
+    p.add_argument("--data", required=True, help="the shapes dataset the features were extracted from")
+    p.add_argument("--features-dir", required=True, help="folder of <model>.safetensors features of --data")
+    p.add_argument("--runs", type=json_object, required=True,
+                   help='JSON {run: {"final": model, "untrained": model, "seed": its seed}} (prh.config.language_runs)')
+    p.add_argument("--gate", type=json_object, required=True, help="params.yaml convergence.amended.gate as JSON")
+    p.add_argument("--world", type=json_object, default=None, help="params.yaml world block as JSON (default: defaults)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the split and of the generator draws")
+    p.add_argument("--skip-embedding", action="store_true", help="probe layers 1..L (alignment.skip_language_embedding)")
+    p.add_argument("--out", required=True)
+    a = p.parse_args(argv)
+    names = sorted({m for r in a.runs.values() for m in (r["final"], r["untrained"])})
+    feats = {n: load_features(Path(a.features_dir) / f"{n}.safetensors").float().numpy() for n in names}
+    result = world_gate(scenes=load_dataset(a.data).scenes, features=feats, runs=a.runs, gate=a.gate, seed=a.seed,
+                        world=a.world, skip_embedding=a.skip_embedding)
+    write_json(a.out, result)
+    print(f"kept {result['kept']}; {result['n_passed']} of {result['n_models']} models pass; gate passed: {result['passed']}")

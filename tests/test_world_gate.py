@@ -1,0 +1,103 @@
+"""Issue 36's world-derived gate (prh.evaluation.world_gate): which attributes the world makes useful to an
+LM, the one-sided McNemar test, and the gate's pass rule on constructed features."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from prh.data.shapes import sample_scene
+from prh.data.tasks import task_labels
+from prh.evaluation.world_gate import forward_rate, mcnemar_greater, world_gate
+
+GATE = {"candidates": ["background", "count", "largest_color"], "n_scenes": 200, "level": 5,
+        "min_forward_rate": 0.5, "test_alpha": 0.05, "pass_fraction": 0.75}
+
+
+def test_the_world_never_rewards_carrying_the_background_forward():
+    """The background sentence follows the object list and nothing after it depends on it (issue 36's audit)."""
+    assert forward_rate("background", n_scenes=300, seed=0) == {"rate": 0.0, "n": 300}
+    count = forward_rate("count", n_scenes=300, seed=0)
+    assert count["rate"] == 1.0 and 0 < count["n"] < 300  # one-object scenes have no smaller count to drop to
+    assert forward_rate("largest_color", n_scenes=300, seed=0)["rate"] == 1.0  # the name recurs in later sentences
+    with pytest.raises(ValueError, match="no intervention"):
+        forward_rate("has_circle", n_scenes=10, seed=0)
+
+
+@pytest.mark.parametrize("a, b, a_only, b_only, p", [
+    ([1, 1, 1, 1, 0], [0, 0, 0, 0, 0], 4, 0, 0.0625),  # 4 discordant, all for a: 1/16
+    ([1, 0], [0, 1], 1, 1, 0.75),
+    ([1, 1], [1, 1], 0, 0, 1.0),  # no discordant item: no evidence
+    ([0, 0, 0], [1, 1, 1], 0, 3, 1.0),
+])
+def test_mcnemar_is_one_sided_and_exact(a, b, a_only, b_only, p):
+    out = mcnemar_greater(a, b)
+    assert out["a_only"] == a_only and out["b_only"] == b_only and out["p"] == pytest.approx(p)
+
+
+def test_mcnemar_needs_paired_items():
+    with pytest.raises(ValueError, match="paired"):
+        mcnemar_greater([1, 0], [1])
+
+
+def _scenes(n=400, seed=0):
+    rng = np.random.default_rng(seed)
+    return [sample_scene(rng) for _ in range(n)]
+
+
+def _features(scenes, *, informative: bool, seed: int, layers=3, width=16):
+    """N x L x D: layer 0 random noise; with ``informative`` the later layers hold count and largest colour."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(len(scenes), layers, width)).astype(np.float32)
+    if informative:
+        labels = task_labels(scenes, ["count", "largest_color"])
+        x[:, 1:, :5] += 4 * np.eye(5)[labels["count"] % 5][:, None, :]
+        x[:, 1:, 5:15] += 4 * np.eye(10)[labels["largest_color"] % 10][:, None, :]
+    return x
+
+
+def test_the_gate_passes_models_that_beat_their_bag_of_words_and_fails_the_rest():
+    scenes = _scenes()
+    feats = {"base": _features(scenes, informative=False, seed=1)}
+    runs = {}
+    for i, good in enumerate([True, True, True, False]):
+        feats[f"m{i}"] = _features(scenes, informative=good, seed=10 + i)
+        runs[f"r{i}"] = {"final": f"m{i}", "untrained": "base", "seed": i % 2}
+    out = world_gate(scenes=scenes, features=feats, runs=runs, gate=GATE, seed=0)
+    assert out["kept"] == ["count", "largest_color"]  # the background is dropped by the world, not by us
+    assert [out["models"][f"m{i}"]["passed"] for i in range(4)] == [True, True, True, False]
+    m0 = out["models"]["m0"]["tasks"]["count"]
+    assert m0["model"]["layer"] >= 1 and m0["baseline"]["layer"] == 0  # alignment's layers vs the embedding bag
+    assert m0["model"]["accuracy"] > m0["baseline"]["accuracy"] and m0["p"] < 0.05
+    assert out["fraction_passed"] == 0.75 and out["passed"] is True  # 3 of 4 at the pre-registered 0.75
+    out = world_gate(scenes=scenes, features=feats, runs=runs, gate={**GATE, "pass_fraction": 0.8}, seed=0)
+    assert out["passed"] is False
+    json.dumps(out)  # the file the rule writes
+
+
+def test_a_gate_with_nothing_to_test_cannot_be_judged():
+    scenes = _scenes(200)
+    feats = {"base": _features(scenes, informative=False, seed=1), "m": _features(scenes, informative=True, seed=2)}
+    out = world_gate(scenes=scenes, features=feats, runs={"r": {"final": "m", "untrained": "base"}},
+                     gate={**GATE, "candidates": ["background"]}, seed=0)
+    assert out["kept"] == [] and out["passed"] is None and "cannot be judged" in out["reason"]
+    with pytest.raises(ValueError, match="features hold"):
+        world_gate(scenes=scenes[:100], features=feats, runs={"r": {"final": "m", "untrained": "base"}}, gate=GATE)
+
+
+def test_the_ledger_reads_the_gate(tmp_path):
+    from prh.studies.convergence.manifest import results
+
+    metrics = {"competence_alignment": {"spearman_r": 0.5, "spearman_p": 0.01, "n": 10},
+               "language_vision_descriptive": {"spearman_r": 0.1, "spearman_p": 0.3, "n": 20}}
+    gate = {"kept": ["count"], "n_models": 6, "fraction_passed": 4 / 6, "passed": False, "reason": None,
+            "settings": {"pass_fraction": 0.75}, "models": {f"m{i}": {"seed": i % 2} for i in range(6)}}
+    row = results("offline", 0.05, metrics=metrics, platonic=None, world_gate=gate)["fig03_world_gate"]
+    assert row["verdict"] == "not reproduced" and row["n"] == 6 and row["seeds"] == 2
+    assert row["value"] == pytest.approx(4 / 6)
+    row = results("offline", 0.05, metrics=metrics, platonic=None, world_gate={**gate, "kept": [], "passed": None})
+    assert row["fig03_world_gate"]["verdict"] == "not testable"
+    assert results("offline", 0.05, metrics=metrics, platonic=None, world_gate={**gate, "passed": True})[
+        "fig03_world_gate"]["verdict"] == "reproduced"
