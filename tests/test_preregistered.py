@@ -144,3 +144,17 @@ def test_amended_test_verdicts_across_the_boundaries():
         amended_language_vision(cross=table(falling), competence=competence(np.arange(10)), runs=_runs(2), **kw)
     with pytest.raises(ValueError, match="lack competence"):
         amended_language_vision(cross=table(falling), competence={}, runs=_runs(6), **kw)
+
+
+def test_run_level_reads_checkpoints_as_clusters_of_their_run():
+    from prh.studies.convergence.preregistered import run_level
+
+    runs = {"g_r0": {}, "g_r1": {}, "g_r2": {}}
+    points = [{"language": f"g_r{r}_{s}", "outcome": float(s + r), "acc": float(s)} for r in range(3) for s in (30, 100)]
+    out = run_level({"primary": "acc", "points": points}, runs)
+    assert out["clusters"] == 3 and out["permutations"] == 6 and out["n"] == 6 and out["predictor"] == "acc"
+    assert 0 < out["p_permutation"] <= 1
+    missing = run_level({"primary": "acc", "points": points[:-1]}, runs)
+    assert missing["p_permutation"] is None and "differ in size" in missing["reason"]
+    stray = run_level({"primary": "acc", "points": [*points, {"language": "other_30", "outcome": 0.0, "acc": 1.0}]}, runs)
+    assert stray["p_permutation"] is None and "no training run" in stray["reason"]

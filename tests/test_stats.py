@@ -90,3 +90,36 @@ def test_holm_hand_example():
     assert holm([0.02]) == pytest.approx([0.02]) and holm([]) == []
     with pytest.raises(ValueError, match="pvalues"):
         holm([0.1, 1.2])
+
+
+def test_cluster_permutation_removes_what_every_run_shares():
+    """Issue 36: checkpoints of one run are a cluster. A correlation carried by the step structure every run
+    shares is strong over the 30 points but not beyond it when whole runs are permuted."""
+    from prh.stats import cluster_permutation
+
+    steps = np.tile([30, 100, 300, 1000, 3000], 6).astype(float)
+    runs = np.repeat(np.arange(6), 5).tolist()
+    x = steps + np.random.default_rng(0).normal(0, 1, 30)
+    y = 2 * steps + np.random.default_rng(1).normal(0, 1, 30)
+    out = cluster_permutation(x, y, runs)
+    assert out["spearman_r"] > 0.9 and out["p_permutation"] > 0.5
+    assert out["permutations"] == 720 and out["clusters"] == 6 and out["n"] == 30
+    # a run-level effect: the runs that are more competent at every step align more at every step
+    x = steps + 10000 * np.repeat(np.arange(6), 5)
+    y = 10000 * np.repeat(np.arange(6), 5) + steps * 0.001
+    best = cluster_permutation(x, y, runs)
+    assert best["p_permutation"] == pytest.approx(1 / 720)  # only the identity reaches the observed r
+    assert cluster_permutation(x, -y, runs, alternative="less")["p_permutation"] == pytest.approx(1 / 720)
+
+
+@pytest.mark.parametrize("clusters, match", [
+    ([0, 0, 1], "differ in size"),
+    ([0, 1, 2, 3, 4, 5, 6, 7, 8], "2 to 8"),
+    ([0, 0], "pair up"),
+])
+def test_cluster_permutation_refuses_what_it_cannot_permute(clusters, match):
+    from prh.stats import cluster_permutation
+
+    n = len(clusters) if match != "pair up" else 3
+    with pytest.raises(ValueError, match=match):
+        cluster_permutation(np.arange(n, dtype=float), np.arange(n, dtype=float)[::-1].copy(), clusters)

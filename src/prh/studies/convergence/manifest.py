@@ -12,6 +12,15 @@ from prh.claims import verdict
 __all__ = ["results"]
 
 
+def _run_level(rl: dict | None) -> str | None:
+    """The registered test's run-level p (checkpoints as clusters of their run, issue 36), for the note."""
+    if not rl:
+        return None
+    if rl.get("p_permutation") is None:
+        return f"run-level p not computed: {rl.get('reason')}"
+    return f"run-level p = {rl['p_permutation']:.3g} ({rl['clusters']} runs as clusters, {rl['permutations']} permutations)"
+
+
 def results(suite: str, alpha: float, *, metrics: dict, platonic: dict | None, world_gate: dict | None = None) -> dict:
     seeds = 1 if suite == "offline" else None  # offline: one draw of the zoo; paper: fixed public checkpoints
     out = {"fig02_competence": correlation(metrics["competence_alignment"], alpha, seeds),
@@ -20,7 +29,9 @@ def results(suite: str, alpha: float, *, metrics: dict, platonic: dict | None, w
     if pre is not None:
         out["fig03_preregistered"] = {"value": pre.get("spearman_r"), "p": pre.get("p_holm"), "n": pre.get("n"),
                                       "seeds": seeds, "verdict": pre["verdict"],
-                                      "note": None if pre.get("gate_passed") else "validity gate not passed"}
+                                      "note": "; ".join(filter(None, [
+                                          None if pre.get("gate_passed") else "validity gate not passed",
+                                          _run_level(pre.get("run_level"))])) or None}
     amended = metrics.get("language_vision_amended")
     if amended is not None:
         out["fig03_amended"] = {"value": amended.get("spearman_r"), "p": amended.get("p_holm"), "n": amended.get("n"),

@@ -25,9 +25,10 @@ from __future__ import annotations
 import numpy as np
 
 from prh.claims import verdict
-from prh.stats import holm, spearman_permutation
+from prh.stats import cluster_permutation, holm, spearman_permutation
 
-__all__ = ["preregistered_language_vision", "amended_language_vision", "amended_on_runs", "calibrated_outcomes"]
+__all__ = ["preregistered_language_vision", "amended_language_vision", "amended_on_runs", "calibrated_outcomes",
+           "run_level"]
 
 OUTCOME = ("mean calibrated alignment (best layer pair, embedding layer excluded, minus the mean null "
            "maximum) over the vision set")
@@ -152,6 +153,30 @@ def preregistered_language_vision(*, cross: dict, competence: dict[str, dict[str
         "gate_passed": gate_passed,
         "verdict": label,
     }
+
+
+def run_level(registered: dict, runs: dict[str, dict], alternative: str = "greater") -> dict:
+    """The registered test's primary correlation with its checkpoints as clusters of their training run
+    (issue 36): the same Spearman r over the same points, p from permuting whole runs (``prh.stats.
+    cluster_permutation``; checkpoints paired by step). ``runs``: ``prh.config.language_runs``; a point
+    belongs to the run whose name prefixes it (``<run>_<steps>``, ``prh.config.run_models``)."""
+    primary = registered["primary"]
+    points = []
+    for pt in registered["points"]:
+        run = next((r for r in sorted(runs, key=len, reverse=True) if pt["language"].startswith(f"{r}_")), None)
+        if run is None:
+            return {"p_permutation": None, "reason": f"{pt['language']} belongs to no training run"}
+        points.append((run, int(pt["language"][len(run) + 1:]), pt[primary], pt["outcome"]))
+    points.sort()
+    try:
+        res = cluster_permutation([p[2] for p in points], [p[3] for p in points], [p[0] for p in points],
+                                  alternative=alternative)
+    except ValueError as err:
+        return {"p_permutation": None, "reason": str(err)}
+    steps = {r: [p[1] for p in points if p[0] == r] for r in dict.fromkeys(p[0] for p in points)}
+    if len({tuple(v) for v in steps.values()}) != 1:
+        return {"p_permutation": None, "reason": f"runs hold different checkpoints: {steps}"}
+    return {**res, "predictor": primary, "unit": "training run (its checkpoints one cluster)"}
 
 
 def amended_language_vision(*, cross: dict, competence: dict[str, dict[str, float]], runs: dict[str, dict],

@@ -40,7 +40,7 @@ from scipy import stats
 from prh.checks import check_bins
 from prh.config import schema_defaults
 from prh.io import add_path_options, json_object, named_paths, read_alignment, read_json, read_jsonl, write_json
-from prh.studies.convergence.preregistered import amended_on_runs, preregistered_language_vision
+from prh.studies.convergence.preregistered import amended_on_runs, preregistered_language_vision, run_level
 
 __all__ = ["DEFAULTS", "OUTPUTS", "correlations", "solved_counts", "competence_bins", "model_map", "language_vision",
            "platonic_scores", "null_summary", "read_lm_competence", "run_convergence", "run_platonic", "main",
@@ -257,6 +257,8 @@ def run_convergence(*, probes: str, vision_alignment: str, cross_alignment: str,
         }
         if amended_runs is not None:
             metrics["language_vision_amended"] = amended_on_runs(cross, comp, amended_runs, preregistered_vision_models, pre)
+            registered = metrics["language_vision_preregistered"]
+            registered["run_level"] = run_level(registered, amended_runs, alternative=pre["alternative"])
     nulls = {"vision": null_summary(align), "cross": null_summary(cross)}
     if any(nulls.values()):
         metrics["calibration"] = {k: v for k, v in nulls.items() if v}
