@@ -138,3 +138,13 @@ def test_the_replicate_preset_plans_each_seed_as_a_module(repo_root):
         # not training-based: not replicated; figures: not drawn for a replicate
         assert not {k for k in mine if k.startswith(("simplicity", "transfer", "color", "density", "plot_"))}
     assert {k: v for k, v in rep.items() if not k.startswith("seed")} == base  # the run's own seed: the default DAG
+
+
+def test_the_table_shows_each_replicate_s_verdict():
+    base = _ledger(0, [("convergence.fig02_competence", R, 0.5, 1)])
+    led = L.join(base, [_ledger(1000, [("convergence.fig02_competence", R, 0.7, 1)]),
+                        _ledger(2000, [("convergence.fig02_competence", NR, -0.1, 1)])])
+    led["claims"][0].update(source="PRH Fig 2", statement="s", statistic="r", rule="r > 0")
+    text = L.table(led)
+    assert text.startswith("Suite `offline`, master seeds 0, 1000, 2000: 0 reproduced, 0 not reproduced, 1 inconclusive")
+    assert text.rstrip().endswith("| vision model | 3 (reproduced / reproduced / not reproduced) |")

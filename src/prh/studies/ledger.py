@@ -190,14 +190,18 @@ def table(ledger: dict | None = None) -> str:
         for name, study in manifests().items():
             lines += [f"| `{name}.{c.key}` | {c.source} | {c.statement} | {c.unit} | {c.rule} |" for c in study.claims]
         return "\n".join(lines)
-    lines = [f"Suite `{ledger['suite']}`: " + ", ".join(f"{v} {k}" for k, v in ledger["counts"].items()) + ".", "",
-             "| claim | source | verdict | statistic | value | interval | p | n | unit |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    seeds = ledger.get("replicate_seeds")
+    lines = [f"Suite `{ledger['suite']}`" + (f", master seeds {', '.join(map(str, seeds))}" if seeds else "") + ": "
+             + ", ".join(f"{v} {k}" for k, v in ledger["counts"].items()) + ".", "",
+             "| claim | source | verdict | statistic | value | interval | p | n | unit | runs |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in ledger["claims"]:
         verdict = r["verdict"] + (f" ({r['provisional']})" if r["provisional"] else "")
         interval = "" if r["interval"] is None else f"[{_fmt(r['interval'][0])}, {_fmt(r['interval'][1])}]"
+        per_seed = r.get("per_seed")
+        runs = _fmt(r.get("seeds")) + (" (" + " / ".join(e["verdict"] for e in per_seed) + ")" if per_seed else "")
         lines.append(f"| `{r['id']}` | {r['source']} | {verdict} | {r['statistic']} | {_fmt(r['value'])} | "
-                     f"{interval} | {_fmt(r['p'])} | {_fmt(r['n'])} | {r['unit']} |")
+                     f"{interval} | {_fmt(r['p'])} | {_fmt(r['n'])} | {r['unit']} | {runs} |")
     return "\n".join(lines)
 
 
