@@ -11,7 +11,7 @@ STAMP  := $(VENV)/.installed
 # Rules call `prh`, and `dvc repro` calls `snakemake`: both must be found on PATH.
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: install figures test repro pull clean-results
+.PHONY: install figures test repro pull replicate clean-results
 
 install: $(STAMP)
 
@@ -29,6 +29,11 @@ figures: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
+
+# The replicate preset (issue 36, docs/replication.md): the training-based studies at two more master
+# seeds, and the claims ledger's verdicts from their agreement.
+replicate: $(STAMP)
+	$(BIN)/snakemake --cores all --configfile presets/replicate.yaml
 
 # After editing params.yaml: rerun what the change touches and record it in dvc.lock.
 repro: $(STAMP)

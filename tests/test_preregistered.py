@@ -157,4 +157,4 @@ def test_run_level_reads_checkpoints_as_clusters_of_their_run():
     missing = run_level({"primary": "acc", "points": points[:-1]}, runs)
     assert missing["p_permutation"] is None and "differ in size" in missing["reason"]
     stray = run_level({"primary": "acc", "points": [*points, {"language": "other_30", "outcome": 0.0, "acc": 1.0}]}, runs)
-    assert stray["p_permutation"] is None and "no training run" in stray["reason"]
+    assert stray["p_permutation"] is None and "no <run>_<steps> checkpoint" in stray["reason"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 
 import pytest
 
@@ -57,14 +58,33 @@ def test_join_makes_each_replicated_claim_one_verdict_over_runs():
     a = rows["convergence.a"]
     assert a["verdict"] == R and a["seeds"] == 3 and a["provisional"] is None  # three agreeing runs: not provisional
     assert a["value"] == pytest.approx(0.6) and a["p"] is None
-    lo, hi = a["interval"]
-    assert 0.5 <= lo < 0.6 < hi <= 0.7  # a bootstrap of the mean over the three runs
+    lo, hi = a["interval"]  # a t-interval of the mean over the three runs: 0.6 +- t(0.975, 2) 0.1 / sqrt(3)
+    assert hi - 0.6 == pytest.approx(0.6 - lo) == pytest.approx(4.302653 * 0.1 / 3 ** 0.5, rel=1e-5)
     assert [e["seed"] for e in a["per_seed"]] == [0, 1000, 2000] and [e["value"] for e in a["per_seed"]] == [0.5, 0.7, 0.6]
     assert rows["convergence.b"]["verdict"] == INC and "seed 1000 not reproduced" in rows["convergence.b"]["note"]
-    assert rows["density.c"] == base["claims"][2]  # no replicate holds it: its one-run entry stays
+    assert rows["density.c"] == {**base["claims"][2], "note": None}  # no replicate runs density: its entry stays
     assert rows["lte.d"]["verdict"] == NT and rows["lte.d"]["seeds"] is None and rows["lte.d"]["interval"] is None
     assert out["counts"] == {R: 2, NR: 0, INC: 1, NT: 1} and out["replicate_seeds"] == [0, 1000, 2000]
     assert L.join(base, []) is base
+
+
+def test_join_says_which_replicates_lack_a_claim_and_keeps_notes():
+    base = _ledger(0, [("convergence.a", R, 0.5, 1), ("convergence.b", R, 0.4, 3)])
+    base["claims"][0]["note"] = "run-level p = 0.2"
+    rep = _ledger(1000, [("convergence.a", R, 0.6, 1)])
+    rep["missing"] = {"phase": ["results/replicates/seed1000/experiments/phase/metrics.json"]}
+    out = L.join(base, [rep])
+    a, b = out["claims"]
+    assert a["per_seed"][0]["note"] == "run-level p = 0.2" and a["note"].endswith("seed 0: run-level p = 0.2")
+    assert b["verdict"] == R and "not judged by replicate seed(s) [1000]" in b["note"]  # a replicated study's claim
+    assert out["replicates_missing"] == {"seed1000": rep["missing"]}
+
+
+def test_join_counts_no_runs_where_no_replicate_states_any():
+    """Fixed public checkpoints (seeds None) are not independent runs, however often they are reanalysed."""
+    base = _ledger(0, [("convergence.a", R, 0.5, None)])
+    out = L.join(base, [_ledger(1000, [("convergence.a", R, 0.5, None)]), _ledger(2000, [("convergence.a", R, 0.5, None)])])
+    assert out["claims"][0]["seeds"] is None and out["claims"][0]["provisional"] is None
 
 
 def test_join_marks_fewer_than_three_runs_provisional_and_sums_runs():
@@ -119,9 +139,9 @@ def test_replicate_seeds_must_lie_apart(repo_root, replicates, bad):
 def test_the_replicate_preset_plans_each_seed_as_a_module(repo_root):
     """The preset's dry run: seeds 1000 and 2000 are the DAG again (rules seed<S>_*) under results/replicates/seed<S>,
     asked only for the training-based studies; the run's own seed builds the whole default DAG."""
-    out = subprocess.run(["snakemake", "-n", "--cores", "1", "--quiet", "rules", "--configfile", "presets/replicate.yaml"],
+    out = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--cores", "1", "--quiet", "rules", "--configfile", "presets/replicate.yaml"],
                          cwd=repo_root, capture_output=True, text=True, check=True).stdout
-    default = subprocess.run(["snakemake", "-n", "--cores", "1", "--quiet", "rules"], cwd=repo_root, capture_output=True,
+    default = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--cores", "1", "--quiet", "rules"], cwd=repo_root, capture_output=True,
                              text=True, check=True).stdout
 
     def jobs(text):
@@ -148,3 +168,19 @@ def test_the_table_shows_each_replicate_s_verdict():
     text = L.table(led)
     assert text.startswith("Suite `offline`, master seeds 0, 1000, 2000: 0 reproduced, 0 not reproduced, 1 inconclusive")
     assert text.rstrip().endswith("| vision model | 3 (reproduced / reproduced / not reproduced) |")
+
+
+def test_replicate_seeds_clear_the_largest_own_seed(repo_root):
+    cfg = merge(load(repo_root / "params.yaml"), {"claims": {"replicates": [1000]},
+                                                  "bridge": {"offline": {"sweeps": [{"init": ["scratch"], "ratio": [1.0],
+                                                                                     "blocks": ["all"], "seed": [0, 1500]}]}}})
+    with pytest.raises(ConfigError, match="less than 1501 apart"):
+        check_config(cfg)
+
+
+def test_a_run_with_replicates_keeps_the_default_results_root(repo_root):
+    cfg = merge(load(repo_root / "params.yaml"), {"claims": {"replicates": [1000]}, "results": "results/replicates/seed5"})
+    with pytest.raises(ConfigError, match="keeps `results: results`"):
+        check_config(cfg)
+    with pytest.raises(ValueError, match="results root"):
+        replicate_config({"results": "results/replicates/seed5"}, 1000)

@@ -222,17 +222,36 @@ def _other_problems(cfg: dict, name: str) -> list[tuple[str, str]]:
     return out
 
 
+def _own_seeds(cfg: dict) -> list[int]:
+    """The seeds training runs add to the master seed: zoo runs' and bridge arms' (named and swept)."""
+    own = [spec.get("seed", 0) for runs in (cfg.get("zoo") or {}).values() for spec in (runs or {}).values()
+           if isinstance(spec, dict)]
+    for block in ((cfg.get("bridge") or {}).get(s) or {} for s in ("offline", "paper")):
+        own += [arm.get("seed", 0) for arm in (block.get("arms") or {}).values() if isinstance(arm, dict)]
+        own += [x for sweep in block.get("sweeps") or [] for x in sweep.get("seed", [])]
+    return [int(x) for x in own if isinstance(x, int)]
+
+
 def _replicate_problems(cfg: dict) -> list[tuple[str, str]]:
-    """Replicate master seeds that would train a run of another seed again (a zoo run trains with master + its
-    own seed): each must lie at least 100 from the run's ``seed`` and from every other replicate."""
-    seeds = [cfg.get("seed", 0), *((cfg.get("claims") or {}).get("replicates") or [])]
-    close = sorted({(a, b) for i, a in enumerate(seeds) for b in seeds[i + 1:] if abs(a - b) < 100})
-    if not close:
+    """Replicates that would train a run of another seed again (a zoo run or bridge arm trains with master +
+    its own seed): each master seed must lie more than the largest own seed (and at least 100) from the
+    run's ``seed`` and from every other replicate; and replicates live under the default results root."""
+    replicates = (cfg.get("claims") or {}).get("replicates") or []
+    if not replicates:
         return []
-    pairs = ", ".join(f"{a} and {b}" for a, b in close)
-    return [("claims.replicates", f"master seeds {pairs} lie less than 100 apart, so their zoo runs and bridge "
-                                  f"arms (master + the run's own seed) would share seeds; space them by >= 100 "
-                                  f"(presets/replicate.yaml uses 1000 and 2000)")]
+    out = []
+    if cfg.get("results", "results") != "results":
+        out.append(("results", f"claims.replicates writes results/replicates/seed<S>, beside the run's results/; "
+                               f"a run with replicates keeps `results: results`, not {cfg['results']!r}"))
+    need = max(100, max(_own_seeds(cfg), default=0) + 1)
+    seeds = [cfg.get("seed", 0), *replicates]
+    close = sorted({(a, b) for i, a in enumerate(seeds) for b in seeds[i + 1:] if abs(a - b) < need})
+    if close:
+        pairs = ", ".join(f"{a} and {b}" for a, b in close)
+        out.append(("claims.replicates", f"master seeds {pairs} lie less than {need} apart, so their zoo runs and "
+                                         f"bridge arms (master + the run's own seed) would share seeds; space them by "
+                                         f">= {need} (presets/replicate.yaml uses 1000 and 2000)"))
+    return out
 
 
 def _checkpoint_problems(cfg: dict) -> list[tuple[str, str]]:

@@ -318,8 +318,15 @@ def replicate_config(cfg: dict, seed: int) -> dict:
     ``seed``, its results under ``results/replicates/seed<seed>``, with no replicates of its own. Every training
     run reads the master seed (a zoo run or bridge arm adds its own seed to it), so a replicate trains every
     model, arm and LTE head again from independent draws; datasets keep their own seeds (same data)."""
-    claims = {**(cfg.get("claims") or {}), "replicates": []}
-    return {**cfg, "seed": int(seed), "results": f"results/replicates/seed{int(seed)}", "claims": claims}
+    import copy
+
+    if cfg.get("results", "results") != "results":
+        raise ValueError(f"a replicate's config is made from the run's, whose results root is 'results', "
+                         f"not {cfg.get('results')!r}")
+    out = copy.deepcopy(cfg)
+    out.update(seed=int(seed), results=f"results/replicates/seed{int(seed)}")
+    out["claims"] = {**(cfg.get("claims") or {}), "replicates": []}
+    return out
 
 
 def all_datasets(cfg: dict) -> dict[str, dict]:

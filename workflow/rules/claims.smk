@@ -20,7 +20,8 @@ LEDGER_FILES = {k: v for k, v in workflow_files(TARGETS, SUITE, R).items() if _s
 REPLICATE_LEDGERS = []
 for _seed in CLAIMS["replicates"]:
     # what `module seed<S>: snakefile: ..., config: ...` and `use rule * from seed<S> as seed<S>_*` compile to
-    # (snakemake --print-compilation, Snakemake 9); written as calls because the seeds come from the config
+    # (snakemake --print-compilation, Snakemake 9.27 as pinned in requirements.lock; tests/test_replicate.py
+    # plans it); written as calls because the seeds come from the config
     workflow.module(name=f"seed{_seed}", snakefile=workflow.main_snakefile, config=replicate_config(config, _seed))
     workflow.userule(rules=["*"], from_module=f"seed{_seed}", exclude_rules=["all"],
                      name_modifier=f"seed{_seed}_*", lineno=0)(lambda: None)

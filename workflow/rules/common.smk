@@ -17,7 +17,7 @@ from prh.metrics import SUPPORTED_METRICS
 SUITE = config["suite"]
 SUITE_CFG = config["suites"][SUITE]
 MODELS = all_models(config)
-# The results root: "results", or results/replicates/seed<S> for a replicate of the DAG (replicate.smk)
+# The results root: "results", or results/replicates/seed<S> for a replicate of the DAG (claims.smk)
 R = config["results"]
 
 # With --software-deployment-method conda every rule runs in this environment

@@ -143,6 +143,7 @@ if SUITE == "offline":
                  if r["final"] in ZOO_CAUSAL and r["untrained"] in ZOO_CAUSAL}
 
 
+    # (no run with both models in the zoo_language set: no gate job; the ledger's claim is then not testable)
     rule world_gate:
         input:
             scenes=shapes_files(LM_EVAL_DATASET)["scenes"],
@@ -170,7 +171,7 @@ if SUITE == "offline":
             "prh world-gate --data {params.data} --features-dir {params.feats_dir} --runs {params.runs} --gate {params.gate}"
             " --world {params.world} --seed {params.seed} {params.skip} --out {output} > {log} 2>&1"
 
-    TARGETS += [rules.world_gate.output[0]]
+    TARGETS += [rules.world_gate.output[0]] if GATE_RUNS else []
 
     rule convergence_platonic:
         input:

@@ -12,7 +12,10 @@ at the zoo's widths, and that its all-must-pass rule fails by sampling noise alo
    render both scenes' densest captions (canonical sentences), and count the scenes whose
    sentences *after the first one the change touches* differ too. A rate of 0 means the tokens
    after the attribute's mention never depend on it: predicting it cannot lower the LM's loss
-   there. An attribute is kept when its rate reaches ``min_forward_rate``;
+   there. An attribute is kept when its rate reaches ``min_forward_rate``. For count the later
+   dependence is the number of later sentences (where the caption ends), which the change of
+   count makes by construction: an LM must carry the count to know when to stop, so it is kept
+   by design, not by measurement; colour and shape recur by name in later sentences;
 2. **compares each probe with a baseline of the same width on the same split**: the untrained
    model of the run's size, at its layer 0 (mean-pooled random token + position embeddings: a
    random-embedding bag of words as wide as the model), against the trained model at the
@@ -107,9 +110,13 @@ def forward_rate(task: str, *, n_scenes: int, seed: int, level: int = 5, world: 
         other = INTERVENTIONS[task](copy.deepcopy(scene), rng)
         if other is None:
             continue
-        assert TASKS[task].label(other) != TASKS[task].label(scene), task  # the change changes the attribute
+        if TASKS[task].label(other) == TASKS[task].label(scene):
+            raise ValueError(f"the {task} intervention left the attribute unchanged: fix INTERVENTIONS[{task!r}]")
         a, b = _sentences(scene, level), _sentences(other, level)
-        first = next(i for i, (x, y) in enumerate(zip(a, b)) if x != y)
+        first = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
+        if first is None:
+            raise ValueError(f"level-{level} captions do not state {task}: no sentence changes with it; "
+                             "pick a denser level")
         n += 1
         changed += a[first + 1:] != b[first + 1:]
     return {"rate": changed / n if n else None, "n": n}
@@ -117,7 +124,7 @@ def forward_rate(task: str, *, n_scenes: int, seed: int, level: int = 5, world: 
 
 def mcnemar_greater(right_a, right_b) -> dict:
     """One-sided exact McNemar test that ``a`` is right more often than ``b`` on the same items:
-    ``b_only`` = a right, b wrong; ``c_only`` = the reverse; p = P(X >= b_only), X ~ Binomial(b_only + c_only, 1/2)."""
+    ``a_only`` = a right and b wrong, ``b_only`` = the reverse; p = P(X >= a_only), X ~ Binomial(a_only + b_only, 1/2)."""
     from scipy.stats import binomtest
 
     a, b = np.asarray(right_a, dtype=bool), np.asarray(right_b, dtype=bool)

@@ -7,7 +7,7 @@ claim key -> ``value``, ``interval``, ``p``, ``n``, ``seeds``, ``verdict``; the 
 ``results/claims.json`` and, with ``--readme``, the README's generated claims table. ``join`` adds the
 ledgers of the run's replicates (``claims.replicates``, issue 36): each replicated claim's verdict becomes the
 agreement of the independent replicates (``prh.claims.replicated_verdict``), its value their mean and its
-interval a bootstrap over the replicates (run-to-run variation).
+interval a t-interval of that mean over the replicates (run-to-run variation).
 
     prh claims-ledger --suite offline --alpha 0.05 --in results/experiments --out results/claims.json
     prh claims-ledger --suite offline --alpha 0.05 --file ... --replicate results/replicates/seed1000/claims.json ...
@@ -129,21 +129,28 @@ def build(files: dict[str, dict[str, str | Path]], suite: str, alpha: float, see
     return {"suite": suite, "alpha": alpha, "seed": seed, "claims": rows, "counts": counts, "missing": missing}
 
 
-def _bootstrap_mean(values: list[float], *, n_boot: int = 2000, ci: float = 0.95, seed: int = 0) -> list[float] | None:
-    """Percentile interval of the mean over replicates, resampling the replicates (None with fewer than 2)."""
+def _t_interval(values: list[float], ci: float = 0.95) -> list[float] | None:
+    """Student-t interval of the mean over independent replicates, mean +- t_{(1+ci)/2, n-1} s / sqrt(n)
+    (None with fewer than 2): run-to-run variation. With 3 replicates t is 4.30, so it is wide, as it should be."""
     if len(values) < 2:
         return None
+    from scipy.stats import t
+
     x = np.asarray(values, dtype=float)
-    means = x[np.random.default_rng(seed).integers(0, len(x), size=(n_boot, len(x)))].mean(axis=1)
-    return [float(np.quantile(means, (1 - ci) / 2)), float(np.quantile(means, (1 + ci) / 2))]
+    half = float(t.ppf((1 + ci) / 2, len(x) - 1) * x.std(ddof=1) / np.sqrt(len(x)))
+    return [float(x.mean()) - half, float(x.mean()) + half]
 
 
 def join(ledger: dict, replicates: list[dict]) -> dict:
     """``ledger`` (the run's own seed) with its ``replicates``' ledgers (the same suite, other master seeds):
-    every claim that a replicate also holds gets one entry per replicate (``per_seed``) and the replicated
-    verdict, value (mean), interval (bootstrap of the mean over replicates) and ``seeds`` (the independent
-    runs behind it: each replicate's runs, summed over those that could test it); ``n``, ``unit`` and the
-    rest stay the replicates' own. Claims no replicate holds keep their one-run entry."""
+    every claim of a replicated study (one that any replicate's ledger holds) gets one entry per replicate
+    (``per_seed``: verdict, value, p, n, seeds, effect, note) and the replicated verdict
+    (``prh.claims.replicated_verdict``), value (their mean), interval (a t-interval of that mean over the
+    replicates: run-to-run variation) and ``seeds`` (the independent runs behind it: each testing
+    replicate's runs, summed; None where no replicate states runs, e.g. fixed public checkpoints). A claim
+    of a replicated study that some replicate lacks keeps its one-run entry and a note naming the seeds
+    that lack it; claims of studies no replicate runs keep theirs unchanged. The replicates' own
+    ``missing`` studies are listed under ``replicates_missing``."""
     if not replicates:
         return ledger
     seeds = [ledger.get("seed"), *(r.get("seed") for r in replicates)]
@@ -152,24 +159,30 @@ def join(ledger: dict, replicates: list[dict]) -> dict:
     if any(r["suite"] != ledger["suite"] for r in replicates):
         raise UsageError("a replicate ledger is of another suite than the run's")
     by_id = [{row["id"]: row for row in r["claims"]} for r in replicates]
+    studies = {row["study"] for r in replicates for row in r["claims"]} | {s for r in replicates for s in r.get("missing", {})}
     rows = []
     for row in ledger["claims"]:
         others = [b.get(row["id"]) for b in by_id]
         if any(o is None for o in others):
-            rows.append(row)
+            lacking = [s for s, o in zip(seeds[1:], others) if o is None]
+            note = None if row["study"] not in studies else f"not judged by replicate seed(s) {lacking}: one-run verdict"
+            rows.append({**row, "note": "; ".join(filter(None, [row.get("note"), note])) or None})
             continue
         per = [row, *others]
-        entries = [{"seed": s, **{k: r.get(k) for k in ("verdict", "value", "interval", "p", "n", "seeds", "effect")}}
+        entries = [{"seed": s, **{k: r.get(k) for k in ("verdict", "value", "interval", "p", "n", "seeds", "effect", "note")}}
                    for s, r in zip(seeds, per)]
         label = replicated_verdict([r["verdict"] for r in per], [r.get("effect") for r in per])
         tested = [e for e in entries if e["verdict"] != "not testable"]
         values = [e["value"] for e in tested if isinstance(e["value"], (int, float)) and math.isfinite(e["value"])]
-        runs = sum(e["seeds"] or 1 for e in tested) if tested else None
-        rows.append({**row, "value": float(np.mean(values)) if values else None, "interval": _bootstrap_mean(values),
+        stated = [e["seeds"] for e in tested if e["seeds"] is not None]
+        runs = sum(stated) if stated else None
+        joined = "replicated: " + ", ".join(f"seed {e['seed']} {e['verdict']}" for e in entries)
+        rows.append({**row, "value": float(np.mean(values)) if values else None, "interval": _t_interval(values),
                      "p": None, "verdict": label, **replication(label, runs), "effect": None, "per_seed": entries,
-                     "note": "replicated: " + ", ".join(f"seed {e['seed']} {e['verdict']}" for e in entries)})
+                     "note": "; ".join(filter(None, [joined, row.get("note") and f"seed {seeds[0]}: {row['note']}"]))})
     counts = {label: sum(r["verdict"] == label for r in rows) for label in LABELS}
-    return {**ledger, "claims": rows, "counts": counts, "replicate_seeds": seeds}
+    missing = {f"seed{r['seed']}": r["missing"] for r in replicates if r.get("missing")}
+    return {**ledger, "claims": rows, "counts": counts, "replicate_seeds": seeds, "replicates_missing": missing}
 
 
 def _fmt(x) -> str:

@@ -164,9 +164,10 @@ def run_level(registered: dict, runs: dict[str, dict], alternative: str = "great
     points = []
     for pt in registered["points"]:
         run = next((r for r in sorted(runs, key=len, reverse=True) if pt["language"].startswith(f"{r}_")), None)
-        if run is None:
-            return {"p_permutation": None, "reason": f"{pt['language']} belongs to no training run"}
-        points.append((run, int(pt["language"][len(run) + 1:]), pt[primary], pt["outcome"]))
+        step = pt["language"][len(run) + 1:] if run is not None else ""
+        if not step.isdigit():
+            return {"p_permutation": None, "reason": f"{pt['language']} is no <run>_<steps> checkpoint of a training run"}
+        points.append((run, int(step), pt[primary], pt["outcome"]))
     points.sort()
     try:
         res = cluster_permutation([p[2] for p in points], [p[3] for p in points], [p[0] for p in points],

@@ -246,7 +246,7 @@ def run_convergence(*, probes: str, vision_alignment: str, cross_alignment: str,
                                                "note": "pairs are not independent: descriptive only"}}
     if preregistered_competence is not None:
         pre, comp = cfg["preregistered"], read_lm_competence(preregistered_competence)
-        metrics["language_vision_preregistered"] = {
+        metrics["language_vision_preregistered"] = registered = {
             **preregistered_language_vision(
                 cross=cross, competence=comp["models"], language_models=comp["language_models"],
                 vision_models=list(preregistered_vision_models), predictors=pre["predictors"],
@@ -257,7 +257,6 @@ def run_convergence(*, probes: str, vision_alignment: str, cross_alignment: str,
         }
         if amended_runs is not None:
             metrics["language_vision_amended"] = amended_on_runs(cross, comp, amended_runs, preregistered_vision_models, pre)
-            registered = metrics["language_vision_preregistered"]
             registered["run_level"] = run_level(registered, amended_runs, alternative=pre["alternative"])
     nulls = {"vision": null_summary(align), "cross": null_summary(cross)}
     if any(nulls.values()):
