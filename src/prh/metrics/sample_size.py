@@ -1,0 +1,120 @@
+"""Alignment against the number of items N (issue 38): raw and calibrated scores, and the null, per N.
+
+The library part of issue 38's study (its rule, figure and claims are not built yet).
+
+Every effect the Aristotelian critique (Gröger, Wen and Brbić, ICML 2026) reads in raw alignment
+depends on N: under independence chance CKA grows as d/N and chance mutual k-NN is k/(N - 1) (two
+random k-subsets of the other N - 1 items share k²/(N - 1) on average, divided by k). A sweep takes
+one pair of feature sets of the same items and, for each N of a grid, the first N items of one seeded
+permutation (nested subsets, so a larger N only adds items), and scores:
+
+* the k-NN metrics (``mutual_knn``, ``cknna``) through the alignment engine itself
+  (``prh.metrics.layer_pair_scores`` on that N × 1 × D layer: the same clamp, normalisation and
+  permutation null as ``prh align``), at k fixed and at k / N fixed (``k_fraction``);
+* linear CKA from the features (``linear_cka``: ‖X̃ᵀỸ‖²_F / (‖X̃ᵀX̃‖_F ‖ỸᵀỸ‖_F), X̃ the centred
+  rows; O(N D²) memory D², never the N × N Gram the engine's ``cka`` holds), with its own
+  permutation null over the rows of Y;
+
+each with its null mean and spread and the calibrated score (raw minus the null mean), the score the
+PRH's null correction reports.
+
+    >>> cells = sweep(feats_a, feats_b, grid=[1000, 3000, 10000], k_fixed=10, k_fraction=0.01,
+    ...               metrics=["mutual_knn", "cknna", "cka"], permutations=20, quantile=0.95, seed=0)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["subsets", "linear_cka", "linear_cka_null", "cell", "sweep", "KNN_SWEEP_METRICS"]
+
+KNN_SWEEP_METRICS = ("mutual_knn", "cknna")  # scored by the engine; "cka" by linear_cka
+
+
+def subsets(n_total: int, grid, *, seed: int) -> dict[int, np.ndarray]:
+    """{N: the first N items of one seeded permutation of range(n_total)} for each N of ``grid`` (nested)."""
+    grid = [int(n) for n in grid]
+    if not grid or sorted(set(grid)) != grid:
+        raise ValueError(f"grid must be increasing distinct sizes, got {grid}")
+    if grid[0] < 3 or grid[-1] > n_total:
+        raise ValueError(f"grid sizes must lie in [3, {n_total}] (the items there are), got {grid}")
+    order = np.random.default_rng(seed).permutation(n_total)
+    return {n: np.sort(order[:n]) for n in grid}
+
+
+def _centred(x) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float64)
+    if x.ndim != 2:
+        raise ValueError(f"features must be N x D, got shape {x.shape}")
+    return x - x.mean(axis=0)
+
+
+def linear_cka(x, y) -> float:
+    """Linear CKA of two N × D feature sets from the features (equal to the engine's ``cka`` of them)."""
+    xc, yc = _centred(x), _centred(y)
+    if len(xc) != len(yc):
+        raise ValueError(f"x and y must hold the same items, got {len(xc)} and {len(yc)}")
+    den = np.linalg.norm(xc.T @ xc) * np.linalg.norm(yc.T @ yc)
+    return float(np.linalg.norm(xc.T @ yc) ** 2 / den) if den > 0 else float("nan")
+
+
+def linear_cka_null(x, y, *, permutations: int, seed: int) -> dict:
+    """Linear CKA of x against row-permuted y, ``permutations`` times (seeded): mean, std, the observed score
+    and its permutation p (the +1 counting the observed pairing)."""
+    if permutations < 1:
+        raise ValueError(f"permutations must be >= 1, got {permutations}")
+    xc, yc = _centred(x), _centred(y)
+    den = np.linalg.norm(xc.T @ xc) * np.linalg.norm(yc.T @ yc)
+    rng = np.random.default_rng(seed)
+    null = np.array([np.linalg.norm(xc.T @ yc[rng.permutation(len(yc))]) ** 2 / den for _ in range(permutations)])
+    raw = linear_cka(x, y)
+    return {"raw": raw, "null_mean": float(null.mean()), "null_std": float(null.std()),
+            "p": float((1 + np.sum(null >= raw)) / (1 + permutations))}
+
+
+def cell(metric: str, a, b, *, k: int, quantile: float, permutations: int, seed: int) -> dict:
+    """One (metric, N, k) cell: raw score, null mean and spread, calibrated score (raw - null mean), p."""
+    from prh.metrics import layer_pair_scores, prepare_features
+
+    a, b = np.asarray(a), np.asarray(b)  # as given: prh align clamps the features as they were saved
+    n = len(a)
+    if metric == "cka":
+        pa, pb = (prepare_features(x[:, None], quantile)[:, 0].numpy() for x in (a, b))
+        pa, pb = (x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12) for x in (pa, pb))
+        out = linear_cka_null(pa, pb, permutations=permutations, seed=seed)
+    elif metric in KNN_SWEEP_METRICS:
+        if not 1 <= k < n:
+            raise ValueError(f"k = {k} must lie in [1, N - 1 = {n - 1}]")
+        res = layer_pair_scores(metric, prepare_features(a[:, None], quantile), prepare_features(b[:, None], quantile),
+                                topk=k, null_permutations=permutations, seed=seed)
+        c = res.calibration
+        out = {"raw": float(res.best_score), "null_mean": c["null_max_mean"], "null_std": c["null_max_std"],
+               "p": c["p_value"]}
+    else:
+        raise ValueError(f"metric {metric!r}: the sweep scores {[*KNN_SWEEP_METRICS, 'cka']}")
+    chance = k / (n - 1) if metric == "mutual_knn" else None
+    return {"metric": metric, "n": n, "k": k if metric != "cka" else None, **out,
+            "calibrated": out["raw"] - out["null_mean"], "chance": chance}
+
+
+def sweep(a, b, *, grid, metrics, k_fixed: int, k_fraction: float, quantile: float, permutations: int,
+          seed: int, progress: bool = False) -> list[dict]:
+    """Every cell of the sweep (module docstring): for each N of ``grid`` and metric, the k-NN metrics at
+    k = ``k_fixed`` (``k_mode`` "fixed") and at k = round(``k_fraction`` N) (``k_mode`` "fraction")."""
+    from tqdm import tqdm
+
+    a, b = np.asarray(a), np.asarray(b)
+    if a.ndim != 2 or b.ndim != 2 or len(a) != len(b):
+        raise ValueError(f"a and b must be N x D features of the same items, got {a.shape} and {b.shape}")
+    if not 0 < k_fraction < 1:
+        raise ValueError(f"k_fraction must lie in (0, 1), got {k_fraction}")
+    cells = []
+    parts = subsets(len(a), grid, seed=seed)
+    jobs = [(n, m, mode) for n in parts for m in metrics
+            for mode in (("fixed", "fraction") if m in KNN_SWEEP_METRICS else ("none",))]
+    for n, metric, mode in tqdm(jobs, desc="sample-size sweep", disable=not progress):
+        k = k_fixed if mode == "fixed" else max(1, round(k_fraction * n))
+        idx = parts[n]
+        cells.append({**cell(metric, a[idx], b[idx], k=k, quantile=quantile, permutations=permutations, seed=seed),
+                      "k_mode": mode})
+    return cells
