@@ -72,3 +72,26 @@ def test_a_cell_refuses_a_k_it_cannot_use():
         cell("mutual_knn", a, a, k=20, quantile=1.0, permutations=1, seed=0)
     with pytest.raises(ValueError, match="svcca"):
         cell("svcca", a, a, k=5, quantile=1.0, permutations=1, seed=0)
+
+
+def test_kernel_cells_match_the_engine_on_the_kernel_s_own_features():
+    """A kernel K = F Fᵀ given as a matrix scores as the engine scores its features F: the same k-NN lists
+    (mutual k-NN) and the same CKA, with the null of the same permutations."""
+    from prh.metrics.sample_size import _prepared, kernel_cell
+
+    rng = np.random.default_rng(4)
+    z = rng.normal(size=(300, 6))
+    a = np.c_[z, rng.normal(size=(300, 6))]
+    f = _prepared(np.c_[z @ rng.normal(size=(6, 6)), rng.normal(size=(300, 3))], 1.0)
+    kern = f @ f.T
+    mk = kernel_cell("mutual_knn", a, kern, k=10, quantile=0.95, permutations=5, seed=2)
+    ref = cell("mutual_knn", a, f, k=10, quantile=1.0, permutations=5, seed=2)
+    # the same lists up to float32 (engine) against float64 (kernel) order of near-equal similarities
+    assert mk["raw"] == pytest.approx(ref["raw"], abs=5e-3) and mk["null_mean"] == pytest.approx(ref["null_mean"], abs=5e-3)
+    ck = kernel_cell("cka", a, kern, k=10, quantile=0.95, permutations=5, seed=2)
+    assert ck["raw"] == pytest.approx(linear_cka(_prepared(a, 0.95), f), rel=1e-9)
+    assert ck["calibrated"] > 5 * ck["null_std"] and mk["calibrated"] > 5 * mk["null_std"]
+    with pytest.raises(ValueError, match="N x N"):
+        kernel_cell("cka", a[:10], kern, k=3, quantile=1.0, permutations=1, seed=0)
+    with pytest.raises(ValueError, match="scored with"):
+        kernel_cell("cknna", a, kern, k=3, quantile=1.0, permutations=1, seed=0)

@@ -26,9 +26,10 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["subsets", "linear_cka", "linear_cka_null", "cell", "sweep", "KNN_SWEEP_METRICS"]
+__all__ = ["subsets", "linear_cka", "linear_cka_null", "cell", "kernel_cell", "sweep", "KNN_SWEEP_METRICS", "KERNEL_METRICS"]
 
 KNN_SWEEP_METRICS = ("mutual_knn", "cknna")  # scored by the engine; "cka" by linear_cka
+KERNEL_METRICS = ("mutual_knn", "cka")  # against a kernel given as an N x N matrix (kernel_cell)
 
 
 def subsets(n_total: int, grid, *, seed: int) -> dict[int, np.ndarray]:
@@ -79,9 +80,7 @@ def cell(metric: str, a, b, *, k: int, quantile: float, permutations: int, seed:
     a, b = np.asarray(a), np.asarray(b)  # as given: prh align clamps the features as they were saved
     n = len(a)
     if metric == "cka":
-        pa, pb = (prepare_features(x[:, None], quantile)[:, 0].numpy() for x in (a, b))
-        pa, pb = (x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12) for x in (pa, pb))
-        out = linear_cka_null(pa, pb, permutations=permutations, seed=seed)
+        out = linear_cka_null(_prepared(a, quantile), _prepared(b, quantile), permutations=permutations, seed=seed)
     elif metric in KNN_SWEEP_METRICS:
         if not 1 <= k < n:
             raise ValueError(f"k = {k} must lie in [1, N - 1 = {n - 1}]")
@@ -95,6 +94,56 @@ def cell(metric: str, a, b, *, k: int, quantile: float, permutations: int, seed:
     chance = k / (n - 1) if metric == "mutual_knn" else None
     return {"metric": metric, "n": n, "k": k if metric != "cka" else None, **out,
             "calibrated": out["raw"] - out["null_mean"], "chance": chance}
+
+
+def _prepared(a, quantile: float) -> np.ndarray:
+    """One layer N x D as the engine reads it: clamped at the quantile, rows L2-normalised (float64)."""
+    from prh.metrics import prepare_features
+
+    x = prepare_features(np.asarray(a)[:, None], quantile)[:, 0].numpy().astype(np.float64)
+    return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+
+
+def kernel_cell(metric: str, a, kernel, *, k: int, quantile: float, permutations: int, seed: int) -> dict:
+    """A model's features (N x D) against a kernel on the same items (N x N, e.g. ``prh.data.shapes.world_kernel``):
+    ``mutual_knn`` with the kernel's k nearest items (largest K, the item itself excluded) through the engine's
+    state and permutation null; ``cka`` as kernel CKA <K~, L~> / (|K~| |L~|), L = the prepared features' linear
+    kernel, K~ = H K H, computed as sum(X * (K~ X)) without forming L, its null over permuted rows of X."""
+    import torch
+
+    from prh.metrics.calibration import permutation_null
+    from prh.metrics.registry import layer_states, pair_scores
+
+    kernel = np.asarray(kernel, dtype=np.float64)
+    n = len(kernel)
+    if kernel.shape != (n, n) or len(a) != n:
+        raise ValueError(f"kernel must be N x N over the features' N = {len(a)} items, got {kernel.shape}")
+    if metric == "mutual_knn":
+        if not 1 <= k < n:
+            raise ValueError(f"k = {k} must lie in [1, N - 1 = {n - 1}]")
+        sims = torch.as_tensor(kernel.copy())
+        sims.fill_diagonal_(float("-inf"))
+        state_k = torch.topk(sims, k, dim=1, sorted=True).indices[None]
+        state_a = layer_states(metric, torch.as_tensor(_prepared(a, quantile), dtype=torch.float32)[:, None], topk=k,
+                               normalize=False)
+        raw = float(pair_scores(metric, state_a, state_k)[0, 0])
+        c = permutation_null(metric, state_a, state_k, permutations=permutations, seed=seed)
+        out = {"raw": raw, "null_mean": c["null_max_mean"], "null_std": c["null_max_std"], "p": c["p_value"]}
+    elif metric == "cka":
+        x = _prepared(a, quantile)
+        kc = kernel - kernel.mean(0) - kernel.mean(1)[:, None] + kernel.mean()
+        xc = x - x.mean(0)
+        den = np.linalg.norm(kc) * np.linalg.norm(xc.T @ xc)
+        rng = np.random.default_rng(seed)
+        score = lambda z: float(np.sum(z * (kc @ z)) / den)  # noqa: E731
+        raw = score(xc)
+        null = np.array([score(xc[rng.permutation(n)]) for _ in range(permutations)])
+        out = {"raw": raw, "null_mean": float(null.mean()), "null_std": float(null.std()),
+               "p": float((1 + np.sum(null >= raw)) / (1 + permutations))}
+    else:
+        raise ValueError(f"metric {metric!r}: a kernel is scored with {list(KERNEL_METRICS)}")
+    return {"metric": metric, "n": n, "k": k if metric != "cka" else None, **out,
+            "calibrated": out["raw"] - out["null_mean"], "chance": k / (n - 1) if metric == "mutual_knn" else None}
 
 
 def sweep(a, b, *, grid, metrics, k_fixed: int, k_fraction: float, quantile: float, permutations: int,
