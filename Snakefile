@@ -73,6 +73,7 @@ include: "workflow/rules/density.smk"
 include: "workflow/rules/bridge.smk"
 include: "workflow/rules/lte.smk"
 include: "workflow/rules/phase.smk"
+include: "workflow/rules/sample_size.smk"
 include: "workflow/rules/claims.smk"
 include: "workflow/rules/figures.smk"
 

@@ -95,3 +95,88 @@ def test_kernel_cells_match_the_engine_on_the_kernel_s_own_features():
         kernel_cell("cka", a[:10], kern, k=3, quantile=1.0, permutations=1, seed=0)
     with pytest.raises(ValueError, match="scored with"):
         kernel_cell("cknna", a, kern, k=3, quantile=1.0, permutations=1, seed=0)
+
+
+# ---- the study (prh.studies.sample_size.run): pairs, layer choice, cells, claims ----
+
+CFG = {"grid": [60, 120, 240], "k_fixed": 5, "k_fraction": 0.05, "metrics": ["mutual_knn", "cknna", "cka"],
+       "permutations": 4, "quantile": 0.95, "kernel_max_n": 120, "margin_sd": 2.0,
+       "kernel": {"position_scale": 0.25, "color_scale": 60.0, "size_scale": 1.0, "shape_floor": 0.5,
+                  "background_weight": 0.05}}
+
+
+def _study_inputs(tmp_path, n=240):
+    from prh.data.shapes import sample_scene, world_features
+    from prh.io import save_features, write_jsonl
+
+    rng = np.random.default_rng(0)
+    scenes = [sample_scene(rng) for _ in range(n)]
+    write_jsonl(tmp_path / "scenes.jsonl", [{"scene": s} for s in scenes])
+    f = world_features(scenes)[:, :12]  # the scenes' own structure, shared by every "model"
+    paths = {}
+    for i, name in enumerate(["v1", "v2", "lm"]):
+        layers = [rng.normal(size=(n, 12)), f @ rng.normal(size=(12, 12)) + 0.3 * rng.normal(size=(n, 12))]
+        paths[name] = tmp_path / f"{name}.safetensors"
+        save_features(paths[name], np.stack(layers, 1).astype(np.float32), {"model": name})
+    return paths
+
+
+def test_the_study_sweeps_every_pair_and_judges_its_claims(tmp_path):
+    from prh.studies.sample_size.run import claims, pairs_of, run_sample_size
+
+    paths = _study_inputs(tmp_path)
+    out = {"sweep": tmp_path / "sweep.json", "metrics": tmp_path / "metrics.json"}
+    m = run_sample_size(names=list(paths), features=[str(p) for p in paths.values()], language=["lm"], config=CFG,
+                        out=out, scenes=str(tmp_path / "scenes.jsonl"), seed=0)
+    import json
+
+    sweep = json.loads(out["sweep"].read_text())
+    assert pairs_of(["v1", "v2"], ["lm"], kernel=True) == [
+        ("vision-vision", "v1", "v2"), ("language-vision", "lm", "v1"), ("language-vision", "lm", "v2"),
+        ("model-kernel", "v1", "world_kernel"), ("model-kernel", "v2", "world_kernel"), ("model-kernel", "lm", "world_kernel")]
+    # the structured layer wins the layer search at the smallest N; the LM's layer 0 is never searched
+    assert all(v["layer_a"] == 1 and v["layer_b"] in (1, None) and v["chosen_at_n"] == 60 for v in sweep["layers"].values())
+    by = {(c["pair"], c["metric"], c["k_mode"], c["n"]) for c in sweep["cells"]}
+    assert ("v1 / v2", "mutual_knn", "fraction", 240) in by and ("lm / world_kernel", "cka", "none", 120) in by
+    assert not any(c["n"] > 120 for c in sweep["cells"] if c["group"] == "model-kernel")  # kernel_max_n
+    assert ("v1 / world_kernel", "cknna", "fixed", 60) not in by
+    assert set(m["claims"]) == {"raw_falls", "calibrated_flat", "kernel_tracks_models"}
+    assert all(c["verdict"] in ("reproduced", "not reproduced", "inconclusive", "not testable") for c in m["claims"].values())
+    assert m["claims"]["raw_falls"]["n"] == 3 and m["claims"]["raw_falls"]["n_models"] == 3
+    # the same claims again from the written cells: the file is the evidence
+    assert claims(sweep["cells"], grid=CFG["grid"], kernel_max_n=120, margin_sd=2.0) == m["claims"]
+
+
+def _cells(raw_changes, cal_changes, *, null_std=0.01, group="vision-vision"):
+    cells = []
+    for i, (dr, dc) in enumerate(zip(raw_changes, cal_changes)):
+        for n, (r, c) in ((100, (0.5, 0.3)), (1000, (0.5 + dr, 0.3 + dc))):
+            cells.append({"group": group, "pair": f"m{i} / x{i}", "metric": "mutual_knn", "k_mode": "fixed", "n": n,
+                          "raw": r, "calibrated": c, "null_std": null_std})
+    return cells
+
+
+@pytest.mark.parametrize("raw, cal, raw_label, cal_label", [
+    ([-0.1, -0.2, -0.05], [0.0, 0.01, -0.019], "reproduced", "reproduced"),  # -0.019 is within 2 sd of 0.01
+    ([0.1, 0.2, 0.05], [-0.03, -0.05, -0.021], "not reproduced", "not reproduced"),  # every pair falls beyond 2 sd
+    ([-0.1, 0.1, -0.05], [-0.03, 0.0, 0.0], "inconclusive", "inconclusive"),
+])
+def test_the_claims_reach_every_label_at_their_boundaries(raw, cal, raw_label, cal_label):
+    from prh.studies.sample_size.run import claims
+
+    out = claims(_cells(raw, cal), grid=[100, 1000], kernel_max_n=None, margin_sd=2.0)
+    assert out["raw_falls"]["verdict"] == raw_label and out["calibrated_flat"]["verdict"] == cal_label
+    assert out["kernel_tracks_models"]["verdict"] == "not testable"
+    assert claims(_cells(raw[:1], cal[:1]), grid=[100, 1000], kernel_max_n=None, margin_sd=2.0)[
+        "raw_falls"]["verdict"] == "not testable"  # one pair: no rule across pairs
+
+
+@pytest.mark.parametrize("mm, mk, label", [
+    (0.05, 0.04, "reproduced"), (-0.05, -0.04, "reproduced"), (0.05, -0.04, "not reproduced"),
+    (0.05, 0.01, "inconclusive"),  # the kernel's change is within 2 sd of 0.01
+])
+def test_kernel_tracks_models_needs_both_changes_beyond_their_margins(mm, mk, label):
+    from prh.studies.sample_size.run import claims
+
+    cells = _cells([0.0, 0.0], [mm, mm]) + _cells([0.0], [mk], group="model-kernel")
+    assert claims(cells, grid=[100, 1000], kernel_max_n=1000, margin_sd=2.0)["kernel_tracks_models"]["verdict"] == label

@@ -44,17 +44,19 @@ REFERENCES = {**{f"suites.*.{key}": "dataset" for key in ("paired_dataset", "vis
               "lte.dataset": "dataset", "convergence.vision_models.*": "model set", "phase.vision_models.*": "model set",
               "phase.language_models.*": "model set", "downstream.language_models.*": "model set",
               "downstream.vision_models.*": "model set", "convergence.preregistered.vision_models": "model set",
-              "bridge.*.strongest_vision": "model", "color.images.*": "dataset"}
+              "bridge.*.strongest_vision": "model", "color.images.*": "dataset", "sample_size.dataset.*": "dataset",
+              "sample_size.vision_models.*": "model", "sample_size.language_models.*": "model"}
 # values a referring key may hold besides a name (color.images: the photos packaged with scikit-image and -learn)
 REFERENCE_LITERALS = {"color.images": ("packaged",)}
 
 
 def _named_references(cfg: dict):
-    """(dotted key, value, kind) of every name ``REFERENCES`` lists that ``cfg`` sets (a string)."""
+    """(dotted key, value, kind) of every name ``REFERENCES`` lists that ``cfg`` sets (a string, or a list of them)."""
     def walk(node, parts, done):
         if not parts:
-            if isinstance(node, str):
-                yield ".".join(done), node
+            for value in node if isinstance(node, list) else [node]:
+                if isinstance(value, str):
+                    yield ".".join(done), value
             return
         head, rest = parts[0], parts[1:]
         if not isinstance(node, dict):

@@ -81,6 +81,7 @@ STAGES: dict[str, dict[str, tuple[str, str]]] = {
         "run-phase-model": ("prh.studies.phase.run:main", "seed 000: one model's NTK, AGOP and NTK stability"),
         "run-phase-adaptive-lr": ("prh.studies.phase.adaptive_lr:main", "seed 000: Table 2's adaptive LR vs fixed LR"),
         "run-phase-analysis": ("prh.studies.phase.analysis:main", "seed 000: pairs, Table 1, claims and verdicts"),
+        "run-sample-size": ("prh.studies.sample_size.run:main", "alignment against N: raw, calibrated and the null"),
         "claims-ledger": ("prh.studies.ledger:main", "every study's claims and verdicts in one ledger (results/claims.json)"),
     },
     "figures": {

@@ -31,9 +31,9 @@ from prh.manifest import Study, load_study
 __all__ = ["STUDIES", "manifest", "declared", "manifests", "study_files", "workflow_files", "build", "join", "table", "replace_block",
            "main"]
 
-# PRH paper, then the seeds in their numbering, then Huh's thesis
+# PRH paper, then the seeds in their numbering, then Huh's thesis, then alignment against N (issue 38)
 STUDIES = ("convergence", "downstream", "color", "density", "metric_agreement", "phase", "bridge", "transfer",
-           "simplicity", "lte")
+           "simplicity", "lte", "sample_size")
 
 
 def manifest(name: str):

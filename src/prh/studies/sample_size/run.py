@@ -1,0 +1,198 @@
+"""Alignment against the number of items N (issue 38): raw and calibrated scores, and the null, per N.
+
+Over nested subsets of one dataset's items (``prh.metrics.sample_size.subsets``), for every model pair
+(vision–vision, language–vision) and, offline, every model against the world's ground-truth kernel
+(``prh.data.shapes.world_kernel``, an N × N matrix, so only up to ``kernel_max_n``): mutual k-NN and
+CKNNA at k fixed and at k / N fixed, and linear CKA (kernel CKA against the world kernel), each with its
+permutation null (mean and spread) and calibrated score (raw − null mean). Each pair reads one layer
+pair: the best one by mutual k-NN (k fixed) at the smallest N, stated in the results as such.
+
+The claims, fixed in ``params.yaml`` (``sample_size``) before any run computed them; unit: the model
+pair (models as clusters), vision–vision and language–vision pairs, mutual k-NN at k fixed, the
+smallest against the largest N of the grid:
+
+* ``raw_falls``: raw alignment falls with N. Reproduced when every pair's raw score is lower at the
+  largest N; not reproduced when none is; inconclusive when the pairs disagree.
+* ``calibrated_flat``: calibrated alignment does not fall with N. A pair falls when its calibrated
+  score drops by more than ``margin_sd`` null standard deviations (at the smallest N). Reproduced
+  when no pair falls; not reproduced when every pair falls; inconclusive otherwise.
+* ``kernel_tracks_models``: model–kernel and model–model calibrated alignment move together: the
+  mean change (largest N within ``kernel_max_n`` minus smallest) of the model–model pairs and of
+  the model–kernel pairs. Reproduced when they have the same sign and both exceed their margins;
+  not reproduced when their signs differ and both exceed them; inconclusive when either lies within
+  its margin; not testable without a kernel or with one grid point under ``kernel_max_n``.
+
+    prh run-sample-size --scenes results/data/shapes_sweep/scenes.jsonl --names a b c \\
+        --features results/features/shapes_sweep/a.safetensors ... --language c \\
+        --config '{...params.yaml sample_size...}' --seed 0 --sweep sweep.json --metrics metrics.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+
+import numpy as np
+
+from prh.claims import verdict
+from prh.io import add_path_options, json_object, named_paths, write_json
+
+__all__ = ["OUTPUTS", "pairs_of", "best_layers", "claims", "run_sample_size", "main"]
+
+OUTPUTS = ("sweep", "metrics")
+KERNEL = "world_kernel"
+
+
+def pairs_of(vision: list[str], language: list[str], *, kernel: bool) -> list[tuple[str, str, str]]:
+    """(group, a, b) of every pair: vision–vision, language–vision, then each model with the kernel."""
+    out = [("vision-vision", a, b) for a, b in itertools.combinations(vision, 2)]
+    out += [("language-vision", a, b) for a in language for b in vision]
+    out += [("model-kernel", m, KERNEL) for m in [*vision, *language]] if kernel else []
+    return out
+
+
+def best_layers(a: np.ndarray, b: np.ndarray | None, *, kernel=None, first_a: int, first_b: int, k: int,
+                quantile: float) -> tuple[int, int | None]:
+    """The layer pair with the best mutual k-NN (k) on these items (A: N x La x D; B likewise, or a kernel)."""
+    from prh.metrics import layer_pair_scores, prepare_features
+    from prh.metrics.sample_size import kernel_cell
+
+    if kernel is not None:
+        scores = [kernel_cell("mutual_knn", a[:, la], kernel, k=k, quantile=quantile, permutations=1, seed=0)["raw"]
+                  for la in range(first_a, a.shape[1])]
+        return first_a + int(np.argmax(scores)), None
+    res = layer_pair_scores("mutual_knn", prepare_features(a[:, first_a:], quantile),
+                            prepare_features(b[:, first_b:], quantile), topk=k)
+    return first_a + res.best_pair[0], first_b + res.best_pair[1]
+
+
+def _change(cells: list[dict], group: set[str], *, ns: tuple[int, int]) -> dict[str, dict]:
+    """Per pair of ``group``: mutual k-NN at k fixed at the two N of ``ns``: raw and calibrated change, null sd."""
+    rows = {}
+    for c in cells:
+        if c["group"] in group and c["metric"] == "mutual_knn" and c["k_mode"] == "fixed" and c["n"] in ns:
+            rows.setdefault(c["pair"], {})[c["n"]] = c
+    out = {}
+    for pair, by_n in rows.items():
+        if set(ns) <= set(by_n):
+            lo, hi = by_n[ns[0]], by_n[ns[1]]
+            out[pair] = {"raw": hi["raw"] - lo["raw"], "calibrated": hi["calibrated"] - lo["calibrated"],
+                         "null_std": lo["null_std"]}
+    return out
+
+
+def claims(cells: list[dict], *, grid: list[int], kernel_max_n: int | None, margin_sd: float) -> dict:
+    """The three pre-registered claims (module docstring) from the sweep's cells."""
+    models = {"vision-vision", "language-vision"}
+    ch = _change(cells, models, ns=(grid[0], grid[-1]))
+    n_models = len({m for p in ch for m in p.split(" / ")})
+    out = {}
+    if len(ch) < 2:
+        none = {"verdict": verdict(None), "n": len(ch), "reason": "fewer than 2 model pairs"}
+        out["raw_falls"], out["calibrated_flat"] = dict(none), dict(none)
+    else:
+        falls = [d["raw"] < 0 for d in ch.values()]
+        out["raw_falls"] = {"value": float(np.mean([d["raw"] for d in ch.values()])), "n": len(ch), "n_models": n_models,
+                            "fraction": float(np.mean(falls)),
+                            "verdict": verdict(all(falls), conclusive=all(falls) or not any(falls))}
+        drops = [d["calibrated"] < -margin_sd * d["null_std"] for d in ch.values()]
+        out["calibrated_flat"] = {"value": float(np.mean([d["calibrated"] for d in ch.values()])), "n": len(ch),
+                                  "n_models": n_models, "fraction_falling": float(np.mean(drops)),
+                                  "verdict": verdict(not any(drops), conclusive=not any(drops) or all(drops))}
+    kernel_ns = [n for n in grid if kernel_max_n is not None and n <= kernel_max_n]
+    mk = _change(cells, {"model-kernel"}, ns=(kernel_ns[0], kernel_ns[-1])) if len(kernel_ns) >= 2 else {}
+    mm = _change(cells, models, ns=(kernel_ns[0], kernel_ns[-1])) if len(kernel_ns) >= 2 else {}
+    if not mk or not mm:
+        out["kernel_tracks_models"] = {"verdict": verdict(None), "n": len(mk),
+                                       "reason": "no kernel, or fewer than 2 grid sizes within kernel_max_n"}
+    else:
+        d_mm, d_mk = (float(np.mean([d["calibrated"] for d in g.values()])) for g in (mm, mk))
+        m_mm, m_mk = (margin_sd * float(np.mean([d["null_std"] for d in g.values()])) for g in (mm, mk))
+        clear = abs(d_mm) > m_mm and abs(d_mk) > m_mk
+        out["kernel_tracks_models"] = {"value": d_mk, "model_model_change": d_mm, "n": len(mk) + len(mm),
+                                       "ns": [kernel_ns[0], kernel_ns[-1]],
+                                       "verdict": verdict(np.sign(d_mm) == np.sign(d_mk), conclusive=clear)}
+    return out
+
+
+def run_sample_size(*, names: list[str], features: list[str], language: list[str], config: dict, out: dict,
+                    scenes: str | None = None, seed: int = 0, skip_language_embedding: bool = True) -> dict:
+    """The sweep of every pair (module docstring); writes ``out``'s sweep and metrics JSON, returns the metrics."""
+    from prh.data.shapes import world_kernel
+    from prh.io import load_features, read_jsonl
+    from prh.metrics.sample_size import KERNEL_METRICS, KNN_SWEEP_METRICS, cell, kernel_cell, subsets
+
+    out = named_paths(out, OUTPUTS, command="run-sample-size")
+    if len(names) != len(features) or not names:
+        raise ValueError(f"names ({len(names)}) and features ({len(features)}) must be non-empty and pair up")
+    if set(language) - set(names):
+        raise ValueError(f"--language names {sorted(set(language) - set(names))}, which have no --features")
+    c = config
+    feats = {n: load_features(p).float().numpy() for n, p in zip(names, features)}
+    sizes = {n: len(f) for n, f in feats.items()}
+    if len(set(sizes.values())) != 1:
+        raise ValueError(f"the features hold different numbers of items: {sizes}; extract them from one dataset")
+    n_total = next(iter(sizes.values()))
+    world = [r["scene"] for r in read_jsonl(scenes)] if scenes else None
+    if world is not None and len(world) != n_total:
+        raise ValueError(f"{scenes} holds {len(world)} scenes, the features {n_total} items")
+    grid = [n for n in c["grid"] if n <= n_total]
+    if len(grid) < 2:
+        raise ValueError(f"the grid {c['grid']} has fewer than 2 sizes within the {n_total} items; draw more items")
+    parts = subsets(n_total, grid, seed=seed)
+    first = {n: 1 if n in language and skip_language_embedding else 0 for n in names}
+    vision = [n for n in names if n not in language]
+    pairs = pairs_of(vision, list(language), kernel=world is not None)
+    small = parts[grid[0]]
+    kern_small = world_kernel([world[i] for i in small], **c["kernel"]) if world is not None else None
+    layers = {}
+    for group, a, b in pairs:
+        first_b = 0 if b == KERNEL else first[b]
+        la, lb = best_layers(feats[a][small], None if b == KERNEL else feats[b][small],
+                             kernel=kern_small if b == KERNEL else None, first_a=first[a], first_b=first_b,
+                             k=c["k_fixed"], quantile=c["quantile"])
+        layers[f"{a} / {b}"] = {"group": group, "a": a, "b": b, "layer_a": la, "layer_b": lb, "chosen_at_n": grid[0]}
+    del kern_small
+    cells = []
+    for n in grid:  # one N at a time, so one N x N kernel is held at once
+        idx = parts[n]
+        kern = (world_kernel([world[i] for i in idx], **c["kernel"])
+                if world is not None and n <= c["kernel_max_n"] else None)
+        for label, lay in layers.items():
+            if lay["b"] == KERNEL and kern is None:
+                continue
+            for metric in c["metrics"]:
+                if lay["b"] == KERNEL and metric not in KERNEL_METRICS:
+                    continue
+                for mode in ("fixed", "fraction") if metric in KNN_SWEEP_METRICS else ("none",):
+                    k = c["k_fixed"] if mode != "fraction" else max(1, round(c["k_fraction"] * n))
+                    kw = dict(k=k, quantile=c["quantile"], permutations=c["permutations"], seed=seed)
+                    a = feats[lay["a"]][idx, lay["layer_a"]]
+                    res = (kernel_cell(metric, a, kern, **kw) if lay["b"] == KERNEL
+                           else cell(metric, a, feats[lay["b"]][idx, lay["layer_b"]], **kw))
+                    cells.append({"group": lay["group"], "pair": label, "k_mode": mode, **res})
+        del kern
+    found = claims(cells, grid=grid, kernel_max_n=c["kernel_max_n"] if world is not None else None,
+                   margin_sd=c["margin_sd"])
+    settings = {**c, "grid": grid, "n_items": n_total, "seed": seed, "skip_language_embedding": skip_language_embedding}
+    write_json(out["sweep"], {"settings": settings, "layers": layers, "cells": cells})
+    metrics = {"settings": settings, "n_pairs": len(pairs), "claims": found}
+    write_json(out["metrics"], metrics)
+    return metrics
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(prog="prh run-sample-size", description=__doc__.splitlines()[0])
+    p.add_argument("--names", nargs="+", required=True, help="model names, in the order of --features")
+    p.add_argument("--features", nargs="+", required=True, help="features of one dataset (N x L x D safetensors)")
+    p.add_argument("--language", nargs="*", default=[], help="which of --names are language models")
+    p.add_argument("--scenes", default=None, help="scenes.jsonl of that dataset (offline: adds the world kernel)")
+    p.add_argument("--config", type=json_object, required=True, help="params.yaml sample_size block as JSON")
+    p.add_argument("--seed", type=int, default=0, help="seed of the subsets and the permutation nulls")
+    p.add_argument("--keep-language-embedding", action="store_true",
+                   help="let language models' layer 0 into the layer search (alignment.skip_language_embedding false)")
+    add_path_options(p, OUTPUTS, help="{name} JSON written")
+    a = p.parse_args(argv)
+    m = run_sample_size(names=a.names, features=a.features, language=a.language, config=a.config, out=vars(a),
+                        scenes=a.scenes, seed=a.seed, skip_language_embedding=not a.keep_language_embedding)
+    print({k: v["verdict"] for k, v in m["claims"].items()})

@@ -1,0 +1,44 @@
+# Alignment against the number of items N (issue 38; prh.studies.sample_size): nested subsets of one
+# dataset's items (default: the paired set, whose features the zoo's rules extract anyway; presets/
+# sample_size.yaml: a 100,000-item world), each model pair and (offline) each model against the world
+# kernel, mutual k-NN and CKNNA at k fixed and k/N fixed and linear CKA, each with its permutation null.
+SS = config["sample_size"]
+SS_DATASET = SS["dataset"][SUITE] or SUITE_CFG["paired_dataset"]
+SS_VISION, SS_LANGUAGE = SS["vision_models"][SUITE], SS["language_models"][SUITE]
+SS_OUT = f"{R}/experiments/sample_size"
+# the sweep's settings: the block without the rules' own keys, plus the world's kernel (offline)
+SS_CONFIG = {**{k: v for k, v in SS.items() if k not in ("dataset", "vision_models", "language_models")},
+             "kernel": config["world"]["kernel"]}
+
+
+rule sample_size:
+    input:
+        feats=[f"{R}/features/{SS_DATASET}/{m}.safetensors" for m in SS_VISION + SS_LANGUAGE],
+        scenes=shapes_files(SS_DATASET)["scenes"] if SUITE == "offline" else [],
+    output:
+        sweep=f"{SS_OUT}/sweep.json",
+        metrics=f"{SS_OUT}/metrics.json",
+    params:
+        names=" ".join(SS_VISION + SS_LANGUAGE),
+        language=" ".join(SS_LANGUAGE),
+        scenes=lambda w, input: f"--scenes {input.scenes}" if input.scenes else "",
+        config=json_param(SS_CONFIG),
+        keep="" if config["alignment"]["skip_language_embedding"][SUITE] else "--keep-language-embedding",
+        seed=config["seed"],
+    log:
+        log_path("sample_size", SS_DATASET),
+    benchmark:
+        bench_path("sample_size", SS_DATASET)
+    threads: 2
+    resources:
+        mem_mb=8000,
+        runtime=120,
+    conda:
+        CONDA_ENV
+    shell:
+        "OMP_NUM_THREADS={threads} prh run-sample-size --names {params.names} --features {input.feats}"
+        " --language {params.language} {params.scenes} --config {params.config} --seed {params.seed} {params.keep}"
+        " --sweep {output.sweep} --metrics {output.metrics} > {log} 2>&1"
+
+
+TARGETS += [rules.sample_size.output.metrics, *figure_targets("sample_size_alignment_vs_n")] if SS_VISION else []
