@@ -145,6 +145,10 @@ def test_the_study_sweeps_every_pair_and_judges_its_claims(tmp_path):
     assert m["claims"]["raw_falls"]["n"] == 3 and m["claims"]["raw_falls"]["n_models"] == 3
     # the same claims again from the written cells: the file is the evidence
     assert claims(sweep["cells"], grid=CFG["grid"], kernel_max_n=120, margin_sd=2.0) == m["claims"]
+    from prh.figures import draw
+
+    files = draw("sample_size_alignment_vs_n", tmp_path / "fig.pdf", {"sweep": str(out["sweep"])})
+    assert sorted(p.suffix for p in files) == [".pdf", ".png"] and all(p.stat().st_size > 1000 for p in files)
 
 
 def _cells(raw_changes, cal_changes, *, null_std=0.01, group="vision-vision"):

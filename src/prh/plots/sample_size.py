@@ -42,13 +42,19 @@ def plot_sample_size(data: dict, out: str | Path) -> list[Path]:
             k = next(c["k"] for c in cells if c["metric"] == metric and c["k_mode"] == mode)
             ax.plot(ns, k / (ns - 1), color="grey", ls=":", label="chance k/(N-1)")
         ax.set_xscale("log")
+        grid = sorted({c["n"] for c in cells})
+        ax.set_xticks(grid, [f"{n:,}" for n in grid], fontsize=7)
+        ax.minorticks_off()
         ax.axhline(0, color="black", lw=0.5)
         rule = {"fixed": f"k = {data['settings']['k_fixed']}", "fraction": f"k = {data['settings']['k_fraction']:g} N",
                 "none": ""}[mode]
         ax.set_title(f"{metric} {rule}".strip(), fontsize=9)
         ax.set_xlabel("N (items)")
     axes[0][0].set_ylabel("alignment (bands: null mean ± 2 sd)")
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=4, fontsize=7, frameon=False)
+    legend = {}
+    for ax in axes[0]:
+        for h, label in zip(*ax.get_legend_handles_labels()):
+            legend.setdefault(label, h)
+    fig.legend(list(legend.values()), list(legend), loc="lower center", ncol=4, fontsize=7, frameon=False)
     fig.tight_layout(rect=(0, 0.12, 1, 1))
     return save_figure(fig, out)
