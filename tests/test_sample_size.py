@@ -190,14 +190,15 @@ def test_the_sample_size_preset_plans_a_100k_world_for_the_study(repo_root):
     import subprocess
     import sys
 
-    out = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--cores", "1", "--quiet", "rules",
-                          "results/experiments/sample_size/metrics.json", "--configfile", "presets/sample_size.yaml"],
+    out = subprocess.run([sys.executable, "-m", "snakemake", "results/experiments/sample_size/metrics.json", "-n",
+                          "--cores", "1", "--quiet", "rules", "--configfile", "presets/sample_size.yaml"],
                          cwd=repo_root, capture_output=True, text=True, check=True).stdout
     rows = [line.split() for line in out.split("Job stats:", 1)[1].splitlines()[3:]]
     jobs = {r[0]: int(r[1]) for r in rows if len(r) == 2 and r[1].isdigit()}
     assert jobs["sample_size"] == 1 and jobs["extract_vision"] == 3 and jobs["extract_language"] == 2
-    from prh.config import load, merge
     import yaml
+
+    from prh.config import load, merge
 
     cfg = merge(load(repo_root / "params.yaml"), yaml.safe_load((repo_root / "presets" / "sample_size.yaml").read_text()))
     assert cfg["datasets"]["shapes_sweep"]["n"] == 100000 == cfg["sample_size"]["grid"][-1]
