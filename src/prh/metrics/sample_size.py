@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["subsets", "linear_cka", "linear_cka_null", "cell", "kernel_cell", "sweep", "KNN_SWEEP_METRICS", "KERNEL_METRICS"]
+__all__ = ["subsets", "linear_cka", "linear_cka_null", "knn_state", "cell", "kernel_cell", "sweep", "KNN_SWEEP_METRICS", "KERNEL_METRICS"]
 
 KNN_SWEEP_METRICS = ("mutual_knn", "cknna")  # scored by the engine; "cka" by linear_cka
 KERNEL_METRICS = ("mutual_knn", "cka")  # against a kernel given as an N x N matrix (kernel_cell)
@@ -73,9 +73,23 @@ def linear_cka_null(x, y, *, permutations: int, seed: int) -> dict:
             "p": float((1 + np.sum(null >= raw)) / (1 + permutations))}
 
 
-def cell(metric: str, a, b, *, k: int, quantile: float, permutations: int, seed: int) -> dict:
-    """One (metric, N, k) cell: raw score, null mean and spread, calibrated score (raw - null mean), p."""
-    from prh.metrics import layer_pair_scores, prepare_features
+def knn_state(metric: str, a, *, k: int, quantile: float):
+    """The engine's state of one layer's features (N x D) for a k-NN metric, as ``prh align`` builds it:
+    clamped at the quantile, float32, rows L2-normalised, k nearest items. A sweep reuses it across pairs."""
+    import torch
+
+    from prh.metrics import prepare_features
+    from prh.metrics.registry import as_tensor, layer_states
+
+    x = as_tensor(prepare_features(np.asarray(a)[:, None], quantile), ndim=3, name="features", dtype=torch.float32)
+    return layer_states(metric, x, topk=k)
+
+
+def cell(metric: str, a, b, *, k: int, quantile: float, permutations: int, seed: int, states=None) -> dict:
+    """One (metric, N, k) cell: raw score, null mean and spread, calibrated score (raw - null mean), p.
+    ``states``: the two ``knn_state`` of a k-NN metric, when the caller already holds them."""
+    from prh.metrics.calibration import best_pair, permutation_null
+    from prh.metrics.registry import pair_scores
 
     a, b = np.asarray(a), np.asarray(b)  # as given: prh align clamps the features as they were saved
     n = len(a)
@@ -84,10 +98,10 @@ def cell(metric: str, a, b, *, k: int, quantile: float, permutations: int, seed:
     elif metric in KNN_SWEEP_METRICS:
         if not 1 <= k < n:
             raise ValueError(f"k = {k} must lie in [1, N - 1 = {n - 1}]")
-        res = layer_pair_scores(metric, prepare_features(a[:, None], quantile), prepare_features(b[:, None], quantile),
-                                topk=k, null_permutations=permutations, seed=seed)
-        c = res.calibration
-        out = {"raw": float(res.best_score), "null_mean": c["null_max_mean"], "null_std": c["null_max_std"],
+        sa, sb = states if states is not None else (knn_state(metric, x, k=k, quantile=quantile) for x in (a, b))
+        scores = pair_scores(metric, sa, sb).cpu().numpy()
+        c = permutation_null(metric, sa, sb, permutations=permutations, seed=seed, observed=scores)
+        out = {"raw": float(best_pair(scores)[0]), "null_mean": c["null_max_mean"], "null_std": c["null_max_std"],
                "p": c["p_value"]}
     else:
         raise ValueError(f"metric {metric!r}: the sweep scores {[*KNN_SWEEP_METRICS, 'cka']}")

@@ -120,7 +120,7 @@ def run_sample_size(*, names: list[str], features: list[str], language: list[str
     """The sweep of every pair (module docstring); writes ``out``'s sweep and metrics JSON, returns the metrics."""
     from prh.data.shapes import world_kernel
     from prh.io import load_features, read_jsonl
-    from prh.metrics.sample_size import KERNEL_METRICS, KNN_SWEEP_METRICS, cell, kernel_cell, subsets
+    from prh.metrics.sample_size import KERNEL_METRICS, KNN_SWEEP_METRICS, cell, kernel_cell, knn_state, subsets
 
     out = named_paths(out, OUTPUTS, command="run-sample-size")
     if len(names) != len(features) or not names:
@@ -158,6 +158,7 @@ def run_sample_size(*, names: list[str], features: list[str], language: list[str
         idx = parts[n]
         kern = (world_kernel([world[i] for i in idx], **c["kernel"])
                 if world is not None and n <= c["kernel_max_n"] else None)
+        states = {}  # (model, layer, metric, k) -> the engine's state at this N, shared by every pair of the model
         for label, lay in layers.items():
             if lay["b"] == KERNEL and kern is None:
                 continue
@@ -168,8 +169,17 @@ def run_sample_size(*, names: list[str], features: list[str], language: list[str
                     k = c["k_fixed"] if mode != "fraction" else max(1, round(c["k_fraction"] * n))
                     kw = dict(k=k, quantile=c["quantile"], permutations=c["permutations"], seed=seed)
                     a = feats[lay["a"]][idx, lay["layer_a"]]
-                    res = (kernel_cell(metric, a, kern, **kw) if lay["b"] == KERNEL
-                           else cell(metric, a, feats[lay["b"]][idx, lay["layer_b"]], **kw))
+                    if lay["b"] == KERNEL:
+                        res = kernel_cell(metric, a, kern, **kw)
+                    else:
+                        b = feats[lay["b"]][idx, lay["layer_b"]]
+                        pair = None
+                        if metric in KNN_SWEEP_METRICS:
+                            for m, layer, x in ((lay["a"], lay["layer_a"], a), (lay["b"], lay["layer_b"], b)):
+                                if (m, layer, metric, k) not in states:  # computed once per model, not per pair
+                                    states[m, layer, metric, k] = knn_state(metric, x, k=k, quantile=c["quantile"])
+                            pair = (states[lay["a"], lay["layer_a"], metric, k], states[lay["b"], lay["layer_b"], metric, k])
+                        res = cell(metric, a, b, states=pair, **kw)
                     cells.append({"group": lay["group"], "pair": label, "k_mode": mode, **res})
         del kern
     found = claims(cells, grid=grid, kernel_max_n=c["kernel_max_n"] if world is not None else None,
