@@ -202,3 +202,28 @@ def test_the_sample_size_preset_plans_a_100k_world_for_the_study(repo_root):
 
     cfg = merge(load(repo_root / "params.yaml"), yaml.safe_load((repo_root / "presets" / "sample_size.yaml").read_text()))
     assert cfg["datasets"]["shapes_sweep"]["n"] == 100000 == cfg["sample_size"]["grid"][-1]
+
+
+def test_extraction_streams_the_images_by_item_block_and_equals_the_in_memory_one(tmp_path):
+    """Issue 38: large N is extracted without holding the images in memory: `prh extract-vision` reads
+    images.npy memory-mapped (pages in one batch of items at a time); its features equal those of the
+    same images held in memory."""
+    import torch
+    from tiny_models import save_vision_zoo
+
+    from prh.cli import main
+    from prh.extract import _read_images
+    from prh.features import extract_vision_features
+    from prh.io import load_features, write_npy
+    from prh.models.loaders import load_vision_model
+
+    images = np.random.default_rng(0).integers(0, 256, size=(10, 32, 32, 3), dtype=np.uint8)
+    write_npy(tmp_path / "data" / "images.npy", images)
+    assert isinstance(_read_images(tmp_path / "data"), np.memmap)
+    ckpt = save_vision_zoo("resnet", tmp_path / "resnet")
+    main(["extract-vision", "--model", str(ckpt), "--data", str(tmp_path / "data"), "--out", str(tmp_path / "f.safetensors"),
+          "--device", "cpu", "--no-progress", "--batch-size", "3"])
+    model, pre = load_vision_model(ckpt)
+    kw = {k: pre[k] for k in ("pooling", "mean", "std", "input_size", "interpolation", "crop_pct")}
+    torch.testing.assert_close(load_features(tmp_path / "f.safetensors"),
+                               extract_vision_features(model, np.array(images), progress=False, batch_size=10, **kw))
