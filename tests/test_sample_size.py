@@ -227,3 +227,21 @@ def test_extraction_streams_the_images_by_item_block_and_equals_the_in_memory_on
     kw = {k: pre[k] for k in ("pooling", "mean", "std", "input_size", "interpolation", "crop_pct")}
     torch.testing.assert_close(load_features(tmp_path / "f.safetensors"),
                                extract_vision_features(model, np.array(images), progress=False, batch_size=10, **kw))
+
+
+def test_small_grids_keep_k_at_least_2_and_refuse_k_beyond_n(tmp_path):
+    """The smoke config's grid (16 items): k = 1% of N rounds to 0, CKNNA needs k >= 2 (found by the smoke run)."""
+    from prh.studies.sample_size.run import run_sample_size
+
+    paths = _study_inputs(tmp_path, n=64)
+    out = {"sweep": tmp_path / "sweep.json", "metrics": tmp_path / "metrics.json"}
+    cfg = {**CFG, "grid": [16, 32, 64], "k_fixed": 10, "k_fraction": 0.01, "kernel_max_n": 64}
+    run_sample_size(names=list(paths), features=[str(p) for p in paths.values()], language=["lm"], config=cfg, out=out,
+                    scenes=str(tmp_path / "scenes.jsonl"))
+    import json
+
+    cells = json.loads(out["sweep"].read_text())["cells"]
+    assert {c["k"] for c in cells if c["k_mode"] == "fraction"} == {2}
+    with pytest.raises(ValueError, match="k_fixed = 16 must be below the grid's smallest N = 16"):
+        run_sample_size(names=list(paths), features=[str(p) for p in paths.values()], language=["lm"],
+                        config={**cfg, "k_fixed": 16}, out=out)

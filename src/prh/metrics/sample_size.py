@@ -163,7 +163,8 @@ def kernel_cell(metric: str, a, kernel, *, k: int, quantile: float, permutations
 def sweep(a, b, *, grid, metrics, k_fixed: int, k_fraction: float, quantile: float, permutations: int,
           seed: int, progress: bool = False) -> list[dict]:
     """Every cell of the sweep (module docstring): for each N of ``grid`` and metric, the k-NN metrics at
-    k = ``k_fixed`` (``k_mode`` "fixed") and at k = round(``k_fraction`` N) (``k_mode`` "fraction")."""
+    k = ``k_fixed`` (``k_mode`` "fixed") and at k = max(2, round(``k_fraction`` N)) (``k_mode`` "fraction";
+    CKNNA needs k >= 2)."""
     from tqdm import tqdm
 
     a, b = np.asarray(a), np.asarray(b)
@@ -176,7 +177,7 @@ def sweep(a, b, *, grid, metrics, k_fixed: int, k_fraction: float, quantile: flo
     jobs = [(n, m, mode) for n in parts for m in metrics
             for mode in (("fixed", "fraction") if m in KNN_SWEEP_METRICS else ("none",))]
     for n, metric, mode in tqdm(jobs, desc="sample-size sweep", disable=not progress):
-        k = k_fixed if mode == "fixed" else max(1, round(k_fraction * n))
+        k = k_fixed if mode == "fixed" else max(2, round(k_fraction * n))
         idx = parts[n]
         cells.append({**cell(metric, a[idx], b[idx], k=k, quantile=quantile, permutations=permutations, seed=seed),
                       "k_mode": mode})

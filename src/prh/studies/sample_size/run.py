@@ -139,6 +139,8 @@ def run_sample_size(*, names: list[str], features: list[str], language: list[str
     grid = [n for n in c["grid"] if n <= n_total]
     if len(grid) < 2:
         raise ValueError(f"the grid {c['grid']} has fewer than 2 sizes within the {n_total} items; draw more items")
+    if c["k_fixed"] >= grid[0]:
+        raise ValueError(f"sample_size.k_fixed = {c['k_fixed']} must be below the grid's smallest N = {grid[0]}")
     parts = subsets(n_total, grid, seed=seed)
     first = {n: 1 if n in language and skip_language_embedding else 0 for n in names}
     vision = [n for n in names if n not in language]
@@ -166,7 +168,7 @@ def run_sample_size(*, names: list[str], features: list[str], language: list[str
                 if lay["b"] == KERNEL and metric not in KERNEL_METRICS:
                     continue
                 for mode in ("fixed", "fraction") if metric in KNN_SWEEP_METRICS else ("none",):
-                    k = c["k_fixed"] if mode != "fraction" else max(1, round(c["k_fraction"] * n))
+                    k = c["k_fixed"] if mode != "fraction" else max(2, round(c["k_fraction"] * n))
                     kw = dict(k=k, quantile=c["quantile"], permutations=c["permutations"], seed=seed)
                     a = feats[lay["a"]][idx, lay["layer_a"]]
                     if lay["b"] == KERNEL:
