@@ -134,8 +134,9 @@ def test_the_study_sweeps_every_pair_and_judges_its_claims(tmp_path):
     assert pairs_of(["v1", "v2"], ["lm"], kernel=True) == [
         ("vision-vision", "v1", "v2"), ("language-vision", "lm", "v1"), ("language-vision", "lm", "v2"),
         ("model-kernel", "v1", "world_kernel"), ("model-kernel", "v2", "world_kernel"), ("model-kernel", "lm", "world_kernel")]
-    # the structured layer wins the layer search at the smallest N; the LM's layer 0 is never searched
-    assert all(v["layer_a"] == 1 and v["layer_b"] in (1, None) and v["chosen_at_n"] == 60 for v in sweep["layers"].values())
+    # every model reads its last layer, fixed in advance (no choice on the sweep's own items)
+    assert all(v["layer_a"] == 1 and v["layer_b"] in (1, None) for v in sweep["layers"].values())
+    assert sweep["settings"]["layers"] == "last"
     by = {(c["pair"], c["metric"], c["k_mode"], c["n"]) for c in sweep["cells"]}
     assert ("v1 / v2", "mutual_knn", "fraction", 240) in by and ("lm / world_kernel", "cka", "none", 120) in by
     assert not any(c["n"] > 120 for c in sweep["cells"] if c["group"] == "model-kernel")  # kernel_max_n
@@ -245,3 +246,20 @@ def test_small_grids_keep_k_at_least_2_and_refuse_k_beyond_n(tmp_path):
     with pytest.raises(ValueError, match="k_fixed = 16 must be below the grid's smallest N = 16"):
         run_sample_size(names=list(paths), features=[str(p) for p in paths.values()], language=["lm"],
                         config={**cfg, "k_fixed": 16}, out=out)
+
+
+def test_independent_features_do_not_fall_after_calibration(tmp_path):
+    """The review's case: with independent multi-layer features and no layer chosen on the sweep's items,
+    calibrated mutual k-NN stays at 0 at every N, so calibrated_flat cannot be judged on noise."""
+    from prh.io import save_features
+    from prh.studies.sample_size.run import run_sample_size
+
+    rng = np.random.default_rng(7)
+    paths = {}
+    for name in ("v1", "v2", "v3"):
+        paths[name] = tmp_path / f"{name}.safetensors"
+        save_features(paths[name], rng.normal(size=(600, 6, 16)).astype(np.float32), {"model": name})
+    out = {"sweep": tmp_path / "sweep.json", "metrics": tmp_path / "metrics.json"}
+    cfg = {**CFG, "grid": [150, 600], "metrics": ["mutual_knn"], "permutations": 20}
+    m = run_sample_size(names=list(paths), features=[str(p) for p in paths.values()], language=[], config=cfg, out=out)
+    assert m["claims"]["calibrated_flat"]["verdict"] == "reproduced"

@@ -23,7 +23,6 @@ rule sample_size:
         language=" ".join(SS_LANGUAGE),
         scenes=lambda w, input: f"--scenes {input.scenes}" if input.scenes else "",
         config=json_param(SS_CONFIG),
-        keep="" if config["alignment"]["skip_language_embedding"][SUITE] else "--keep-language-embedding",
         seed=config["seed"],
     log:
         log_path("sample_size", SS_DATASET),
@@ -37,7 +36,7 @@ rule sample_size:
         CONDA_ENV
     shell:
         "OMP_NUM_THREADS={threads} prh run-sample-size --names {params.names} --features {input.feats}"
-        " --language {params.language} {params.scenes} --config {params.config} --seed {params.seed} {params.keep}"
+        " --language {params.language} {params.scenes} --config {params.config} --seed {params.seed}"
         " --sweep {output.sweep} --metrics {output.metrics} > {log} 2>&1"
 
 

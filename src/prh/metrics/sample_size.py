@@ -1,6 +1,6 @@
 """Alignment against the number of items N (issue 38): raw and calibrated scores, and the null, per N.
 
-The library part of issue 38's study (its rule, figure and claims are not built yet).
+The library part of issue 38's study (``prh.studies.sample_size``).
 
 Every effect the Aristotelian critique (Gröger, Wen and Brbić, ICML 2026) reads in raw alignment
 depends on N: under independence chance CKA grows as d/N and chance mutual k-NN is k/(N - 1) (two
@@ -91,6 +91,8 @@ def cell(metric: str, a, b, *, k: int, quantile: float, permutations: int, seed:
     from prh.metrics.calibration import best_pair, permutation_null
     from prh.metrics.registry import pair_scores
 
+    if states is not None and any((s["idx"] if isinstance(s, dict) else s).shape[-1] != k for s in states):
+        raise ValueError(f"the states given hold another k than k = {k}")
     a, b = np.asarray(a), np.asarray(b)  # as given: prh align clamps the features as they were saved
     n = len(a)
     if metric == "cka":

@@ -4,8 +4,9 @@ Over nested subsets of one dataset's items (``prh.metrics.sample_size.subsets``)
 (vision–vision, language–vision) and, offline, every model against the world's ground-truth kernel
 (``prh.data.shapes.world_kernel``, an N × N matrix, so only up to ``kernel_max_n``): mutual k-NN and
 CKNNA at k fixed and at k / N fixed, and linear CKA (kernel CKA against the world kernel), each with its
-permutation null (mean and spread) and calibrated score (raw − null mean). Each pair reads one layer
-pair: the best one by mutual k-NN (k fixed) at the smallest N, stated in the results as such.
+permutation null (mean and spread) and calibrated score (raw − null mean). Every model reads its last
+layer, fixed in advance (issue 38 allows the best pair at small N or all layers; a pair chosen on the
+subset's own items is a maximum the single-pair null does not correct, so neither is used).
 
 The claims, fixed in ``params.yaml`` (``sample_size``) before any run computed them; unit: the model
 pair (models as clusters), vision–vision and language–vision pairs, mutual k-NN at k fixed, the
@@ -37,7 +38,7 @@ import numpy as np
 from prh.claims import verdict
 from prh.io import add_path_options, json_object, named_paths, write_json
 
-__all__ = ["OUTPUTS", "pairs_of", "best_layers", "claims", "run_sample_size", "main"]
+__all__ = ["OUTPUTS", "pairs_of", "claims", "run_sample_size", "main"]
 
 OUTPUTS = ("sweep", "metrics")
 KERNEL = "world_kernel"
@@ -49,21 +50,6 @@ def pairs_of(vision: list[str], language: list[str], *, kernel: bool) -> list[tu
     out += [("language-vision", a, b) for a in language for b in vision]
     out += [("model-kernel", m, KERNEL) for m in [*vision, *language]] if kernel else []
     return out
-
-
-def best_layers(a: np.ndarray, b: np.ndarray | None, *, kernel=None, first_a: int, first_b: int, k: int,
-                quantile: float) -> tuple[int, int | None]:
-    """The layer pair with the best mutual k-NN (k) on these items (A: N x La x D; B likewise, or a kernel)."""
-    from prh.metrics import layer_pair_scores, prepare_features
-    from prh.metrics.sample_size import kernel_cell
-
-    if kernel is not None:
-        scores = [kernel_cell("mutual_knn", a[:, la], kernel, k=k, quantile=quantile, permutations=1, seed=0)["raw"]
-                  for la in range(first_a, a.shape[1])]
-        return first_a + int(np.argmax(scores)), None
-    res = layer_pair_scores("mutual_knn", prepare_features(a[:, first_a:], quantile),
-                            prepare_features(b[:, first_b:], quantile), topk=k)
-    return first_a + res.best_pair[0], first_b + res.best_pair[1]
 
 
 def _change(cells: list[dict], group: set[str], *, ns: tuple[int, int]) -> dict[str, dict]:
@@ -116,7 +102,7 @@ def claims(cells: list[dict], *, grid: list[int], kernel_max_n: int | None, marg
 
 
 def run_sample_size(*, names: list[str], features: list[str], language: list[str], config: dict, out: dict,
-                    scenes: str | None = None, seed: int = 0, skip_language_embedding: bool = True) -> dict:
+                    scenes: str | None = None, seed: int = 0) -> dict:
     """The sweep of every pair (module docstring); writes ``out``'s sweep and metrics JSON, returns the metrics."""
     from prh.data.shapes import world_kernel
     from prh.io import load_features, read_jsonl
@@ -142,19 +128,12 @@ def run_sample_size(*, names: list[str], features: list[str], language: list[str
     if c["k_fixed"] >= grid[0]:
         raise ValueError(f"sample_size.k_fixed = {c['k_fixed']} must be below the grid's smallest N = {grid[0]}")
     parts = subsets(n_total, grid, seed=seed)
-    first = {n: 1 if n in language and skip_language_embedding else 0 for n in names}
     vision = [n for n in names if n not in language]
     pairs = pairs_of(vision, list(language), kernel=world is not None)
-    small = parts[grid[0]]
-    kern_small = world_kernel([world[i] for i in small], **c["kernel"]) if world is not None else None
-    layers = {}
-    for group, a, b in pairs:
-        first_b = 0 if b == KERNEL else first[b]
-        la, lb = best_layers(feats[a][small], None if b == KERNEL else feats[b][small],
-                             kernel=kern_small if b == KERNEL else None, first_a=first[a], first_b=first_b,
-                             k=c["k_fixed"], quantile=c["quantile"])
-        layers[f"{a} / {b}"] = {"group": group, "a": a, "b": b, "layer_a": la, "layer_b": lb, "chosen_at_n": grid[0]}
-    del kern_small
+    # every model reads its last layer, fixed in advance: a layer pair chosen on the subset items would be
+    # a maximum the single-pair null does not correct (POST-HOC in params.yaml)
+    layers = {f"{a} / {b}": {"group": group, "a": a, "b": b, "layer_a": feats[a].shape[1] - 1,
+                             "layer_b": None if b == KERNEL else feats[b].shape[1] - 1} for group, a, b in pairs}
     cells = []
     for n in grid:  # one N at a time, so one N x N kernel is held at once
         idx = parts[n]
@@ -186,7 +165,7 @@ def run_sample_size(*, names: list[str], features: list[str], language: list[str
         del kern
     found = claims(cells, grid=grid, kernel_max_n=c["kernel_max_n"] if world is not None else None,
                    margin_sd=c["margin_sd"])
-    settings = {**c, "grid": grid, "n_items": n_total, "seed": seed, "skip_language_embedding": skip_language_embedding}
+    settings = {**c, "grid": grid, "n_items": n_total, "seed": seed, "layers": "last"}
     write_json(out["sweep"], {"settings": settings, "layers": layers, "cells": cells})
     metrics = {"settings": settings, "n_pairs": len(pairs), "claims": found}
     write_json(out["metrics"], metrics)
@@ -201,10 +180,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--scenes", default=None, help="scenes.jsonl of that dataset (offline: adds the world kernel)")
     p.add_argument("--config", type=json_object, required=True, help="params.yaml sample_size block as JSON")
     p.add_argument("--seed", type=int, default=0, help="seed of the subsets and the permutation nulls")
-    p.add_argument("--keep-language-embedding", action="store_true",
-                   help="let language models' layer 0 into the layer search (alignment.skip_language_embedding false)")
     add_path_options(p, OUTPUTS, help="{name} JSON written")
     a = p.parse_args(argv)
     m = run_sample_size(names=a.names, features=a.features, language=a.language, config=a.config, out=vars(a),
-                        scenes=a.scenes, seed=a.seed, skip_language_embedding=not a.keep_language_embedding)
+                        scenes=a.scenes, seed=a.seed)
     print({k: v["verdict"] for k, v in m["claims"].items()})
