@@ -166,6 +166,42 @@ def test_bits_per_byte_equals_direct_cross_entropy(lm_dirs, kind):
     assert np.all((bpb > 0.5) & (bpb < math.log2(len(tok)) * 2))
 
 
+@pytest.mark.parametrize("appends_eos", [False, True])
+def test_one_pass_gives_features_and_bits_per_byte_as_two_do(lm_dirs, appends_eos):
+    """The fused pass (issue 39): features bit-identical, bits per byte equal within float summation order, for a
+    tokenizer that adds BOS (tail 0) and one that adds BOS and EOS as the offline zoo's does (tail 1)."""
+    from tokenizers import processors
+
+    from prh.batching import encode_texts
+    from prh.evaluation.likelihood import bpb_from_nats, fused_bpb_tail
+
+    model, tok = load_language_model(lm_dirs["llama"])
+    if appends_eos:
+        tok._tokenizer.post_processor = processors.TemplateProcessing(
+            single="<s> $A </s>", special_tokens=[("<s>", tok.bos_token_id), ("</s>", tok.eos_token_id)])
+    counts = [2, 1, 3, 1]  # items of several captions, as the shapes world's samples
+    texts = TEXTS[:7]
+    tail = fused_bpb_tail(model, tok, texts, encode_texts(tok, texts))
+    assert tail == int(appends_eos)
+    feats, nats = extract_language_features(model, tok, texts, batch_size=3, samples_per_item=counts, progress=False,
+                                            score_tail=tail)
+    assert torch.equal(feats, extract_language_features(model, tok, texts, batch_size=3, samples_per_item=counts,
+                                                        progress=False))
+    np.testing.assert_allclose(bpb_from_nats(nats, texts, counts),
+                               bits_per_byte(model, tok, texts, batch_size=2, samples_per_item=counts, progress=False),
+                               rtol=1e-6)
+
+
+@pytest.mark.parametrize("kind", ["gpt2", "bloom"])
+def test_two_passes_where_one_cannot_give_the_same_tokens(lm_dirs, kind):
+    """GPT-2's features have no start token (bits per byte prepends one); BLOOM's tokenizer pads on the left."""
+    from prh.batching import encode_texts
+    from prh.evaluation.likelihood import fused_bpb_tail
+
+    model, tok = load_language_model(lm_dirs[kind])
+    assert fused_bpb_tail(model, tok, TEXTS, encode_texts(tok, TEXTS)) is None
+
+
 def test_resume_after_interruption_gives_identical_features(lm_dirs, tmp_path):
     model, tok = load_language_model(lm_dirs["llama"])
     full = extract_language_features(model, tok, TEXTS, batch_size=2, progress=False)

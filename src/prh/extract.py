@@ -23,10 +23,10 @@ from pathlib import Path
 
 import numpy as np
 
-from prh.batching import remove_checkpoint
+from prh.batching import budget_bytes, encode_texts, remove_checkpoint
 from prh.config import schema_defaults
 from prh.device import DTYPES, resolve_device, resolve_dtype
-from prh.evaluation.likelihood import bits_per_byte
+from prh.evaluation.likelihood import bits_per_byte, bpb_from_nats, fused_bpb_tail
 from prh.features import (
     LAYERS,
     PRH_PROMPT,
@@ -178,11 +178,20 @@ def extract_language_dataset(*, model, data, out, name=None, revision=None, pool
     net, tok = loaders.load_language_model(model, revision=revision, dtype=dt, device_map=device_map,
                                        load_in_4bit=load_in_4bit)
     n_hidden = net.config.get_text_config().num_hidden_layers + 1
+    causal = loaders.is_causal_lm(net.config)
     for index, path, (texts, counts) in zip(indices, outs, inputs):
         common = dict(batch_size=batch_size, device=dev, dtype=dt, max_batch_tokens=max_batch_tokens,
                       checkpoint_dir=_partial_dir(path), progress=progress, samples_per_item=counts)
+        # bits per byte from the feature pass itself where the texts are the same and the tokens a prefix-extension
+        # (fused_bpb_tail checks it); not under a GPU memory budget, which sizes batches without the logits
+        tail = None
+        if bpb and causal and prompt_template is None and budget_bytes(gpu_memory_budget_gb, dev) is None:
+            tail = fused_bpb_tail(net, tok, texts, encode_texts(tok, texts), device=dev, dtype=dt)
         feats = extract_language_features(net, tok, texts, pooling=pooling, prompt_template=prompt_template,
-                                          layers=layers, gpu_memory_budget_gb=gpu_memory_budget_gb, **common)
+                                          layers=layers, gpu_memory_budget_gb=gpu_memory_budget_gb,
+                                          score_tail=tail, **common)
+        if tail is not None:
+            feats, nats = feats
         meta = {
             "model": name or Path(str(model)).name, "source": str(model), "revision": revision,
             "dataset": Path(data).name, "modality": "language", "pooling": pooling,
@@ -190,12 +199,13 @@ def extract_language_dataset(*, model, data, out, name=None, revision=None, pool
             "average_samples": bool(average_samples),
             "samples_per_item": {"min": min(counts), "max": max(counts), "total": len(texts)} if counts else None,
             "dtype": str(dt).removeprefix("torch."), "n_params": loaders.count_params(net),
-            "n_layers": int(feats.shape[1]), "causal_lm": loaders.is_causal_lm(net.config),
+            "n_layers": int(feats.shape[1]), "causal_lm": causal,
             "load_in_4bit": load_in_4bit, "layers": layers, "layer_indices": list(range(n_hidden))[-feats.shape[1]:],
             "gpu_memory_budget_gb": gpu_memory_budget_gb,
         }
-        if bpb and meta["causal_lm"]:
-            per_item = bits_per_byte(net, tok, texts, **common)
+        if bpb and causal:
+            per_item = (bits_per_byte(net, tok, texts, **common) if tail is None
+                        else bpb_from_nats(nats, texts, counts))
             meta.update(bpb=float(per_item.mean()), bpb_per_item=per_item.tolist())
         save_features(path, feats, meta)
         remove_checkpoint(_partial_dir(path))

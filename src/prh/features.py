@@ -24,20 +24,10 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from prh.batching import (
-    BatchCheckpoint,
-    batch_for_budget,
-    budget_bytes,
-    check_texts,
-    encode_texts,
-    fingerprint,
-    forward_inputs,
-    group_starts,
-    model_id,
-    run_batches,
-    step_or_split,
-)
+from prh.batching import (BatchCheckpoint, batch_for_budget, budget_bytes, check_texts, encode_texts, fingerprint,
+                           forward_inputs, group_starts, model_id, run_batches, step_or_split)
 from prh.device import place_model, resolve_device, resolve_dtype
+from prh.evaluation.likelihood import hidden_nats
 
 __all__ = ["PRH_PROMPT", "LAYERS", "check_layers", "resize_side", "preprocess_images", "pool_blocks",
            "extract_vision_features", "hidden_state_blocks", "streamed_hidden_pools", "extract_language_features"]
@@ -246,7 +236,7 @@ def hidden_state_blocks(model):
     return None
 
 
-def streamed_hidden_pools(model, blocks, batch, dev, pool, *, layers="all") -> list[torch.Tensor]:
+def streamed_hidden_pools(model, blocks, batch, dev, pool, *, layers="all", last=None) -> list[torch.Tensor]:
     """``pool(h_l, mask)`` of every hidden state h_0..h_L of one batch, pooled as soon as it exists.
 
     ``blocks = hidden_state_blocks(model)``. With ``output_hidden_states=True``, transformers
@@ -256,6 +246,7 @@ def streamed_hidden_pools(model, blocks, batch, dev, pool, *, layers="all") -> l
     pooled B x D (float32, on the model's device: the caller moves the stacked B x (L+1) x D to the
     CPU once per batch, not once per layer, which on a GPU was a device-to-host sync per layer);
     h_L is pooled from the base model's output (no LM head runs). ``layers="last"``: h_L only, no hooks.
+    ``last``: called with the unpooled h_L too (the fused bits-per-byte pass applies the LM head to it).
     """
     base, module_list = blocks
     mask = batch["attention_mask"].bool()
@@ -274,7 +265,10 @@ def streamed_hidden_pools(model, blocks, batch, dev, pool, *, layers="all") -> l
     finally:
         for handle in handles:
             handle.remove()
-    keep(out[0] if isinstance(out, tuple) else out.last_hidden_state)
+    final = out[0] if isinstance(out, tuple) else out.last_hidden_state
+    if last is not None:
+        last(final)
+    keep(final)
     return pooled
 
 
@@ -282,7 +276,7 @@ def streamed_hidden_pools(model, blocks, batch, dev, pool, *, layers="all") -> l
 def extract_language_features(
     model, tokenizer, texts, *, batch_size=32, device="cpu", dtype=torch.float32, pooling="mean",
     prompt_template=None, group_by_length=True, max_batch_tokens=None, checkpoint_dir=None, progress=True,
-    samples_per_item=None, layers="all", gpu_memory_budget_gb=None,
+    samples_per_item=None, layers="all", gpu_memory_budget_gb=None, score_tail=None,
 ) -> torch.Tensor:
     """Every hidden state (embeddings included), pooled over each text's valid tokens.
 
@@ -315,10 +309,14 @@ def extract_language_features(
     first batch the hooks are checked against ``output_hidden_states=True`` on one text; an
     architecture where they disagree (or whose blocks are not found) falls back to it, with a warning.
 
+    score_tail : int, or None. Given (``prh.evaluation.likelihood.fused_bpb_tail``), the same pass also returns
+        each text's summed nats for bits per byte (``hidden_nats``: the LM head on h_L, the last ``score_tail``
+        tokens unscored), so a causal LM's features and bits per byte cost one forward pass, not two.
+
     Returns
     -------
     float32 CPU tensor N x (num_layers + 1) x D (N texts, or N items with ``samples_per_item``);
-    N x 1 x D with ``layers="last"``.
+    N x 1 x D with ``layers="last"``. With ``score_tail``: (that tensor, float64 nats of each text).
     """
     if pooling not in ("mean", "last"):
         raise ValueError(f"pooling={pooling!r}; choose 'mean' or 'last'")
@@ -340,10 +338,13 @@ def extract_language_features(
         last = torch.where(mask.to(h.device), pos, -1).argmax(dim=1)
         return h.float()[torch.arange(h.shape[0], device=h.device), last]
 
+    final: dict = {}  # h_L of the batch, for the fused bits per byte
+
     def all_hidden_states(batch, dev):
         """The reference path: every hidden state held at once (``output_hidden_states=True``)."""
         extra = {"logits_to_keep": 1, "use_cache": False}
         hs = model(**forward_inputs(model, batch, dev, **extra), output_hidden_states=True).hidden_states
+        final["h"] = hs[-1]
         mask = batch["attention_mask"].bool()
         return torch.stack([pool(h, mask) for h in (hs[-1:] if layers == "last" else hs)], dim=1)
 
@@ -364,17 +365,32 @@ def extract_language_features(
                 warnings.warn(f"{type(model).__name__}: per-block hooks do not reproduce output_hidden_states; "
                               "falling back to holding every hidden state (more accelerator memory)", stacklevel=2)
         if not streamed:
-            return all_hidden_states(batch, dev)
-        return torch.stack(streamed_hidden_pools(model, blocks, batch, dev, pool, layers=layers), dim=1)
+            feats = all_hidden_states(batch, dev)
+        else:
+            feats = torch.stack(streamed_hidden_pools(model, blocks, batch, dev, pool, layers=layers,
+                                                      last=lambda h: final.__setitem__("h", h)), dim=1)
+        if score_tail is None:
+            return feats
+        # one row per text: its features (exact in float64) and its nats, in one checkpointable tensor
+        nats = hidden_nats(model, final.pop("h"), batch, tail=score_tail).to(feats.device)
+        return torch.cat([feats.flatten(1).double(), nats[:, None]], dim=1)
 
     rows = run_batches(model, tokenizer, encode_texts(tokenizer, texts), batch_size=batch_size, device=device,
                          dtype=dtype, group_by_length=group_by_length, checkpoint_dir=checkpoint_dir,
                          max_tokens=max_batch_tokens, memory_budget_gb=gpu_memory_budget_gb,
-                         tag="language", key=[pooling, prompt_template, *(["last"] if layers == "last" else [])],
+                         tag="language", key=[pooling, prompt_template, *(["last"] if layers == "last" else []),
+                                              *([] if score_tail is None else ["bpb", score_tail])],
                          progress=progress, step=step)
+    nats = None
+    if score_tail is not None:
+        nats = torch.stack([r[-1] for r in rows])
+        n_layers = 1 if layers == "last" else model.config.get_text_config().num_hidden_layers + 1
+        rows = [r[:-1].float().view(n_layers, -1) for r in rows]
     if starts is None:
-        return torch.stack(rows)
-    bounds = [*starts.tolist(), len(rows)]
-    return torch.stack([torch.stack(rows[a:b]).mean(0) for a, b in zip(bounds[:-1], bounds[1:])])
+        feats = torch.stack(rows)
+    else:
+        bounds = [*starts.tolist(), len(rows)]
+        feats = torch.stack([torch.stack(rows[a:b]).mean(0) for a, b in zip(bounds[:-1], bounds[1:])])
+    return feats if nats is None else (feats, nats)
 
 

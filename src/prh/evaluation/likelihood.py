@@ -16,8 +16,10 @@ import torch
 import torch.nn.functional as F
 
 from prh.batching import check_texts, encode_texts, forward_inputs, group_starts, run_batches
+from prh.device import place_model, resolve_device, resolve_dtype
 
-__all__ = ["start_token", "token_nats", "bits_per_byte", "choice_logprobs", "mc_scores"]
+__all__ = ["start_token", "token_nats", "bits_per_byte", "bpb_encodings", "bpb_from_nats", "fused_bpb_tail",
+           "hidden_nats", "choice_logprobs", "mc_scores"]
 
 
 def start_token(tokenizer) -> int | None:
@@ -34,6 +36,63 @@ def token_nats(logits: torch.Tensor, ids: torch.Tensor, scored: torch.Tensor) ->
         ce = F.cross_entropy(logits[b, :-1].float(), ids[b, 1:], reduction="none")
         nats.append(torch.where(scored[b], ce, 0.0).sum())
     return torch.stack(nats).double()
+
+
+def bpb_encodings(tokenizer, texts) -> list[dict]:
+    """What bits per byte scores: each text without special tokens, after one start token (``start_token``)."""
+    start = start_token(tokenizer)
+    encodings = encode_texts(tokenizer, texts, add_special_tokens=False)
+    if start is not None:
+        encodings = [{k: [start if k == "input_ids" else (1 if k == "attention_mask" else 0)] + list(v)
+                      for k, v in e.items()} for e in encodings]
+    return encodings
+
+
+def bpb_from_nats(nats, texts, samples_per_item=None) -> np.ndarray:
+    """Bits per byte from each text's summed nats: per text, or per item (its texts' bits over their bytes)."""
+    nbytes = np.array([len(t.encode("utf-8")) for t in texts], dtype=np.float64)
+    bits = np.array([float(x) for x in nats]) / math.log(2)
+    if samples_per_item is None:
+        return bits / nbytes
+    starts = group_starts(samples_per_item, len(texts))
+    return np.add.reduceat(bits, starts) / np.add.reduceat(nbytes, starts)
+
+
+def hidden_nats(model, hidden: torch.Tensor, batch: dict, *, tail: int) -> torch.Tensor:
+    """``token_nats`` from a batch's final hidden states (the LM head applied here), leaving the last ``tail`` real
+    tokens of each row unscored: a feature pass over ``[start] + text + tail`` scores what ``bits_per_byte`` scores
+    on ``[start] + text`` (causal attention: no earlier position sees the tail)."""
+    logits = model.get_output_embeddings()(hidden)
+    ids = batch["input_ids"].to(logits.device)
+    mask = batch["attention_mask"].to(logits.device).bool()
+    keep = mask & (mask.flip(1).cumsum(1).flip(1) > tail)  # real tokens with more than `tail` real ones at or after
+    return token_nats(logits, ids, keep[:, 1:] & keep[:, :-1])
+
+
+@torch.inference_mode()
+def fused_bpb_tail(model, tokenizer, texts, feature_encodings, *, device="cpu", dtype=torch.float32) -> int | None:
+    """Can one feature pass also give bits per byte? The number ``tail`` of tokens the tokenizer appends after
+    ``bpb_encodings`` (the same for every text), when: the model is a causal LM with an output embedding, padding
+    is on the right, every feature encoding is the bpb encoding plus the same tail, and on the first text
+    ``hidden_nats`` equals the nats of the model's own logits (rtol 1e-4). Otherwise None: two passes."""
+    if tokenizer.padding_side != "right" or model.get_output_embeddings() is None or not texts:
+        return None
+    scored = bpb_encodings(tokenizer, texts)
+    tails = {tuple(f["input_ids"][len(b["input_ids"]):]) for f, b in zip(feature_encodings, scored)}
+    if len(tails) != 1 or any(f["input_ids"][:len(b["input_ids"])] != b["input_ids"]
+                              for f, b in zip(feature_encodings, scored)):
+        return None
+    tail = len(next(iter(tails)))
+    dev = place_model(model, device, resolve_dtype(dtype, resolve_device(device)))
+    one = {k: torch.tensor([v]) for k, v in feature_encodings[0].items()}
+    ref = {k: torch.tensor([v]) for k, v in scored[0].items()}
+    base = model.base_model
+    hidden = base(**forward_inputs(base, one, dev, use_cache=False)).last_hidden_state
+    fused = hidden_nats(model, hidden, one, tail=tail)
+    logits = model(**forward_inputs(model, ref, dev, use_cache=False)).logits
+    mask = ref["attention_mask"].to(logits.device).bool()
+    direct = token_nats(logits, ref["input_ids"].to(logits.device), mask[:, 1:] & mask[:, :-1])
+    return tail if torch.allclose(fused, direct, rtol=1e-4, atol=1e-6) else None
 
 
 @torch.inference_mode()
@@ -58,12 +117,9 @@ def bits_per_byte(
     float64 array, one value per text (per item with ``samples_per_item``).
     """
     texts = check_texts(texts)
-    starts = None if samples_per_item is None else group_starts(samples_per_item, len(texts))
-    start = start_token(tokenizer)
-    encodings = encode_texts(tokenizer, texts, add_special_tokens=False)
-    if start is not None:
-        encodings = [{k: [start if k == "input_ids" else (1 if k == "attention_mask" else 0)] + list(v)
-                      for k, v in e.items()} for e in encodings]
+    if samples_per_item is not None:
+        group_starts(samples_per_item, len(texts))  # checked before the pass
+    encodings = bpb_encodings(tokenizer, texts)
 
     def step(batch, dev):
         logits = model(**forward_inputs(model, batch, dev, use_cache=False)).logits
@@ -73,13 +129,9 @@ def bits_per_byte(
         return token_nats(logits, ids, scored)
 
     nats = run_batches(model, tokenizer, encodings, batch_size=batch_size, device=device, dtype=dtype,
-                         group_by_length=group_by_length, checkpoint_dir=checkpoint_dir, tag="bpb", key=[start],
-                         progress=progress, step=step, max_tokens=max_batch_tokens)
-    nbytes = np.array([len(t.encode("utf-8")) for t in texts], dtype=np.float64)
-    bits = np.array([float(x) for x in nats]) / math.log(2)
-    if starts is None:
-        return bits / nbytes
-    return np.add.reduceat(bits, starts) / np.add.reduceat(nbytes, starts)
+                         group_by_length=group_by_length, checkpoint_dir=checkpoint_dir, tag="bpb",
+                         key=[start_token(tokenizer)], progress=progress, step=step, max_tokens=max_batch_tokens)
+    return bpb_from_nats(nats, texts, samples_per_item)
 
 
 def _encode_choices(tokenizer, contexts: list[str], endings: list[list[str]], *, max_length: int | None) -> list[dict]:
