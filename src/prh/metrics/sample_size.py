@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["subsets", "linear_cka", "linear_cka_null", "knn_state", "cell", "kernel_cell", "sweep", "KNN_SWEEP_METRICS", "KERNEL_METRICS"]
+__all__ = ["subsets", "linear_cka", "linear_cka_null", "knn_state", "cell", "kernel_cell", "k_modes", "sweep", "KNN_SWEEP_METRICS", "KERNEL_METRICS"]
 
 KNN_SWEEP_METRICS = ("mutual_knn", "cknna")  # scored by the engine; "cka" by linear_cka
 KERNEL_METRICS = ("mutual_knn", "cka")  # against a kernel given as an N x N matrix (kernel_cell)
@@ -162,6 +162,14 @@ def kernel_cell(metric: str, a, kernel, *, k: int, quantile: float, permutations
             "calibrated": out["raw"] - out["null_mean"], "chance": k / (n - 1) if metric == "mutual_knn" else None}
 
 
+def k_modes(metric: str, n: int, *, k_fixed: int, k_fraction: float) -> list[tuple[str, int]]:
+    """The (k_mode, k) cells of one metric at N = n: a k-NN metric at k = ``k_fixed`` ("fixed") and at
+    k = max(2, round(``k_fraction`` n)) ("fraction"; CKNNA needs k >= 2); any other metric once ("none": k unused)."""
+    if metric not in KNN_SWEEP_METRICS:
+        return [("none", k_fixed)]
+    return [("fixed", k_fixed), ("fraction", max(2, round(k_fraction * n)))]
+
+
 def sweep(a, b, *, grid, metrics, k_fixed: int, k_fraction: float, quantile: float, permutations: int,
           seed: int, progress: bool = False) -> list[dict]:
     """Every cell of the sweep (module docstring): for each N of ``grid`` and metric, the k-NN metrics at
@@ -176,10 +184,9 @@ def sweep(a, b, *, grid, metrics, k_fixed: int, k_fraction: float, quantile: flo
         raise ValueError(f"k_fraction must lie in (0, 1), got {k_fraction}")
     cells = []
     parts = subsets(len(a), grid, seed=seed)
-    jobs = [(n, m, mode) for n in parts for m in metrics
-            for mode in (("fixed", "fraction") if m in KNN_SWEEP_METRICS else ("none",))]
-    for n, metric, mode in tqdm(jobs, desc="sample-size sweep", disable=not progress):
-        k = k_fixed if mode == "fixed" else max(2, round(k_fraction * n))
+    jobs = [(n, m, mode, k) for n in parts for m in metrics for mode, k in k_modes(m, n, k_fixed=k_fixed,
+                                                                                 k_fraction=k_fraction)]
+    for n, metric, mode, k in tqdm(jobs, desc="sample-size sweep", disable=not progress):
         idx = parts[n]
         cells.append({**cell(metric, a[idx], b[idx], k=k, quantile=quantile, permutations=permutations, seed=seed),
                       "k_mode": mode})

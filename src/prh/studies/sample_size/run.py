@@ -106,7 +106,7 @@ def run_sample_size(*, names: list[str], features: list[str], language: list[str
     """The sweep of every pair (module docstring); writes ``out``'s sweep and metrics JSON, returns the metrics."""
     from prh.data.shapes import world_kernel
     from prh.io import load_features, read_jsonl
-    from prh.metrics.sample_size import KERNEL_METRICS, KNN_SWEEP_METRICS, cell, kernel_cell, knn_state, subsets
+    from prh.metrics.sample_size import KERNEL_METRICS, KNN_SWEEP_METRICS, cell, k_modes, kernel_cell, knn_state, subsets
 
     out = named_paths(out, OUTPUTS, command="run-sample-size")
     if len(names) != len(features) or not names:
@@ -146,8 +146,7 @@ def run_sample_size(*, names: list[str], features: list[str], language: list[str
             for metric in c["metrics"]:
                 if lay["b"] == KERNEL and metric not in KERNEL_METRICS:
                     continue
-                for mode in ("fixed", "fraction") if metric in KNN_SWEEP_METRICS else ("none",):
-                    k = c["k_fixed"] if mode != "fraction" else max(2, round(c["k_fraction"] * n))
+                for mode, k in k_modes(metric, n, k_fixed=c["k_fixed"], k_fraction=c["k_fraction"]):
                     kw = dict(k=k, quantile=c["quantile"], permutations=c["permutations"], seed=seed)
                     a = feats[lay["a"]][idx, lay["layer_a"]]
                     if lay["b"] == KERNEL:
