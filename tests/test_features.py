@@ -192,6 +192,40 @@ def test_one_pass_gives_features_and_bits_per_byte_as_two_do(lm_dirs, appends_eo
                                rtol=1e-6)
 
 
+def test_fused_pass_on_the_reference_path_uses_the_models_own_logits(lm_dirs):
+    """Where per-block hooks are not trusted (output_hidden_states instead), the fused nats come from the model's
+    logits: the same features and bits per byte."""
+    from prh.batching import encode_texts
+    from prh.evaluation.likelihood import bpb_from_nats, fused_bpb_tail
+    from prh.features import _HOOKS_CHECKED
+
+    model, tok = load_language_model(lm_dirs["llama"])
+    _HOOKS_CHECKED[model] = False
+    tail = fused_bpb_tail(model, tok, TEXTS, encode_texts(tok, TEXTS))
+    feats, nats = extract_language_features(model, tok, TEXTS, batch_size=3, progress=False, score_tail=tail)
+    assert torch.equal(feats, extract_language_features(model, tok, TEXTS, batch_size=3, progress=False))
+    np.testing.assert_allclose(bpb_from_nats(nats, TEXTS), bits_per_byte(model, tok, TEXTS, progress=False), rtol=1e-6)
+
+
+@pytest.mark.parametrize("scale, fused", [(1.0, True), (8.0, False)])
+def test_a_model_whose_logits_are_more_than_its_head_gets_two_passes(scale, fused):
+    """Granite divides its logits by logits_scaling: the head on h_L is then not the model's logits."""
+    from tiny_models import make_tokenizer
+    from tokenizers import processors
+    from transformers import GraniteConfig, GraniteForCausalLM
+
+    from prh.batching import encode_texts
+    from prh.evaluation.likelihood import fused_bpb_tail
+
+    tok = make_tokenizer("llama")
+    tok._tokenizer.post_processor = processors.TemplateProcessing(single="<s> $A </s>", special_tokens=[("<s>", 2), ("</s>", 3)])
+    torch.manual_seed(0)
+    model = GraniteForCausalLM(GraniteConfig(vocab_size=len(tok), hidden_size=16, intermediate_size=32, num_hidden_layers=2,
+                                             num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=128,
+                                             bos_token_id=2, eos_token_id=3, pad_token_id=0, logits_scaling=scale)).eval()
+    assert (fused_bpb_tail(model, tok, TEXTS, encode_texts(tok, TEXTS)) == 1) is fused
+
+
 @pytest.mark.parametrize("kind", ["gpt2", "bloom"])
 def test_two_passes_where_one_cannot_give_the_same_tokens(lm_dirs, kind):
     """GPT-2's features have no start token (bits per byte prepends one); BLOOM's tokenizer pads on the left."""

@@ -27,7 +27,7 @@ from tqdm.auto import tqdm
 from prh.batching import (BatchCheckpoint, batch_for_budget, budget_bytes, check_texts, encode_texts, fingerprint,
                            forward_inputs, group_starts, model_id, run_batches, step_or_split)
 from prh.device import place_model, resolve_device, resolve_dtype
-from prh.evaluation.likelihood import hidden_nats
+from prh.evaluation.likelihood import hidden_nats, tail_nats
 
 __all__ = ["PRH_PROMPT", "LAYERS", "check_layers", "resize_side", "preprocess_images", "pool_blocks",
            "extract_vision_features", "hidden_state_blocks", "streamed_hidden_pools", "extract_language_features"]
@@ -338,13 +338,13 @@ def extract_language_features(
         last = torch.where(mask.to(h.device), pos, -1).argmax(dim=1)
         return h.float()[torch.arange(h.shape[0], device=h.device), last]
 
-    final: dict = {}  # h_L of the batch, for the fused bits per byte
+    final: dict = {}  # the batch's h_L (streamed) or logits (reference path), for the fused bits per byte
 
     def all_hidden_states(batch, dev):
         """The reference path: every hidden state held at once (``output_hidden_states=True``)."""
-        extra = {"logits_to_keep": 1, "use_cache": False}
-        hs = model(**forward_inputs(model, batch, dev, **extra), output_hidden_states=True).hidden_states
-        final["h"] = hs[-1]
+        extra = {"logits_to_keep": 1 if score_tail is None else 0, "use_cache": False}
+        out = model(**forward_inputs(model, batch, dev, **extra), output_hidden_states=True)
+        hs, final["logits"] = out.hidden_states, out.logits
         mask = batch["attention_mask"].bool()
         return torch.stack([pool(h, mask) for h in (hs[-1:] if layers == "last" else hs)], dim=1)
 
@@ -364,6 +364,7 @@ def extract_language_features(
             if not streamed:
                 warnings.warn(f"{type(model).__name__}: per-block hooks do not reproduce output_hidden_states; "
                               "falling back to holding every hidden state (more accelerator memory)", stacklevel=2)
+        final.clear()  # nothing of the check above, or of a batch that ran out of memory, stays alive
         if not streamed:
             feats = all_hidden_states(batch, dev)
         else:
@@ -371,9 +372,10 @@ def extract_language_features(
                                                       last=lambda h: final.__setitem__("h", h)), dim=1)
         if score_tail is None:
             return feats
-        # one row per text: its features (exact in float64) and its nats, in one checkpointable tensor
-        nats = hidden_nats(model, final.pop("h"), batch, tail=score_tail).to(feats.device)
-        return torch.cat([feats.flatten(1).double(), nats[:, None]], dim=1)
+        nats = (tail_nats(final.pop("logits"), batch, tail=score_tail) if "logits" in final
+                else hidden_nats(model, final.pop("h"), batch, tail=score_tail))
+        # one checkpointable row per text: its features, then its float64 nats bit for bit as two float32 columns
+        return torch.cat([feats.flatten(1), nats.to(feats.device).contiguous().view(torch.float32).view(-1, 2)], 1)
 
     rows = run_batches(model, tokenizer, encode_texts(tokenizer, texts), batch_size=batch_size, device=device,
                          dtype=dtype, group_by_length=group_by_length, checkpoint_dir=checkpoint_dir,
@@ -383,9 +385,9 @@ def extract_language_features(
                          progress=progress, step=step)
     nats = None
     if score_tail is not None:
-        nats = torch.stack([r[-1] for r in rows])
-        n_layers = 1 if layers == "last" else model.config.get_text_config().num_hidden_layers + 1
-        rows = [r[:-1].float().view(n_layers, -1) for r in rows]
+        nats = torch.stack([r[-2:].contiguous().view(torch.float64)[0] for r in rows])
+        width = model.config.get_text_config().hidden_size
+        rows = [r[:-2].view(-1, width) for r in rows]  # view: raises unless a whole number of layers
     if starts is None:
         feats = torch.stack(rows)
     else:

@@ -19,7 +19,7 @@ from prh.batching import check_texts, encode_texts, forward_inputs, group_starts
 from prh.device import place_model, resolve_device, resolve_dtype
 
 __all__ = ["start_token", "token_nats", "bits_per_byte", "bpb_encodings", "bpb_from_nats", "fused_bpb_tail",
-           "hidden_nats", "choice_logprobs", "mc_scores"]
+           "tail_nats", "hidden_nats", "choice_logprobs", "mc_scores"]
 
 
 def start_token(tokenizer) -> int | None:
@@ -58,23 +58,29 @@ def bpb_from_nats(nats, texts, samples_per_item=None) -> np.ndarray:
     return np.add.reduceat(bits, starts) / np.add.reduceat(nbytes, starts)
 
 
-def hidden_nats(model, hidden: torch.Tensor, batch: dict, *, tail: int) -> torch.Tensor:
-    """``token_nats`` from a batch's final hidden states (the LM head applied here), leaving the last ``tail`` real
-    tokens of each row unscored: a feature pass over ``[start] + text + tail`` scores what ``bits_per_byte`` scores
-    on ``[start] + text`` (causal attention: no earlier position sees the tail)."""
-    logits = model.get_output_embeddings()(hidden)
+def tail_nats(logits: torch.Tensor, batch: dict, *, tail: int) -> torch.Tensor:
+    """``token_nats`` of a batch, leaving the last ``tail`` real tokens of each row unscored: a feature pass over
+    ``[start] + text + tail`` scores what ``bits_per_byte`` scores on ``[start] + text`` (causal attention: no
+    earlier position sees the tail)."""
     ids = batch["input_ids"].to(logits.device)
     mask = batch["attention_mask"].to(logits.device).bool()
     keep = mask & (mask.flip(1).cumsum(1).flip(1) > tail)  # real tokens with more than `tail` real ones at or after
     return token_nats(logits, ids, keep[:, 1:] & keep[:, :-1])
 
 
+def hidden_nats(model, hidden: torch.Tensor, batch: dict, *, tail: int) -> torch.Tensor:
+    """``tail_nats`` from the final hidden states, the LM head applied here (``fused_bpb_tail`` checks it gives the
+    model's own logits)."""
+    return tail_nats(model.get_output_embeddings()(hidden), batch, tail=tail)
+
+
 @torch.inference_mode()
 def fused_bpb_tail(model, tokenizer, texts, feature_encodings, *, device="cpu", dtype=torch.float32) -> int | None:
     """Can one feature pass also give bits per byte? The number ``tail`` of tokens the tokenizer appends after
     ``bpb_encodings`` (the same for every text), when: the model is a causal LM with an output embedding, padding
-    is on the right, every feature encoding is the bpb encoding plus the same tail, and on the first text
-    ``hidden_nats`` equals the nats of the model's own logits (rtol 1e-4). Otherwise None: two passes."""
+    is on the right, every feature encoding is the bpb encoding plus the same tail, and on the first text the head
+    on the base model's last hidden state gives the model's own logits (rtol 1e-5) whose ``tail_nats`` equal the
+    nats of its bpb encoding (rtol 1e-4: sequences of other lengths). Otherwise None: two passes."""
     if tokenizer.padding_side != "right" or model.get_output_embeddings() is None or not texts:
         return None
     scored = bpb_encodings(tokenizer, texts)
@@ -88,11 +94,14 @@ def fused_bpb_tail(model, tokenizer, texts, feature_encodings, *, device="cpu", 
     ref = {k: torch.tensor([v]) for k, v in scored[0].items()}
     base = model.base_model
     hidden = base(**forward_inputs(base, one, dev, use_cache=False)).last_hidden_state
-    fused = hidden_nats(model, hidden, one, tail=tail)
+    head = model.get_output_embeddings()(hidden)
+    own = model(**forward_inputs(model, one, dev, use_cache=False)).logits
+    if head.shape != own.shape or not torch.allclose(head.float(), own.float(), rtol=1e-5, atol=1e-5):
+        return None  # the model does more than the head (logit scaling, soft-capping): two passes
     logits = model(**forward_inputs(model, ref, dev, use_cache=False)).logits
     mask = ref["attention_mask"].to(logits.device).bool()
     direct = token_nats(logits, ref["input_ids"].to(logits.device), mask[:, 1:] & mask[:, :-1])
-    return tail if torch.allclose(fused, direct, rtol=1e-4, atol=1e-6) else None
+    return tail if torch.allclose(tail_nats(own, one, tail=tail), direct, rtol=1e-4, atol=1e-6) else None
 
 
 @torch.inference_mode()
