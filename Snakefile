@@ -15,6 +15,7 @@ min_version("9.0")
 # (params.yaml, a --configfile, --config). A user error prints as one line without a traceback
 # (PRH_DEBUG=1 shows it); broken YAML in params.yaml names its line (read here first, since
 # Snakemake's own message names neither).
+from prh.bench import COSTS_FILE, start_run
 from prh.checks import check_config, check_device
 from prh.config import config_layers, load
 from prh.errors import user_errors
@@ -45,6 +46,9 @@ onstart:
     if workflow.is_main_process and not workflow.touch:
         with user_errors():
             check_device(config, local=workflow.local_exec)
+        # every prh command's exact costs to results/benchmarks/commands.jsonl; a local run's expected duration
+        start_run([str(job.benchmark) if job.benchmark else None for job in workflow.dag.needrun_jobs()], results=R,
+                  cores=workflow.cores, costs_path=f"{workflow.basedir}/{COSTS_FILE}" if workflow.local_exec else None)
     if config["suite"] == "paper" and workflow.is_main_process and not workflow.touch:
         from prh.models.hub_cache import check_before_run
 

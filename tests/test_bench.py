@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from prh.bench import main, read_benchmarks, summarise
+from prh.bench import (COSTS_FILE, expected_duration, family_of, format_expected, main, read_benchmarks, read_costs,
+                       summarise)
 
 HEADER = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
 
@@ -46,3 +49,97 @@ def test_bad_input_names_the_file_or_folder(tmp_path):
     (tmp_path / "r" / "x.tsv").write_text("not\ta benchmark\n")
     with pytest.raises(ValueError, match=r"x\.tsv is not a Snakemake benchmark file"):
         read_benchmarks(tmp_path / "r")
+
+
+def test_costs_price_a_plan_from_a_measured_run(tmp_path, capsys):
+    bench(tmp_path / "b", "train_language/r0.tsv", (100, 1000, 200.0))
+    bench(tmp_path / "b", "train_language/r1.tsv", (100, 1000, 100.0))  # family mean 150 CPU s a job
+    bench(tmp_path / "b", "plot/a.tsv", (1, 100, 10.0))
+    bench(tmp_path / "b", "plot/b.tsv", (1, 100, 30.0))  # family mean 20
+    costs_path = tmp_path / "costs.json"
+    main(["--root", str(tmp_path / "b"), "--costs-out", str(costs_path), "--wall-s", "300", "--cores", "2", "--run", "test"])
+    capsys.readouterr()
+    costs = read_costs(costs_path)
+    assert costs["families"]["train_language"] == {"jobs": 2, "cpu_s": 300.0, "wall_s": 200.0, "max_rss_mb": 1000.0,
+                                                   "unmeasured": 0}
+    # the run: 340 CPU s in 300 s on 2 cores -> 340 / 600 of its cores used
+    est = expected_duration(["train_language", "plot", "plot", None], costs=costs, cores=2)
+    median = (150 + 20) / 2  # an unknown family, or a job without a benchmark file, costs the median family mean
+    assert est["cpu_s"] == pytest.approx(150 + 20 + 20 + median)
+    assert est["utilisation"] == pytest.approx(340 / 600)
+    assert est["wall_s"] == pytest.approx(est["cpu_s"] / (2 * 340 / 600))
+    assert est["unpriced"] == 1 and est["jobs"] == 4
+    # one core: twice the wall; one long job bounds the wall from below
+    assert expected_duration(["train_language"] * 2, costs=costs, cores=1)["wall_s"] == pytest.approx(300 / (340 / 600))
+    assert expected_duration(["train_language"], costs=costs, cores=64)["wall_s"] == pytest.approx(150 / (340 / 600))
+    line = format_expected(est)
+    assert line.startswith("Expected duration: about ") and "4 jobs" in line and "1 of them priced at the median" in line
+    assert COSTS_FILE in line and "test" in line
+
+
+def test_family_of_is_the_folder_under_benchmarks():
+    assert family_of("results/benchmarks/plot/fig2.tsv") == "plot"
+    assert family_of("results/replicates/seed1000/benchmarks/train_language/gpt2_s_r0.tsv") == "train_language"
+    assert family_of(None) is None and family_of("results/benchmarks") is None
+
+
+def test_costs_bad_input(tmp_path):
+    bench(tmp_path / "b", "plot/a.tsv", (1, 100, 10.0))
+    with pytest.raises(SystemExit):  # argparse: --costs-out without the run's wall time
+        main(["--root", str(tmp_path / "b"), "--costs-out", str(tmp_path / "c.json")])
+    with pytest.raises(SystemExit, match="--wall-s"):
+        main(["--root", str(tmp_path / "b"), "--costs-out", str(tmp_path / "c.json"), "--wall-s", "0", "--cores", "2"])
+    (tmp_path / "bad.json").write_text(json.dumps({"families": {}}))
+    with pytest.raises(ValueError, match=r"bad\.json is not a costs file"):
+        read_costs(tmp_path / "bad.json")
+
+
+def test_every_prh_command_records_its_exact_costs_when_asked(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    bench(tmp_path / "b", "plot/a.tsv", (1, 100, 10.0))
+    log = tmp_path / "rusage.jsonl"
+    env = {**os.environ, "PRH_RUSAGE_LOG": str(log)}
+    ok = subprocess.run([sys.executable, "-m", "prh.cli", "bench-summary", "--root", str(tmp_path / "b")], env=env)
+    bad = subprocess.run([sys.executable, "-m", "prh.cli", "bench-summary", "--root", str(tmp_path / "none")], env=env,
+                         capture_output=True)
+    assert (ok.returncode, bad.returncode) == (0, 1)
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [(x["command"], x["status"]) for x in lines] == [("bench-summary", 0), ("bench-summary", 1)]
+    assert lines[0]["argv"] == ["--root", str(tmp_path / "b")]
+    # the interpreter's start-up and imports are in a command's CPU; peak memory is that of a Python process
+    assert all(x["cpu_s"] > 0.01 and x["wall_s"] > 0 and 5 < x["max_rss_mb"] < 2000 for x in lines)
+
+
+def test_rusage_counts_the_children_a_command_waited_for(tmp_path):
+    import subprocess
+    import sys
+
+    from prh.bench import record_rusage
+
+    subprocess.run([sys.executable, "-c", "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass"],
+                   check=True)
+    record_rusage(str(tmp_path / "r.jsonl"), command="x", argv=[], wall_s=1.0, status=0)
+    (line,) = (tmp_path / "r.jsonl").read_text().splitlines()
+    assert json.loads(line)["children_cpu_s"] >= 0.3
+
+
+def test_commands_log_counts_a_rerun_job_once_and_names_a_bad_line(tmp_path):
+    from prh.bench import format_commands, read_commands
+
+    def rec(command, argv, cpu, kids=0.0, wall=1.0):
+        return json.dumps({"command": command, "argv": argv, "status": 0, "wall_s": wall, "cpu_s": cpu,
+                           "children_cpu_s": kids, "max_rss_mb": 100})
+
+    log = tmp_path / "commands.jsonl"
+    log.write_text("\n".join([rec("align", ["a"], 5.0), rec("align", ["a"], 7.0, 1.0),  # rerun: the last counts
+                              rec("align", ["b"], 2.0), rec("plot", ["x"], 1.0)]) + "\n")
+    commands = read_commands(log)
+    assert commands == {"align": {"runs": 2, "cpu_s": 10.0, "wall_s": 2.0}, "plot": {"runs": 1, "cpu_s": 1.0, "wall_s": 1.0}}
+    text = format_commands(commands, sampled_cpu_s=8.0)
+    assert "11 CPU s in 3 runs" in text and "(+3 s unsampled)" in text and "| align | 2 | 10 | 2 |" in text
+    log.write_text(rec("plot", ["x"], 1.0) + "\nnot json\n")
+    with pytest.raises(ValueError, match=r"commands\.jsonl, line 2"):
+        read_commands(log)

@@ -238,6 +238,21 @@ def test_the_zoo_learns(smoke):
         assert pre["verdict"] == "inconclusive", pre
 
 
+def test_every_prh_command_of_the_run_is_costed_exactly(smoke):
+    """commands.jsonl (prh.cli, set by the Snakefile's onstart): one record per job's prh command, and its exact CPU
+    is at least what the sampled benchmark files saw."""
+    from prh.bench import read_benchmarks, read_commands
+
+    log = smoke / "results" / "benchmarks" / "commands.jsonl"
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    assert records and all(r["status"] == 0 for r in records)
+    commands = read_commands(log)
+    assert {"train-language", "extract-language", "align", "plot", "claims-ledger"} <= set(commands)
+    sampled = sum(job.cpu_s for job in read_benchmarks(smoke / "results" / "benchmarks"))
+    assert sum(c["cpu_s"] for c in commands.values()) > 0.9 * sampled
+    assert "prh commands, exact" in run(["prh", "bench-summary"], smoke).stdout
+
+
 def test_second_run_does_nothing(smoke):
     assert planned_jobs(smoke) == {}
 

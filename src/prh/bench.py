@@ -15,17 +15,57 @@ A job benchmarked with ``repeat(n)`` contributes the mean of its repeats.
 Snakemake writes ``NA`` (or ``-``) where it could not measure a value (jobs
 shorter than its sampling interval); those count as 0 s and are reported per
 family as ``unmeasured``.
+
+The same table, saved with the run's wall time (``--costs-out``), prices a plan
+before it runs: ``benchmarks/default_costs.json`` is one measured default run, and
+``snakemake`` prints the expected duration of the jobs it is about to start
+(``expected_duration``; the Snakefile's ``onstart:``):
+
+    prh bench-summary --costs-out benchmarks/default_costs.json --wall-s 1582 --cores 2 --run "main at ..., idle VM"
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import json
 import os
-from dataclasses import dataclass
+import resource
+import statistics
+import sys
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from prh.io import atomic_path
+COSTS_FILE = "benchmarks/default_costs.json"  # one measured default run: what `snakemake` prices a plan with
+COMMANDS_LOG = "commands.jsonl"  # beside the benchmark files: every prh command's exact costs (prh.cli, PRH_RUSAGE_LOG)
+RUSAGE_ENV = "PRH_RUSAGE_LOG"  # a JSONL file: one line of exact costs per prh command run (prh.cli sets none)
+
+
+def record_rusage(path: str, *, command: str, argv: list[str], wall_s: float, status: int) -> None:
+    """Append this process's exact costs to ``path`` as one JSON line (``prh.cli`` calls it as a command exits when
+    ``PRH_RUSAGE_LOG`` is set): CPU seconds of the process (start-up and imports included) and of the children it
+    waited for, wall seconds of the command, peak memory, exit status. One ``write`` of an O_APPEND file: lines of
+    concurrent jobs do not interleave."""
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    line = json.dumps({"command": command, "argv": argv, "status": status, "wall_s": round(wall_s, 3),
+                       "cpu_s": round(me.ru_utime + me.ru_stime, 3), "children_cpu_s": round(kids.ru_utime + kids.ru_stime, 3),
+                       "max_rss_mb": round(max(me.ru_maxrss, kids.ru_maxrss) / 1024, 1)}) + "\n"
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line.encode())
+    finally:
+        os.close(fd)
+
+
+def start_run(benchmarks: list, *, results: str, cores: int, costs_path: str | os.PathLike | None) -> None:
+    """Before a run's first job (the Snakefile's onstart): its prh commands log their exact costs to
+    ``<results>/benchmarks/commands.jsonl`` (jobs inherit ``PRH_RUSAGE_LOG``; replicate modules' commands land there
+    too), and, given the committed costs file, the jobs about to run (their benchmark paths) are priced on stderr."""
+    os.environ.setdefault(RUSAGE_ENV, os.path.abspath(os.path.join(results, "benchmarks", COMMANDS_LOG)))
+    if benchmarks and costs_path is not None and os.path.exists(costs_path):
+        est = expected_duration([family_of(b) for b in benchmarks], costs=read_costs(costs_path), cores=cores)
+        print(format_expected(est), file=sys.stderr, flush=True)
 
 MISSING = {"", "NA", "-", "nan"}
 
@@ -124,16 +164,118 @@ def format_table(families: list[FamilyCost]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def read_commands(path: str | os.PathLike) -> dict[str, dict]:
+    """Exact costs per prh command from a ``PRH_RUSAGE_LOG`` file (prh.cli): ``{command: {"runs", "cpu_s", "wall_s"}}``,
+    CPU including waited-for children. A job run again (same command and arguments) counts once, its last run."""
+    last: dict[tuple, dict] = {}
+    for n, line in enumerate(Path(path).read_text().splitlines(), 1):
+        try:
+            rec = json.loads(line)
+            last[(rec["command"], tuple(rec["argv"]))] = rec
+        except (ValueError, KeyError, TypeError):
+            raise ValueError(f"{path}, line {n}: not a prh command record; delete the file (it is rewritten as jobs run)") from None
+    out: dict[str, dict] = {}
+    for (command, _), rec in last.items():
+        row = out.setdefault(command, {"runs": 0, "cpu_s": 0.0, "wall_s": 0.0})
+        row["runs"] += 1
+        row["cpu_s"] += rec["cpu_s"] + rec["children_cpu_s"]
+        row["wall_s"] += rec["wall_s"]
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]["cpu_s"]))
+
+
+def format_commands(commands: dict[str, dict], *, sampled_cpu_s: float) -> str:
+    """The exact CPU of the prh commands against what the benchmark files sampled."""
+    exact = sum(c["cpu_s"] for c in commands.values())
+    lines = ["", f"prh commands, exact (process CPU incl. start-up and children, {COMMANDS_LOG}): "
+                 f"{exact:.0f} CPU s in {sum(c['runs'] for c in commands.values())} runs; the benchmark files sampled "
+                 f"{sampled_cpu_s:.0f} CPU s ({exact - sampled_cpu_s:+.0f} s unsampled)", "",
+             "| command | runs | CPU s | wall s (sum) |", "|---|---:|---:|---:|"]
+    lines += [f"| {name} | {c['runs']} | {c['cpu_s']:.0f} | {c['wall_s']:.0f} |" for name, c in commands.items()]
+    return "\n".join(lines) + "\n"
+
+
+def write_costs(path: str | os.PathLike, families: list[FamilyCost], *, wall_s: float, cores: int, run: str) -> dict:
+    """Save a measured run's per-family costs with its wall time and cores (what ``expected_duration`` reads)."""
+    if wall_s <= 0 or cores < 1:
+        raise ValueError(f"--wall-s ({wall_s}) must be > 0 and --cores ({cores}) >= 1: the measured run's wall time and cores")
+    from prh.io import write_json  # numpy: kept out of prh.cli's import, which every command pays
+
+    costs = {"run": run, "wall_s": float(wall_s), "cores": int(cores),
+             "families": {f.family: {k: v for k, v in asdict(f).items() if k != "family"} for f in families}}
+    write_json(path, costs)
+    return costs
+
+
+def read_costs(path: str | os.PathLike) -> dict:
+    """A ``write_costs`` file; a missing key is an error naming the file and how to rewrite it."""
+    costs = json.loads(Path(path).read_text())
+    if not isinstance(costs, dict) or not {"wall_s", "cores", "families"} <= set(costs) or not costs["families"]:
+        raise ValueError(f"{path} is not a costs file (wall_s, cores, families); rewrite it with "
+                         "`prh bench-summary --costs-out ...` after a full run")
+    return costs
+
+
+def family_of(benchmark: str | os.PathLike | None) -> str | None:
+    """A job's rule family: the folder under ``benchmarks/`` of its benchmark file (None: a job without one)."""
+    if not benchmark:
+        return None
+    parts = Path(benchmark).parts
+    return parts[parts.index("benchmarks") + 1] if "benchmarks" in parts[:-1] else None
+
+
+def expected_duration(families: list[str | None], *, costs: dict, cores: int) -> dict:
+    """Price a plan (one rule family per job) with a measured run's costs.
+
+    CPU seconds: the sum of each job's family mean (a family the run did not measure costs the median
+    family mean, and is counted in ``unpriced``). Wall seconds: those CPU seconds spread over
+    ``min(cores, jobs)`` cores at the measured run's utilisation (its job CPU over wall x cores:
+    dependencies, Snakemake and start-up keep cores idle), and never less than the longest job.
+    """
+    if cores < 1:
+        raise ValueError(f"cores must be >= 1, got {cores}")
+    per_job = {name: f["cpu_s"] / f["jobs"] for name, f in costs["families"].items() if f["jobs"]}
+    fallback = statistics.median(per_job.values())
+    prices = [per_job.get(f, fallback) for f in families]
+    cpu = sum(prices)
+    measured_cpu = sum(f["cpu_s"] for f in costs["families"].values())
+    utilisation = min(1.0, measured_cpu / (costs["wall_s"] * costs["cores"]))
+    wall = max([cpu / (min(cores, max(1, len(prices))) * utilisation), *prices]) if prices else 0.0
+    return {"jobs": len(prices), "cpu_s": cpu, "wall_s": wall, "utilisation": utilisation, "cores": cores,
+            "unpriced": sum(f not in per_job for f in families), "run": costs.get("run", "?")}
+
+
+def format_expected(est: dict) -> str:
+    """One line for the start of a run."""
+    unpriced = f"; {est['unpriced']} of them priced at the median family" if est["unpriced"] else ""
+    return (f"Expected duration: about {est['wall_s'] / 60:.0f} min on {est['cores']} core{'s' * (est['cores'] != 1)} for {est['jobs']} jobs "
+            f"({est['cpu_s'] / 60:.0f} CPU-min at the measured run's {est['utilisation']:.0%} core utilisation{unpriced}; "
+            f"costs: {COSTS_FILE}, {est['run']})")
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="prh bench-summary", description=__doc__.split("\n\n")[0])
     ap.add_argument("--root", default="results/benchmarks", help="folder of the benchmark TSVs (default: results/benchmarks)")
     ap.add_argument("--out", help="also write the table to this file (Markdown)")
+    ap.add_argument("--costs-out", help=f"also save the costs, for pricing plans (the committed one: {COSTS_FILE})")
+    ap.add_argument("--wall-s", type=float, help="with --costs-out: the run's wall seconds")
+    ap.add_argument("--cores", type=int, help="with --costs-out: the cores it ran on")
+    ap.add_argument("--run", default="", help="with --costs-out: what run and machine it was")
     args = ap.parse_args(argv)
+    if args.costs_out and (args.wall_s is None or args.cores is None):
+        ap.error("--costs-out needs --wall-s and --cores (the measured run's wall time and cores)")
     try:
-        table = format_table(summarise(read_benchmarks(args.root)))
+        families = summarise(read_benchmarks(args.root))
+        table = format_table(families)
+        if (Path(args.root) / COMMANDS_LOG).exists():
+            table += format_commands(read_commands(Path(args.root) / COMMANDS_LOG),
+                                     sampled_cpu_s=sum(f.cpu_s for f in families))
+        if args.costs_out:
+            write_costs(args.costs_out, families, wall_s=args.wall_s, cores=args.cores, run=args.run)
     except ValueError as err:
         raise SystemExit(f"prh bench-summary: {err}") from None
     print(table, end="")
     if args.out:
+        from prh.io import atomic_path
+
         with atomic_path(args.out) as tmp:
             tmp.write_text(table)

@@ -9,6 +9,12 @@ and writes its JSON.
 
     prh --help
     prh <command> --help
+
+With ``PRH_RUSAGE_LOG=<file>`` set, every command appends one JSON line to that file as it
+exits: its exact CPU seconds (interpreter start-up and imports included, and children it
+waited for), wall seconds of the command, peak memory and exit status. Snakemake's
+``benchmark:`` files sample a job's process tree (every 0.5 s, then every 30 s) and miss what
+runs after the last sample; these lines do not (``prh bench-summary`` sets them side by side).
 """
 
 from __future__ import annotations
@@ -16,7 +22,9 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+import time
 
+from prh.bench import RUSAGE_ENV, record_rusage
 from prh.errors import DEBUG_ENV, did_you_mean, user_errors
 
 # stage -> {command: ("module:function", one line of help)}, in pipeline order.
@@ -119,8 +127,18 @@ def main(argv: list[str] | None = None) -> None:
     if name not in COMMANDS:
         sys.exit(f"prh: {did_you_mean(name, COMMANDS, kind='command', listing='`prh --help` lists them')}")
     module, func = COMMANDS[name].split(":")
-    with user_errors(prefix=f"prh {name}: "):
-        getattr(importlib.import_module(module), func)(rest)
+    start, status = time.perf_counter(), 1
+    try:
+        with user_errors(prefix=f"prh {name}: "):
+            getattr(importlib.import_module(module), func)(rest)
+        status = 0
+    except SystemExit as stop:
+        status = 0 if stop.code is None else stop.code if isinstance(stop.code, int) else 1
+        raise
+    finally:
+        if os.environ.get(RUSAGE_ENV):
+            record_rusage(os.environ[RUSAGE_ENV], command=name, argv=rest, wall_s=time.perf_counter() - start,
+                          status=status)
 
 
 if __name__ == "__main__":
