@@ -344,7 +344,9 @@ def extract_language_features(
         """The reference path: every hidden state held at once (``output_hidden_states=True``)."""
         extra = {"logits_to_keep": 1 if score_tail is None else 0, "use_cache": False}
         out = model(**forward_inputs(model, batch, dev, **extra), output_hidden_states=True)
-        hs, final["logits"] = out.hidden_states, out.logits
+        hs = out.hidden_states
+        if score_tail is not None:
+            final["logits"] = out.logits
         mask = batch["attention_mask"].bool()
         return torch.stack([pool(h, mask) for h in (hs[-1:] if layers == "last" else hs)], dim=1)
 
