@@ -9,7 +9,9 @@ Runs ``snakemake --cores C`` in a checkout from an empty ``results/`` (use a clo
   tree, every 0.5 s for 30 s, then every 30 s: what runs after a job's last sample is missed);
 - ``exact_cpu_s``: the sum of ``results/benchmarks/commands.jsonl`` (prh.bench.record_rusage: every prh command's
   own CPU and its children's, read by ``getrusage`` as it exits), when the checkout writes it;
-- ``outside_exact_s``: tree - exact, i.e. Snakemake itself (DAG, scheduling, benchmark sampling) and the job shells.
+- ``outside_exact_s``: tree - exact: Snakemake itself, torchrun's launchers and the job shells;
+- ``snakemake_cpu_s``: the Snakemake process's own CPU (``/proc/<pid>/stat``, read every 2 s until it exits: the
+  last 2 s are missed), which includes its ``benchmark:`` sampling threads.
 
     git clone -q . /tmp/run && python benchmarks/bench_default_run.py /tmp/run --cores 2 [--json out.json]
 
@@ -24,8 +26,18 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
+
+
+def own_cpu(pid: int) -> float | None:
+    """User + system CPU seconds of one process, not its children (fields 14 and 15 of /proc/<pid>/stat)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def run(checkout: Path, *, cores: int, snakemake: str) -> dict:
@@ -37,7 +49,18 @@ def run(checkout: Path, *, cores: int, snakemake: str) -> dict:
            "PATH": f"{Path(snakemake).parent}{os.pathsep}{os.environ['PATH']}"}
     proc = subprocess.Popen([snakemake, "--cores", str(cores)], cwd=checkout, env=env,
                             stdout=open(checkout / "run.log", "w"), stderr=subprocess.STDOUT)
+    master = {"cpu": 0.0}
+
+    def poll():
+        while proc.returncode is None:
+            cpu = own_cpu(proc.pid)
+            if cpu is not None:
+                master["cpu"] = cpu
+            time.sleep(2)
+
+    threading.Thread(target=poll, daemon=True).start()
     _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
     wall = time.perf_counter() - start
     from prh.bench import read_benchmarks, read_commands
 
@@ -52,7 +75,7 @@ def run(checkout: Path, *, cores: int, snakemake: str) -> dict:
             "outside_sampled_share": round(1 - sampled / tree, 3),
             "outside_exact_s": None if exact is None else round(tree - exact, 1),
             "outside_exact_share": None if exact is None else round(1 - exact / tree, 3),
-            "benchmark_files": len(list(root.rglob("*.tsv")))}
+            "snakemake_cpu_s": round(master["cpu"], 1), "benchmark_files": len(list(root.rglob("*.tsv")))}
 
 
 def main() -> None:

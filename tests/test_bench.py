@@ -94,6 +94,13 @@ def test_costs_bad_input(tmp_path):
         read_costs(tmp_path / "bad.json")
 
 
+def test_the_committed_costs_file_prices_the_default_plan():
+    from pathlib import Path
+
+    costs = read_costs(Path(__file__).resolve().parents[1] / COSTS_FILE)
+    assert costs["cores"] >= 1 and costs["wall_s"] > 0 and "train_language" in costs["families"]
+
+
 def test_every_prh_command_records_its_exact_costs_when_asked(tmp_path):
     import os
     import subprocess
@@ -134,12 +141,14 @@ def test_commands_log_counts_a_rerun_job_once_and_names_a_bad_line(tmp_path):
                            "children_cpu_s": kids, "max_rss_mb": 100})
 
     log = tmp_path / "commands.jsonl"
+    ranks = [json.dumps({**json.loads(rec("run-lte", ["e"], 3.0)), "rank": r}) for r in ("0", "1")]
     log.write_text("\n".join([rec("align", ["a"], 5.0), rec("align", ["a"], 7.0, 1.0),  # rerun: the last counts
-                              rec("align", ["b"], 2.0), rec("plot", ["x"], 1.0)]) + "\n")
+                              rec("align", ["b"], 2.0), rec("plot", ["x"], 1.0), *ranks]) + "\n")
     commands = read_commands(log)
-    assert commands == {"align": {"runs": 2, "cpu_s": 10.0, "wall_s": 2.0}, "plot": {"runs": 1, "cpu_s": 1.0, "wall_s": 1.0}}
+    assert commands == {"align": {"runs": 2, "cpu_s": 10.0, "wall_s": 2.0}, "plot": {"runs": 1, "cpu_s": 1.0, "wall_s": 1.0},
+                        "run-lte": {"runs": 2, "cpu_s": 6.0, "wall_s": 2.0}}  # torchrun's two ranks: same argv, both count
     text = format_commands(commands, sampled_cpu_s=8.0)
-    assert "11 CPU s in 3 runs" in text and "(+3 s unsampled)" in text and "| align | 2 | 10 | 2 |" in text
+    assert "17 CPU s in 5 runs" in text and "(+9 s unsampled)" in text and "| align | 2 | 10 | 2 |" in text
     log.write_text(rec("plot", ["x"], 1.0) + "\nnot json\n")
     with pytest.raises(ValueError, match=r"commands\.jsonl, line 2"):
         read_commands(log)

@@ -47,7 +47,8 @@ def record_rusage(path: str, *, command: str, argv: list[str], wall_s: float, st
     waited for, wall seconds of the command, peak memory, exit status. One ``write`` of an O_APPEND file: lines of
     concurrent jobs do not interleave."""
     me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    line = json.dumps({"command": command, "argv": argv, "status": status, "wall_s": round(wall_s, 3),
+    line = json.dumps({"command": command, "argv": argv, "rank": os.environ.get("RANK"), "status": status,
+                       "wall_s": round(wall_s, 3),
                        "cpu_s": round(me.ru_utime + me.ru_stime, 3), "children_cpu_s": round(kids.ru_utime + kids.ru_stime, 3),
                        "max_rss_mb": round(max(me.ru_maxrss, kids.ru_maxrss) / 1024, 1)}) + "\n"
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
@@ -166,16 +167,17 @@ def format_table(families: list[FamilyCost]) -> str:
 
 def read_commands(path: str | os.PathLike) -> dict[str, dict]:
     """Exact costs per prh command from a ``PRH_RUSAGE_LOG`` file (prh.cli): ``{command: {"runs", "cpu_s", "wall_s"}}``,
-    CPU including waited-for children. A job run again (same command and arguments) counts once, its last run."""
+    CPU including waited-for children. A job run again (same command, arguments and torchrun rank) counts once, its
+    last run."""
     last: dict[tuple, dict] = {}
     for n, line in enumerate(Path(path).read_text().splitlines(), 1):
         try:
             rec = json.loads(line)
-            last[(rec["command"], tuple(rec["argv"]))] = rec
+            last[(rec["command"], tuple(rec["argv"]), rec.get("rank"))] = rec  # torchrun's ranks share argv
         except (ValueError, KeyError, TypeError):
             raise ValueError(f"{path}, line {n}: not a prh command record; delete the file (it is rewritten as jobs run)") from None
     out: dict[str, dict] = {}
-    for (command, _), rec in last.items():
+    for (command, _, _), rec in last.items():
         row = out.setdefault(command, {"runs": 0, "cpu_s": 0.0, "wall_s": 0.0})
         row["runs"] += 1
         row["cpu_s"] += rec["cpu_s"] + rec["children_cpu_s"]
