@@ -80,6 +80,7 @@ def test_costs_price_a_plan_from_a_measured_run(tmp_path, capsys):
 def test_family_of_is_the_folder_under_benchmarks():
     assert family_of("results/benchmarks/plot/fig2.tsv") == "plot"
     assert family_of("results/replicates/seed1000/benchmarks/train_language/gpt2_s_r0.tsv") == "train_language"
+    assert family_of("results/benchmarks/claims_ledger.tsv") == "claims_ledger"  # as read_job names it
     assert family_of(None) is None and family_of("results/benchmarks") is None
 
 

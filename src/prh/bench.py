@@ -221,8 +221,11 @@ def family_of(benchmark: str | os.PathLike | None) -> str | None:
     """A job's rule family: the folder under ``benchmarks/`` of its benchmark file (None: a job without one)."""
     if not benchmark:
         return None
-    parts = Path(benchmark).parts
-    return parts[parts.index("benchmarks") + 1] if "benchmarks" in parts[:-1] else None
+    path = Path(benchmark)
+    if "benchmarks" not in path.parts[:-1]:
+        return None
+    below = path.parts[path.parts.index("benchmarks") + 1:]
+    return below[0] if len(below) > 1 else path.stem  # a file right under benchmarks/ is its own family (read_job)
 
 
 def expected_duration(families: list[str | None], *, costs: dict, cores: int) -> dict:
