@@ -63,17 +63,17 @@ def test_costs_price_a_plan_from_a_measured_run(tmp_path, capsys):
     assert costs["families"]["train_language"] == {"jobs": 2, "cpu_s": 300.0, "wall_s": 200.0, "max_rss_mb": 1000.0,
                                                    "unmeasured": 0}
     # the run: 340 CPU s in 300 s on 2 cores -> 340 / 600 of its cores used
-    est = expected_duration(["train_language", "plot", "plot", None], costs=costs, cores=2)
-    median = (150 + 20) / 2  # an unknown family, or a job without a benchmark file, costs the median family mean
+    est = expected_duration(["train_language", "plot", "plot", "new_rule", None], costs=costs, cores=2)
+    median = (150 + 20) / 2  # a family the run did not measure costs the median family mean; `all` (None) nothing
     assert est["cpu_s"] == pytest.approx(150 + 20 + 20 + median)
     assert est["utilisation"] == pytest.approx(340 / 600)
     assert est["wall_s"] == pytest.approx(est["cpu_s"] / (2 * 340 / 600))
-    assert est["unpriced"] == 1 and est["jobs"] == 4
+    assert est["unpriced"] == 1 and est["jobs"] == 5
     # one core: twice the wall; one long job bounds the wall from below
     assert expected_duration(["train_language"] * 2, costs=costs, cores=1)["wall_s"] == pytest.approx(300 / (340 / 600))
     assert expected_duration(["train_language"], costs=costs, cores=64)["wall_s"] == pytest.approx(150 / (340 / 600))
     line = format_expected(est)
-    assert line.startswith("Expected duration: about ") and "4 jobs" in line and "1 of them priced at the median" in line
+    assert line.startswith("Expected duration: about ") and "5 jobs" in line and "1 of them priced at the median" in line
     assert COSTS_FILE in line and "test" in line
 
 

@@ -232,7 +232,7 @@ def expected_duration(families: list[str | None], *, costs: dict, cores: int) ->
     """Price a plan (one rule family per job) with a measured run's costs.
 
     CPU seconds: the sum of each job's family mean (a family the run did not measure costs the median
-    family mean, and is counted in ``unpriced``). Wall seconds: those CPU seconds spread over
+    family mean, and is counted in ``unpriced``; a job without a benchmark file, such as ``all``, costs 0). Wall seconds: those CPU seconds spread over
     ``min(cores, jobs)`` cores at the measured run's utilisation (its job CPU over wall x cores:
     dependencies, Snakemake and start-up keep cores idle), and never less than the longest job.
     """
@@ -240,13 +240,13 @@ def expected_duration(families: list[str | None], *, costs: dict, cores: int) ->
         raise ValueError(f"cores must be >= 1, got {cores}")
     per_job = {name: f["cpu_s"] / f["jobs"] for name, f in costs["families"].items() if f["jobs"]}
     fallback = statistics.median(per_job.values())
-    prices = [per_job.get(f, fallback) for f in families]
+    prices = [0.0 if f is None else per_job.get(f, fallback) for f in families]  # no benchmark file: a target rule
     cpu = sum(prices)
     measured_cpu = sum(f["cpu_s"] for f in costs["families"].values())
     utilisation = min(1.0, measured_cpu / (costs["wall_s"] * costs["cores"]))
     wall = max([cpu / (min(cores, max(1, len(prices))) * utilisation), *prices]) if prices else 0.0
     return {"jobs": len(prices), "cpu_s": cpu, "wall_s": wall, "utilisation": utilisation, "cores": cores,
-            "unpriced": sum(f not in per_job for f in families), "run": costs.get("run", "?")}
+            "unpriced": sum(f is not None and f not in per_job for f in families), "run": costs.get("run", "?")}
 
 
 def format_expected(est: dict) -> str:
