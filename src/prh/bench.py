@@ -117,8 +117,7 @@ def read_job(path: Path, *, root: Path) -> JobCost:
         return sum(known) / len(known) if known else 0.0
 
     rel = path.relative_to(root)
-    family = rel.parts[0] if len(rel.parts) > 1 else rel.stem
-    return JobCost(family=family, path=str(rel), wall_s=mean(walls), cpu_s=mean(cpus), max_rss_mb=max((x for x in rss if x is not None), default=0.0), measured=measured)
+    return JobCost(family=_family(rel), path=str(rel), wall_s=mean(walls), cpu_s=mean(cpus), max_rss_mb=max((x for x in rss if x is not None), default=0.0), measured=measured)
 
 
 def read_benchmarks(root: str | os.PathLike) -> list[JobCost]:
@@ -224,8 +223,13 @@ def family_of(benchmark: str | os.PathLike | None) -> str | None:
     path = Path(benchmark)
     if "benchmarks" not in path.parts[:-1]:
         return None
-    below = path.parts[path.parts.index("benchmarks") + 1:]
-    return below[0] if len(below) > 1 else path.stem  # a file right under benchmarks/ is its own family (read_job)
+    return _family(Path(*path.parts[path.parts.index("benchmarks") + 1:]))
+
+
+def _family(rel: Path) -> str:
+    """The family of a benchmark file, from its path below the benchmarks folder: the first folder, or the file's
+    own name for a file right under it."""
+    return rel.parts[0] if len(rel.parts) > 1 else rel.stem
 
 
 def expected_duration(families: list[str | None], *, costs: dict, cores: int) -> dict:
