@@ -15,13 +15,20 @@ exits: its exact CPU seconds (interpreter start-up and imports included, and chi
 waited for), wall seconds of the command, peak memory and exit status. Snakemake's
 ``benchmark:`` files sample a job's process tree (every 0.5 s, then every 30 s) and miss what
 runs after the last sample; these lines do not (``prh bench-summary`` sets them side by side).
+
+The console script (``entry``) ends a finished command with ``os._exit`` once the ``atexit``
+handlers have run, the non-daemon threads are joined and stdout/stderr are flushed: the
+interpreter's teardown of torch, transformers and timm modules cost 1.1 CPU s and 1.1 wall s
+per process here and writes nothing (benchmarks/README.md, issue 39).
 """
 
 from __future__ import annotations
 
+import atexit
 import importlib
 import os
 import sys
+import threading
 import time
 
 from prh.bench import RUSAGE_ENV, record_rusage
@@ -141,5 +148,29 @@ def main(argv: list[str] | None = None) -> None:
                           status=status)
 
 
+def entry() -> None:
+    """The ``prh`` console script: ``main()``, then exit with its status without the interpreter's teardown. Everything
+    a normal exit does that can matter still happens first, in the interpreter's order: thread pools are shut down and
+    non-daemon threads joined, then the ``atexit`` handlers run (logging, multiprocessing's workers, ``weakref.finalize``
+    clean-ups), then stdout and stderr are flushed. A bug's traceback
+    (any exception but ``SystemExit``) takes the normal path."""
+    try:
+        main()
+        code = 0
+    except SystemExit as stop:
+        code = stop.code
+    if code is not None and not isinstance(code, int):
+        print(code, file=sys.stderr)  # what the interpreter does with SystemExit("message")
+        code = 1
+    threading._shutdown()  # what the interpreter's exit does first: thread-pool exits, then joins non-daemon threads
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe (prh ... | head): nothing left to say
+            pass
+    os._exit(code or 0)
+
+
 if __name__ == "__main__":
-    main()
+    entry()

@@ -1,0 +1,64 @@
+"""The ``prh`` console script (``prh.cli.entry``): a normal exit's status, output and clean-ups, without the teardown."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+
+def run_entry(tmp_path, argv: list[str], setup: str = "", call: str = "entry"):
+    """Run ``prh.cli.<call>`` in a fresh interpreter, as the console script does, after ``setup``."""
+    finish = "cli.entry()" if call == "entry" else "sys.exit(cli.main())"
+    script = "\n".join(["import sys", "from prh import cli", textwrap.dedent(setup), f"sys.argv = ['prh', *{argv!r}]", finish])
+    return subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+
+
+SETUP = """
+import atexit, pathlib, threading, time
+out = pathlib.Path("out")
+atexit.register(lambda: (out / "atexit").write_text("ran"))
+def late():
+    time.sleep(0.3)
+    (out / "thread").write_text("joined")
+threading.Thread(target=late).start()
+from concurrent.futures import ThreadPoolExecutor
+pool = ThreadPoolExecutor(2)  # never shut down: its idle workers must not hang the exit
+pool.submit(lambda: (out / "pool").write_text("done"))
+class Finaliser:  # a module global's finaliser: runs in the interpreter's teardown only
+    def __del__(self):
+        (out / "teardown").write_text("ran")
+keep = Finaliser()
+print("x" * 200_000)  # more than a pipe's buffer: all of it must be flushed
+"""
+
+
+def test_a_finished_command_exits_with_its_output_and_clean_ups_but_no_teardown(tmp_path):
+    (tmp_path / "out").mkdir()
+    done = run_entry(tmp_path, ["--help"], SETUP)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("x" * 200_000) and "usage: prh <command>" in done.stdout
+    assert (tmp_path / "out" / "atexit").read_text() == "ran"
+    assert (tmp_path / "out" / "thread").read_text() == "joined"
+    assert (tmp_path / "out" / "pool").read_text() == "done"
+    assert not (tmp_path / "out" / "teardown").exists()
+    # the same script through a normal exit does run the finaliser: the check above can fail
+    (tmp_path / "out" / "atexit").unlink()
+    normal = run_entry(tmp_path, ["--help"], SETUP, call="main")
+    assert normal.returncode == 0 and (tmp_path / "out" / "teardown").read_text() == "ran"
+
+
+def test_a_user_error_is_one_line_and_status_1(tmp_path):
+    done = run_entry(tmp_path, ["bench-summary", "--root", str(tmp_path / "none")])
+    assert done.returncode == 1
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("prh bench-summary: ") and "none" in line
+    unknown = run_entry(tmp_path, ["no-such-command"])
+    assert unknown.returncode == 1 and "unknown command 'no-such-command'" in unknown.stderr
+
+
+def test_a_bug_keeps_its_traceback(tmp_path):
+    setup = 'import builtins\nbuiltins.boom = lambda argv: 1 / 0\ncli.COMMANDS["boom"] = "builtins:boom"'
+    done = run_entry(tmp_path, ["boom"], setup)
+    assert done.returncode == 1
+    assert "Traceback" in done.stderr and "ZeroDivisionError" in done.stderr
