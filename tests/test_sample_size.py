@@ -263,3 +263,58 @@ def test_independent_features_do_not_fall_after_calibration(tmp_path):
     cfg = {**CFG, "grid": [150, 600], "metrics": ["mutual_knn"], "permutations": 20}
     m = run_sample_size(names=list(paths), features=[str(p) for p in paths.values()], language=[], config=cfg, out=out)
     assert m["claims"]["calibrated_flat"]["verdict"] == "reproduced"
+
+
+def test_the_study_reads_only_each_model_s_last_layer(tmp_path):
+    """A 2.1 GB float16 features file (sparse on disk: 1,000 items x 256 layers x 4,096; the paper suite stores
+    half precision) whose last layer alone holds data: the sweep reads that layer (8 MB), so it runs in a few
+    hundred MB and equals the same sweep on a file of that one layer. Loading the file whole and converting
+    it to float32 takes 4.3 GB."""
+    import json
+    import subprocess
+    import sys
+
+    from prh.io import features_layout, save_features
+
+    n, layers, width = 1000, 256, 4096
+    rng = np.random.default_rng(3)
+    last = rng.normal(size=(n, width)).astype(np.float16)
+    other = (last[:, :64] @ rng.normal(size=(64, 32)) + rng.normal(size=(n, 32))).astype(np.float32)
+    save_features(tmp_path / "big_one_layer.safetensors", last[:, None], {"model": "big"})
+    save_features(tmp_path / "other.safetensors", other[:, None], {"model": "other"})
+    big = tmp_path / "big.safetensors"
+    save_features(big, np.zeros((1, layers, width), np.float16), {"model": "big"})  # a real header, then:
+    header = json.loads(big.read_bytes()[8:8 + int.from_bytes(big.read_bytes()[:8], "little")])
+    header["feats"]["shape"][0] = n
+    header["feats"]["data_offsets"] = [0, n * layers * width * 2]
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(big, "wb") as f:
+        f.write(len(text).to_bytes(8, "little") + text)
+        f.truncate(8 + len(text) + n * layers * width * 2)  # sparse: unwritten layers read as zeros
+        layout = features_layout(big)
+        for i in range(n):
+            f.seek(layout["offset"] + (i * layers + layers - 1) * width * 2)
+            f.write(last[i].tobytes())
+    cfg = {**CFG, "grid": [100, 1000], "metrics": ["mutual_knn", "cka"], "permutations": 2}
+    script = (
+        "import json, resource, sys\n"
+        "from prh.studies.sample_size.run import run_sample_size\n"
+        "names, files, out = ['big', 'other'], sys.argv[1:3], sys.argv[3]\n"
+        f"cfg = {cfg!r}\n"
+        "run_sample_size(names=names, features=files, language=['other'], config=cfg, seed=0,\n"
+        "                out={'sweep': out + '/sweep.json', 'metrics': out + '/metrics.json'})\n"
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)\n")
+    cells = {}
+    for name, path in (("big", big), ("one", tmp_path / "big_one_layer.safetensors")):
+        (tmp_path / name).mkdir()
+        done = subprocess.run([sys.executable, "-c", script, str(path), str(tmp_path / "other.safetensors"),
+                               str(tmp_path / name)], capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        peak_mb = float(done.stdout.strip().splitlines()[-1])
+        assert peak_mb < 1500, f"{name}: peak RSS {peak_mb:.0f} MB"
+        sweep = json.loads((tmp_path / name / "sweep.json").read_text())
+        cells[name] = [{k: v for k, v in c.items()} for c in sweep["cells"]]
+        read = {(v["a"], v["layer_a"], v["b"], v["layer_b"]) for v in sweep["layers"].values()}
+        assert read == {("other", 0, "big", layers - 1 if name == "big" else 0)}
+    assert cells["big"] == cells["one"]

@@ -105,7 +105,7 @@ def run_sample_size(*, names: list[str], features: list[str], language: list[str
                     scenes: str | None = None, seed: int = 0) -> dict:
     """The sweep of every pair (module docstring); writes ``out``'s sweep and metrics JSON, returns the metrics."""
     from prh.data.shapes import world_kernel
-    from prh.io import load_features, read_jsonl
+    from prh.io import features_layout, read_features_layer, read_jsonl
     from prh.metrics.sample_size import KERNEL_METRICS, KNN_SWEEP_METRICS, cell, k_modes, kernel_cell, knn_state, subsets
 
     out = named_paths(out, OUTPUTS, command="run-sample-size")
@@ -114,10 +114,14 @@ def run_sample_size(*, names: list[str], features: list[str], language: list[str
     if set(language) - set(names):
         raise ValueError(f"--language names {sorted(set(language) - set(names))}, which have no --features")
     c = config
-    feats = {n: load_features(p).float().numpy() for n, p in zip(names, features)}
-    sizes = {n: len(f) for n, f in feats.items()}
+    shapes = {n: features_layout(p)["shape"] for n, p in zip(names, features)}  # N x L x D, from the headers alone
+    sizes = {n: shape[0] for n, shape in shapes.items()}
     if len(set(sizes.values())) != 1:
         raise ValueError(f"the features hold different numbers of items: {sizes}; extract them from one dataset")
+    # every model reads its last layer, fixed in advance: a layer pair chosen on the subset items would be
+    # a maximum the single-pair null does not correct (POST-HOC in params.yaml). Only that layer is read.
+    last = {n: shape[1] - 1 for n, shape in shapes.items()}
+    feats = {n: read_features_layer(p, last[n]).float().numpy() for n, p in zip(names, features)}
     n_total = next(iter(sizes.values()))
     world = [r["scene"] for r in read_jsonl(scenes)] if scenes else None
     if world is not None and len(world) != n_total:
@@ -130,10 +134,8 @@ def run_sample_size(*, names: list[str], features: list[str], language: list[str
     parts = subsets(n_total, grid, seed=seed)
     vision = [n for n in names if n not in language]
     pairs = pairs_of(vision, list(language), kernel=world is not None)
-    # every model reads its last layer, fixed in advance: a layer pair chosen on the subset items would be
-    # a maximum the single-pair null does not correct (POST-HOC in params.yaml)
-    layers = {f"{a} / {b}": {"group": group, "a": a, "b": b, "layer_a": feats[a].shape[1] - 1,
-                             "layer_b": None if b == KERNEL else feats[b].shape[1] - 1} for group, a, b in pairs}
+    layers = {f"{a} / {b}": {"group": group, "a": a, "b": b, "layer_a": last[a],
+                             "layer_b": None if b == KERNEL else last[b]} for group, a, b in pairs}
     cells = []
     for n in grid:  # one N at a time, so one N x N kernel is held at once
         idx = parts[n]
@@ -148,11 +150,11 @@ def run_sample_size(*, names: list[str], features: list[str], language: list[str
                     continue
                 for mode, k in k_modes(metric, n, k_fixed=c["k_fixed"], k_fraction=c["k_fraction"]):
                     kw = dict(k=k, quantile=c["quantile"], permutations=c["permutations"], seed=seed)
-                    a = feats[lay["a"]][idx, lay["layer_a"]]
+                    a = feats[lay["a"]][idx]
                     if lay["b"] == KERNEL:
                         res = kernel_cell(metric, a, kern, **kw)
                     else:
-                        b = feats[lay["b"]][idx, lay["layer_b"]]
+                        b = feats[lay["b"]][idx]
                         pair = None
                         if metric in KNN_SWEEP_METRICS:
                             for m, layer, x in ((lay["a"], lay["layer_a"], a), (lay["b"], lay["layer_b"], b)):
