@@ -3,7 +3,7 @@ stand-in hub (``prh standin-hub``: tiny random models, synthetic rows, the real 
 same loaders, rules and commands as a run on the hub; only the cache location and sizes differ
 (``presets/replay.yaml``). Its numbers mean nothing; what is checked is that the DAG runs:
 
-- every rule the replay plans (the same rules as the 1,021-job paper plan: tests/test_replay_plan.py)
+- every rule the replay plans (the same rules as the 1,027-job paper plan: tests/test_replay_plan.py)
   ran at least one job, by its ``benchmark:`` files, and a second run plans nothing;
 - every paper figure (PDF + PNG) and the report exist;
 - ``make pull`` in a fresh clone, with paper results on a DVC remote, no network and an empty hub
