@@ -136,6 +136,9 @@ def test_the_study_sweeps_every_pair_and_judges_its_claims(tmp_path):
         ("model-kernel", "v1", "world_kernel"), ("model-kernel", "v2", "world_kernel"), ("model-kernel", "lm", "world_kernel")]
     # every model reads its last layer, fixed in advance (no choice on the sweep's own items)
     assert all(v["layer_a"] == 1 and v["layer_b"] in (1, None) for v in sweep["layers"].values())
+    # and records each layer's width, for the d/N floor (none for the kernel)
+    assert all(v["width_a"] == 12 and v["width_b"] == (None if v["b"] == "world_kernel" else 12)
+               for v in sweep["layers"].values())
     assert sweep["settings"]["layers"] == "last"
     by = {(c["pair"], c["metric"], c["k_mode"], c["n"]) for c in sweep["cells"]}
     assert ("v1 / v2", "mutual_knn", "fraction", 240) in by and ("lm / world_kernel", "cka", "none", 120) in by
@@ -318,3 +321,21 @@ def test_the_study_reads_only_each_model_s_last_layer(tmp_path):
         read = {(v["a"], v["layer_a"], v["b"], v["layer_b"]) for v in sweep["layers"].values()}
         assert read == {("other", 0, "big", layers - 1 if name == "big" else 0)}
     assert cells["big"] == cells["one"]
+
+
+@pytest.mark.parametrize("n, d_a, d_b", [(400, 8, 16), (1000, 32, 32), (2000, 64, 16)])
+def test_the_cka_null_on_independent_features_sits_at_the_d_over_n_floor(n, d_a, d_b):
+    """The figure's reference line for CKA (prh.plots.sample_size.floor): the permutation null of linear CKA on
+    independent isotropic Gaussian features is sqrt(d_a d_b) / N, within 10 % (it is sqrt(d_a d_b / ((N + d_a)(N + d_b))))."""
+    from prh.metrics.sample_size import linear_cka_null
+    from prh.plots.sample_size import floor
+
+    rng = np.random.default_rng(n + d_a)
+    null = linear_cka_null(rng.normal(size=(n, d_a)), rng.normal(size=(n, d_b)), permutations=40, seed=0)
+    layers = {"a / b": {"width_a": d_a, "width_b": d_b}, "a / world_kernel": {"width_a": d_a, "width_b": None}}
+    expected = floor({"pair": "a / b", "metric": "cka", "n": n}, layers)
+    assert expected == pytest.approx(np.sqrt(d_a * d_b) / n)
+    assert null["null_mean"] == pytest.approx(expected, rel=0.1)
+    # mutual k-NN's floor is k / (N - 1) whatever the widths; a kernel pair has no width, so no CKA floor
+    assert floor({"pair": "a / b", "metric": "mutual_knn", "n": n, "k": 10}, layers) == 10 / (n - 1)
+    assert floor({"pair": "a / world_kernel", "metric": "cka", "n": n}, layers) is None

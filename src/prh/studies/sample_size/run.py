@@ -105,7 +105,7 @@ def run_sample_size(*, names: list[str], features: list[str], language: list[str
                     scenes: str | None = None, seed: int = 0) -> dict:
     """The sweep of every pair (module docstring); writes ``out``'s sweep and metrics JSON, returns the metrics."""
     from prh.data.shapes import world_kernel
-    from prh.io import features_layout, read_features_layer, read_jsonl
+    from prh.io import features_layout, features_meta_path, read_features_layer, read_json, read_jsonl
     from prh.metrics.sample_size import KERNEL_METRICS, KNN_SWEEP_METRICS, cell, k_modes, kernel_cell, knn_state, subsets
 
     out = named_paths(out, OUTPUTS, command="run-sample-size")
@@ -122,6 +122,10 @@ def run_sample_size(*, names: list[str], features: list[str], language: list[str
     # a maximum the single-pair null does not correct (POST-HOC in params.yaml). Only that layer is read.
     last = {n: shape[1] - 1 for n, shape in shapes.items()}
     feats = {n: read_features_layer(p, last[n]).float().numpy() for n, p in zip(names, features)}
+    # the last layer's width d (a file pads narrower layers with zeros: meta layer_dims), for the d/N floor
+    metas = {n: features_meta_path(p) for n, p in zip(names, features)}
+    width = {n: int((read_json(metas[n]).get("layer_dims") or [shapes[n][2]])[-1]) if metas[n].exists() else shapes[n][2]
+             for n in names}
     n_total = next(iter(sizes.values()))
     world = [r["scene"] for r in read_jsonl(scenes)] if scenes else None
     if world is not None and len(world) != n_total:
@@ -134,8 +138,9 @@ def run_sample_size(*, names: list[str], features: list[str], language: list[str
     parts = subsets(n_total, grid, seed=seed)
     vision = [n for n in names if n not in language]
     pairs = pairs_of(vision, list(language), kernel=world is not None)
-    layers = {f"{a} / {b}": {"group": group, "a": a, "b": b, "layer_a": last[a],
-                             "layer_b": None if b == KERNEL else last[b]} for group, a, b in pairs}
+    layers = {f"{a} / {b}": {"group": group, "a": a, "b": b, "layer_a": last[a], "width_a": width[a],
+                             "layer_b": None if b == KERNEL else last[b], "width_b": None if b == KERNEL else width[b]}
+              for group, a, b in pairs}
     cells = []
     for n in grid:  # one N at a time, so one N x N kernel is held at once
         idx = parts[n]
