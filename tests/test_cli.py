@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
 
 
-def run_entry(tmp_path, argv: list[str], setup: str = "", call: str = "entry"):
+# buffered stdout, as under Snakemake's `> log` (PYTHONUNBUFFERED would hide a lost buffer)
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+
+
+def run_entry(tmp_path, argv: list[str], setup: str = "", call: str = "entry", stdout=subprocess.PIPE):
     """Run ``prh.cli.<call>`` in a fresh interpreter, as the console script does, after ``setup``."""
     finish = "cli.entry()" if call == "entry" else "sys.exit(cli.main())"
     script = "\n".join(["import sys", "from prh import cli", textwrap.dedent(setup), f"sys.argv = ['prh', *{argv!r}]", finish])
-    return subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    return subprocess.run([sys.executable, "-c", script], cwd=tmp_path, stdout=stdout, stderr=subprocess.PIPE,
+                          text=True, timeout=60, env=ENV)
 
 
 SETUP = """
@@ -30,6 +36,8 @@ class Finaliser:  # a module global's finaliser: runs in the interpreter's teard
         (out / "teardown").write_text("ran")
 keep = Finaliser()
 print("x" * 200_000)  # more than a pipe's buffer: all of it must be flushed
+import ctypes
+ctypes.CDLL(None).printf(b"from C\\n")  # C stdio's own buffer, which os._exit alone would drop
 """
 
 
@@ -37,7 +45,7 @@ def test_a_finished_command_exits_with_its_output_and_clean_ups_but_no_teardown(
     (tmp_path / "out").mkdir()
     done = run_entry(tmp_path, ["--help"], SETUP)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith("x" * 200_000) and "usage: prh <command>" in done.stdout
+    assert done.stdout.startswith("x" * 200_000) and "usage: prh <command>" in done.stdout and "from C" in done.stdout
     assert (tmp_path / "out" / "atexit").read_text() == "ran"
     assert (tmp_path / "out" / "thread").read_text() == "joined"
     assert (tmp_path / "out" / "pool").read_text() == "done"
@@ -62,3 +70,17 @@ def test_a_bug_keeps_its_traceback(tmp_path):
     done = run_entry(tmp_path, ["boom"], setup)
     assert done.returncode == 1
     assert "Traceback" in done.stderr and "ZeroDivisionError" in done.stderr
+
+
+def test_exit_statuses_are_the_interpreter_s(tmp_path):
+    """argparse's 2 and a command's own SystemExit(None) pass through; a final flush that fails (a full disk under
+    `> log`) exits 120, as CPython does, not 0; `python -m prh.cli` (torchrun's launch) goes the same way."""
+    assert run_entry(tmp_path, ["bench-summary", "--no-such-option"]).returncode == 2
+    setup = 'import builtins\nbuiltins.done = lambda argv: sys.exit()\ncli.COMMANDS["done"] = "builtins:done"'
+    assert run_entry(tmp_path, ["done"], setup).returncode == 0
+    with open("/dev/full", "w") as full:
+        assert run_entry(tmp_path, ["--help"], stdout=full).returncode == 120
+        assert run_entry(tmp_path, ["--help"], stdout=full, call="main").returncode == 120  # the interpreter's own
+    module = subprocess.run([sys.executable, "-m", "prh.cli", "no-such-command"], cwd=tmp_path, capture_output=True,
+                            text=True, timeout=60, env=ENV)
+    assert module.returncode == 1 and "unknown command" in module.stderr

@@ -149,27 +149,36 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def entry() -> None:
-    """The ``prh`` console script: ``main()``, then exit with its status without the interpreter's teardown. Everything
-    a normal exit does that can matter still happens first, in the interpreter's order: thread pools are shut down and
-    non-daemon threads joined, then the ``atexit`` handlers run (logging, multiprocessing's workers, ``weakref.finalize``
-    clean-ups), then stdout and stderr are flushed. A bug's traceback
-    (any exception but ``SystemExit``) takes the normal path."""
+    """The ``prh`` console script: ``main()``, then exit with its status without the interpreter's teardown.
+
+    Everything a normal exit does that can matter still happens, in CPython's order (``Py_FinalizeEx``): thread
+    pools are shut down and non-daemon threads joined, the ``atexit`` handlers run (logging, multiprocessing's
+    workers, ``weakref.finalize`` clean-ups), Python's stdout and stderr are flushed (a failed flush exits 120, as
+    the interpreter does), and so is the C library's stdio (what C or C++ code printed). A bug's traceback (any
+    exception but ``SystemExit``) takes the normal path."""
     try:
         main()
         code = 0
     except SystemExit as stop:
         code = stop.code
-    if code is not None and not isinstance(code, int):
+    if code is None:
+        code = 0
+    elif not isinstance(code, int):
         print(code, file=sys.stderr)  # what the interpreter does with SystemExit("message")
         code = 1
     threading._shutdown()  # what the interpreter's exit does first: thread-pool exits, then joins non-daemon threads
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
+        if stream is None or stream.closed:
+            continue
         try:
             stream.flush()
-        except (OSError, ValueError):  # a closed pipe (prh ... | head): nothing left to say
-            pass
-    os._exit(code or 0)
+        except OSError:  # e.g. a full disk under `> log`: the interpreter's status for it
+            code = 120
+    import ctypes
+
+    ctypes.CDLL(None).fflush(None)  # C stdio buffers, which exit() would flush and os._exit does not
+    os._exit(code & 0xFF)
 
 
 if __name__ == "__main__":
