@@ -339,3 +339,38 @@ def test_the_cka_null_on_independent_features_sits_at_the_d_over_n_floor(n, d_a,
     # mutual k-NN's floor is k / (N - 1) whatever the widths; a kernel pair has no width, so no CKA floor
     assert floor({"pair": "a / b", "metric": "mutual_knn", "n": n, "k": 10}, layers) == 10 / (n - 1)
     assert floor({"pair": "a / world_kernel", "metric": "cka", "n": n}, layers) is None
+
+
+def test_one_search_per_model_and_k_serves_both_knn_metrics_and_states_are_dropped_after_their_last_pair(tmp_path, monkeypatch):
+    """Memory and work at large N: per N and k, each model's neighbours are searched once for mutual k-NN and
+    CKNNA together, and with 3 vision and 2 language models at most 4 states are held at once (not all 5, nor
+    one per metric: at N = 10^5, k = 1,000 a CKNNA state is 1.7 GB)."""
+    import gc
+    import weakref
+
+    import prh.metrics.sample_size as ss
+    from prh.io import save_features
+    from prh.studies.sample_size.run import run_sample_size
+
+    rng = np.random.default_rng(5)
+    paths = {}
+    for name in ["v1", "v2", "v3", "l1", "l2"]:
+        paths[name] = tmp_path / f"{name}.safetensors"
+        save_features(paths[name], rng.normal(size=(60, 1, 8)).astype(np.float32), {"model": name})
+    calls, live, peak = [], weakref.WeakSet(), [0]
+    real = ss.knn_states
+
+    def counting(metrics, a, **kw):
+        gc.collect()
+        peak[0] = max(peak[0], len(live) + 1)
+        calls.append(tuple(metrics))
+        states = real(metrics, a, **kw)
+        live.add(states["mutual_knn"])  # a tensor: alive while the sweep holds the model's states
+        return states
+
+    monkeypatch.setattr(ss, "knn_states", counting)
+    cfg = {**CFG, "grid": [30, 60], "metrics": ["mutual_knn", "cknna"], "permutations": 2}
+    run_sample_size(names=list(paths), features=[str(p) for p in paths.values()], language=["l1", "l2"], config=cfg,
+                    out={"sweep": tmp_path / "s.json", "metrics": tmp_path / "m.json"}, seed=0)
+    assert calls == [("mutual_knn", "cknna")] * (2 * 2 * 5)  # 2 N x 2 k rules x 5 models
+    assert peak[0] == 4

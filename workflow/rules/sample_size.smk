@@ -24,6 +24,7 @@ rule sample_size:
         scenes=lambda w, input: f"--scenes {input.scenes}" if input.scenes else "",
         config=json_param(SS_CONFIG),
         seed=config["seed"],
+        device=config["device"],
     log:
         log_path("sample_size", SS_DATASET),
     benchmark:
@@ -36,7 +37,7 @@ rule sample_size:
         CONDA_ENV
     shell:
         "OMP_NUM_THREADS={threads} prh run-sample-size --names {params.names} --features {input.feats}"
-        " --language {params.language} {params.scenes} --config {params.config} --seed {params.seed}"
+        " --language {params.language} {params.scenes} --config {params.config} --seed {params.seed} --device {params.device}"
         " --sweep {output.sweep} --metrics {output.metrics} > {log} 2>&1"
 
 

@@ -73,16 +73,25 @@ def linear_cka_null(x, y, *, permutations: int, seed: int) -> dict:
             "p": float((1 + np.sum(null >= raw)) / (1 + permutations))}
 
 
-def knn_state(metric: str, a, *, k: int, quantile: float):
+def knn_state(metric: str, a, *, k: int, quantile: float, device: str = "cpu"):
     """The engine's state of one layer's features (N x D) for a k-NN metric, as ``prh align`` builds it:
     clamped at the quantile, float32, rows L2-normalised, k nearest items. A sweep reuses it across pairs."""
+    return knn_states([metric], a, k=k, quantile=quantile, device=device)[metric]
+
+
+def knn_states(metrics, a, *, k: int, quantile: float, device: str = "cpu") -> dict:
+    """``{metric: knn_state(metric, a)}`` for several k-NN metrics from one neighbour search
+    (``registry.layer_state_set``: the same tensors each metric computes alone). The search runs on ``device``
+    (the O(N² D) part); the states come back to the CPU, where the O(N k) scoring and nulls run."""
     import torch
 
     from prh.metrics import prepare_features
-    from prh.metrics.registry import as_tensor, layer_states
+    from prh.metrics.registry import as_tensor, layer_state_set, stack_states
 
     x = as_tensor(prepare_features(np.asarray(a)[:, None], quantile), ndim=3, name="features", dtype=torch.float32)
-    return layer_states(metric, x, topk=k)
+    found = layer_state_set(list(metrics), x[:, 0, :], topk=k, device=device)
+    cpu = {m: ({key: v.cpu() for key, v in s.items()} if isinstance(s, dict) else s.cpu()) for m, s in found.items()}
+    return {m: stack_states(m, [cpu[m]]) for m in metrics}
 
 
 def cell(metric: str, a, b, *, k: int, quantile: float, permutations: int, seed: int, states=None) -> dict:

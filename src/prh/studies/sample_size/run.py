@@ -102,13 +102,17 @@ def claims(cells: list[dict], *, grid: list[int], kernel_max_n: int | None, marg
 
 
 def run_sample_size(*, names: list[str], features: list[str], language: list[str], config: dict, out: dict,
-                    scenes: str | None = None, seed: int = 0) -> dict:
-    """The sweep of every pair (module docstring); writes ``out``'s sweep and metrics JSON, returns the metrics."""
+                    scenes: str | None = None, seed: int = 0, device: str = "cpu") -> dict:
+    """The sweep of every pair (module docstring); writes ``out``'s sweep and metrics JSON, returns the metrics.
+    ``device``: where the neighbour searches run (``cpu``, ``cuda``, ``auto``); everything else runs on the CPU."""
     from prh.data.shapes import world_kernel
     from prh.io import features_layout, features_meta_path, read_features_layer, read_json, read_jsonl
-    from prh.metrics.sample_size import KERNEL_METRICS, KNN_SWEEP_METRICS, cell, k_modes, kernel_cell, knn_state, subsets
+    from prh.metrics.sample_size import KERNEL_METRICS, KNN_SWEEP_METRICS, cell, k_modes, kernel_cell, knn_states, subsets
+
+    from prh.device import resolve_device
 
     out = named_paths(out, OUTPUTS, command="run-sample-size")
+    device = str(resolve_device(device))
     if len(names) != len(features) or not names:
         raise ValueError(f"names ({len(names)}) and features ({len(features)}) must be non-empty and pair up")
     if set(language) - set(names):
@@ -141,13 +145,32 @@ def run_sample_size(*, names: list[str], features: list[str], language: list[str
     layers = {f"{a} / {b}": {"group": group, "a": a, "b": b, "layer_a": last[a], "width_a": width[a],
                              "layer_b": None if b == KERNEL else last[b], "width_b": None if b == KERNEL else width[b]}
               for group, a, b in pairs}
+    knn_metrics = [m for m in c["metrics"] if m in KNN_SWEEP_METRICS]
+    model_pairs = [(label, lay) for label, lay in layers.items() if lay["b"] != KERNEL]
     cells = []
     for n in grid:  # one N at a time, so one N x N kernel is held at once
         idx = parts[n]
+        sub = {m: x[idx] for m, x in feats.items()}
         kern = (world_kernel([world[i] for i in idx], **c["kernel"])
                 if world is not None and n <= c["kernel_max_n"] else None)
-        states = {}  # (model, layer, metric, k) -> the engine's state at this N, shared by every pair of the model
-        for label, lay in layers.items():
+        found = {}  # (pair, metric, k_mode) -> cell
+        # the k-NN metrics, one k at a time: one neighbour search per model serves mutual k-NN and CKNNA, and a
+        # model's state is dropped after its last pair (at N = 10^5 and k = N / 100 a CKNNA state is 1.7 GB)
+        for mode, k in k_modes(knn_metrics[0], n, k_fixed=c["k_fixed"], k_fraction=c["k_fraction"]) if knn_metrics else []:
+            last_use = {m: i for i, (_, lay) in enumerate(model_pairs) for m in (lay["a"], lay["b"])}
+            states = {}
+            for i, (label, lay) in enumerate(model_pairs):
+                for m in (lay["a"], lay["b"]):
+                    if m not in states:
+                        states[m] = knn_states(knn_metrics, sub[m], k=k, quantile=c["quantile"], device=device)
+                for metric in knn_metrics:
+                    found[label, metric, mode] = cell(
+                        metric, sub[lay["a"]], sub[lay["b"]], k=k, quantile=c["quantile"], permutations=c["permutations"],
+                        seed=seed, states=(states[lay["a"]][metric], states[lay["b"]][metric]))
+                for m in (lay["a"], lay["b"]):
+                    if last_use[m] == i:
+                        states.pop(m, None)
+        for label, lay in layers.items():  # every cell in the sweep's order; CKA and the kernel's cells here
             if lay["b"] == KERNEL and kern is None:
                 continue
             for metric in c["metrics"]:
@@ -155,20 +178,11 @@ def run_sample_size(*, names: list[str], features: list[str], language: list[str
                     continue
                 for mode, k in k_modes(metric, n, k_fixed=c["k_fixed"], k_fraction=c["k_fraction"]):
                     kw = dict(k=k, quantile=c["quantile"], permutations=c["permutations"], seed=seed)
-                    a = feats[lay["a"]][idx]
-                    if lay["b"] == KERNEL:
-                        res = kernel_cell(metric, a, kern, **kw)
-                    else:
-                        b = feats[lay["b"]][idx]
-                        pair = None
-                        if metric in KNN_SWEEP_METRICS:
-                            for m, layer, x in ((lay["a"], lay["layer_a"], a), (lay["b"], lay["layer_b"], b)):
-                                if (m, layer, metric, k) not in states:  # computed once per model, not per pair
-                                    states[m, layer, metric, k] = knn_state(metric, x, k=k, quantile=c["quantile"])
-                            pair = (states[lay["a"], lay["layer_a"], metric, k], states[lay["b"], lay["layer_b"], metric, k])
-                        res = cell(metric, a, b, states=pair, **kw)
-                    cells.append({"group": lay["group"], "pair": label, "k_mode": mode, **res})
-        del kern
+                    if (label, metric, mode) not in found:
+                        found[label, metric, mode] = (kernel_cell(metric, sub[lay["a"]], kern, **kw) if lay["b"] == KERNEL
+                                                      else cell(metric, sub[lay["a"]], sub[lay["b"]], **kw))
+                    cells.append({"group": lay["group"], "pair": label, "k_mode": mode, **found[label, metric, mode]})
+        del kern, found
     found = claims(cells, grid=grid, kernel_max_n=c["kernel_max_n"] if world is not None else None,
                    margin_sd=c["margin_sd"])
     settings = {**c, "grid": grid, "n_items": n_total, "seed": seed, "layers": "last"}
@@ -186,8 +200,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--scenes", default=None, help="scenes.jsonl of that dataset (offline: adds the world kernel)")
     p.add_argument("--config", type=json_object, required=True, help="params.yaml sample_size block as JSON")
     p.add_argument("--seed", type=int, default=0, help="seed of the subsets and the permutation nulls")
+    p.add_argument("--device", default="cpu", help="where the neighbour searches run: cpu | cuda | auto")
     add_path_options(p, OUTPUTS, help="{name} JSON written")
     a = p.parse_args(argv)
     m = run_sample_size(names=a.names, features=a.features, language=a.language, config=a.config, out=vars(a),
-                        scenes=a.scenes, seed=a.seed)
+                        scenes=a.scenes, seed=a.seed, device=a.device)
     print({k: v["verdict"] for k, v in m["claims"].items()})
