@@ -190,12 +190,13 @@ def test_kernel_tracks_models_needs_both_changes_beyond_their_margins(mm, mk, la
     assert claims(cells, grid=[100, 1000], kernel_max_n=1000, margin_sd=2.0)["kernel_tracks_models"]["verdict"] == label
 
 
-def test_the_sample_size_preset_plans_a_100k_world_for_the_study(repo_root):
+@pytest.mark.parametrize("preset, n_max", [("sample_size", 100000), ("sample_size_gpu", 1000000)])
+def test_the_sample_size_presets_plan_a_large_world_for_the_study(repo_root, preset, n_max):
     import subprocess
     import sys
 
     out = subprocess.run([sys.executable, "-m", "snakemake", "results/experiments/sample_size/metrics.json", "-n",
-                          "--cores", "1", "--quiet", "rules", "--configfile", "presets/sample_size.yaml"],
+                          "--cores", "1", "--quiet", "rules", "--configfile", f"presets/{preset}.yaml"],
                          cwd=repo_root, capture_output=True, text=True, check=True).stdout
     rows = [line.split() for line in out.split("Job stats:", 1)[1].splitlines()[3:]]
     jobs = {r[0]: int(r[1]) for r in rows if len(r) == 2 and r[1].isdigit()}
@@ -204,8 +205,14 @@ def test_the_sample_size_preset_plans_a_100k_world_for_the_study(repo_root):
 
     from prh.config import load, merge
 
-    cfg = merge(load(repo_root / "params.yaml"), yaml.safe_load((repo_root / "presets" / "sample_size.yaml").read_text()))
-    assert cfg["datasets"]["shapes_sweep"]["n"] == 100000 == cfg["sample_size"]["grid"][-1]
+    cfg = merge(load(repo_root / "params.yaml"), yaml.safe_load((repo_root / "presets" / f"{preset}.yaml").read_text()))
+    assert cfg["datasets"]["shapes_sweep"]["n"] == n_max == cfg["sample_size"]["grid"][-1]
+    # the k/N rule's N x k lists: 10^5 x 10^3 at most (1.7 GB a CKNNA state), never 10^6 x 10^4
+    from prh.metrics.sample_size import k_modes
+
+    s = cfg["sample_size"]
+    krules = dict(k_fixed=s["k_fixed"], k_fraction=s["k_fraction"], fraction_max_n=s["k_fraction_max_n"])
+    assert max(n * k for n in s["grid"] for _, k in k_modes("cknna", n, **krules)) == 100000 * 1000
 
 
 def test_extraction_streams_the_images_by_item_block_and_equals_the_in_memory_one(tmp_path):
@@ -374,3 +381,26 @@ def test_one_search_per_model_and_k_serves_both_knn_metrics_and_states_are_dropp
                     out={"sweep": tmp_path / "s.json", "metrics": tmp_path / "m.json"}, seed=0)
     assert calls == [("mutual_knn", "cknna")] * (2 * 2 * 5)  # 2 N x 2 k rules x 5 models
     assert peak[0] == 4
+
+
+def test_the_k_over_n_rule_stops_at_its_limit():
+    from prh.metrics.sample_size import k_modes
+
+    assert k_modes("mutual_knn", 10**6, k_fixed=10, k_fraction=0.01) == [("fixed", 10), ("fraction", 10000)]
+    assert k_modes("mutual_knn", 10**6, k_fixed=10, k_fraction=0.01, fraction_max_n=10**5) == [("fixed", 10)]
+    assert k_modes("cknna", 10**5, k_fixed=10, k_fraction=0.01, fraction_max_n=10**5) == [("fixed", 10), ("fraction", 1000)]
+    assert k_modes("cka", 10**6, k_fixed=10, k_fraction=0.01, fraction_max_n=10**5) == [("none", 10)]
+
+
+def test_the_study_leaves_out_the_k_over_n_cells_beyond_their_limit(tmp_path):
+    import json
+
+    from prh.studies.sample_size.run import run_sample_size
+
+    paths = _study_inputs(tmp_path)
+    cfg = {**CFG, "metrics": ["mutual_knn"], "k_fraction_max_n": 120, "permutations": 2}
+    run_sample_size(names=list(paths), features=[str(p) for p in paths.values()], language=["lm"], config=cfg,
+                    out={"sweep": tmp_path / "s.json", "metrics": tmp_path / "m.json"}, seed=0)
+    cells = json.loads((tmp_path / "s.json").read_text())["cells"]
+    assert {(c["k_mode"], c["n"]) for c in cells} == {("fixed", 60), ("fixed", 120), ("fixed", 240),
+                                                       ("fraction", 60), ("fraction", 120)}

@@ -171,11 +171,15 @@ def kernel_cell(metric: str, a, kernel, *, k: int, quantile: float, permutations
             "calibrated": out["raw"] - out["null_mean"], "chance": k / (n - 1) if metric == "mutual_knn" else None}
 
 
-def k_modes(metric: str, n: int, *, k_fixed: int, k_fraction: float) -> list[tuple[str, int]]:
+def k_modes(metric: str, n: int, *, k_fixed: int, k_fraction: float,
+            fraction_max_n: int | None = None) -> list[tuple[str, int]]:
     """The (k_mode, k) cells of one metric at N = n: a k-NN metric at k = ``k_fixed`` ("fixed") and at
-    k = max(2, round(``k_fraction`` n)) ("fraction"; CKNNA needs k >= 2); any other metric once ("none": k unused)."""
+    k = max(2, round(``k_fraction`` n)) ("fraction"; CKNNA needs k >= 2) up to N = ``fraction_max_n`` (None: every
+    N; its N x k neighbour lists outgrow memory at large N); any other metric once ("none": k unused)."""
     if metric not in KNN_SWEEP_METRICS:
         return [("none", k_fixed)]
+    if fraction_max_n is not None and n > fraction_max_n:
+        return [("fixed", k_fixed)]
     return [("fixed", k_fixed), ("fraction", max(2, round(k_fraction * n)))]
 
 

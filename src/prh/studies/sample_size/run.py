@@ -146,6 +146,7 @@ def run_sample_size(*, names: list[str], features: list[str], language: list[str
                              "layer_b": None if b == KERNEL else last[b], "width_b": None if b == KERNEL else width[b]}
               for group, a, b in pairs}
     knn_metrics = [m for m in c["metrics"] if m in KNN_SWEEP_METRICS]
+    krules = dict(k_fixed=c["k_fixed"], k_fraction=c["k_fraction"], fraction_max_n=c.get("k_fraction_max_n"))
     model_pairs = [(label, lay) for label, lay in layers.items() if lay["b"] != KERNEL]
     cells = []
     for n in grid:  # one N at a time, so one N x N kernel is held at once
@@ -156,7 +157,7 @@ def run_sample_size(*, names: list[str], features: list[str], language: list[str
         found = {}  # (pair, metric, k_mode) -> cell
         # the k-NN metrics, one k at a time: one neighbour search per model serves mutual k-NN and CKNNA, and a
         # model's state is dropped after its last pair (at N = 10^5 and k = N / 100 a CKNNA state is 1.7 GB)
-        for mode, k in k_modes(knn_metrics[0], n, k_fixed=c["k_fixed"], k_fraction=c["k_fraction"]) if knn_metrics else []:
+        for mode, k in k_modes(knn_metrics[0], n, **krules) if knn_metrics else []:
             last_use = {m: i for i, (_, lay) in enumerate(model_pairs) for m in (lay["a"], lay["b"])}
             states = {}
             for i, (label, lay) in enumerate(model_pairs):
@@ -176,7 +177,7 @@ def run_sample_size(*, names: list[str], features: list[str], language: list[str
             for metric in c["metrics"]:
                 if lay["b"] == KERNEL and metric not in KERNEL_METRICS:
                     continue
-                for mode, k in k_modes(metric, n, k_fixed=c["k_fixed"], k_fraction=c["k_fraction"]):
+                for mode, k in k_modes(metric, n, **krules):
                     kw = dict(k=k, quantile=c["quantile"], permutations=c["permutations"], seed=seed)
                     if (label, metric, mode) not in found:
                         found[label, metric, mode] = (kernel_cell(metric, sub[lay["a"]], kern, **kw) if lay["b"] == KERNEL
