@@ -291,3 +291,29 @@ def test_align_rejects_outputs_that_do_not_pair_with_metrics(tmp_path):
     with pytest.raises(ValueError, match="not among the metrics"):
         alignment_tables(["cka"], x_names=list(paths), x_features=files, null_metrics=["mutual_knn"])
     assert not (tmp_path / "only_one.json").exists()  # nothing written
+
+
+@pytest.mark.parametrize("n, k, seed", [(2, 1, 0), (30, 4, 1), (200, 17, 2), (64, 63, 3)])
+def test_reciprocal_flags_are_the_definition(n, k, seed):
+    """flag[i, p] = 1[i in the list of idx[i, p]], from the lists themselves (knn's, and arbitrary ones)."""
+    from prh.metrics.knn import knn, reciprocal_flags
+
+    g = torch.Generator().manual_seed(seed)
+    lists = [knn(torch.nn.functional.normalize(torch.randn(n, 3, generator=g), dim=1), k)[0],
+             torch.stack([torch.randperm(n, generator=g)[:k] for _ in range(n)])]
+    for idx in lists:
+        want = torch.tensor([[i in set(idx[j].tolist()) for j in row.tolist()] for i, row in enumerate(idx)]).view(n, k)
+        assert torch.equal(reciprocal_flags(idx), want)
+
+
+def test_reciprocal_flags_hold_n_k_not_n_k_squared():
+    """3,000 items with k = 2,999 (a dense k-NN graph: every flag true): 9 million slots; gathering each
+    neighbour's list (N x k x k) would take 216 GB."""
+    from prh.metrics.knn import reciprocal_flags
+
+    n = 3000
+    idx = torch.stack([torch.cat([torch.arange(i + 1, n), torch.arange(0, i)]) for i in range(n)])
+    assert reciprocal_flags(idx).all()
+    idx[0, 0] = 0  # item 0 lists itself in place of item 1, which still lists 0: (1, 0) stays reciprocal
+    flags = reciprocal_flags(idx)
+    assert bool(flags[0, 0]) and not bool(flags[1, -1]) and int((~flags).sum()) == 1
