@@ -317,3 +317,21 @@ def test_reciprocal_flags_hold_n_k_not_n_k_squared():
     idx[0, 0] = 0  # item 0 lists itself in place of item 1, which still lists 0: (1, 0) stays reciprocal
     flags = reciprocal_flags(idx)
     assert bool(flags[0, 0]) and not bool(flags[1, -1]) and int((~flags).sum()) == 1
+
+
+@pytest.mark.parametrize("n, k, lb", [(2, 1, 1), (40, 6, 3), (300, 37, 2)])
+def test_neighbour_positions_are_the_definition_with_and_without_the_table(n, k, lb):
+    """pos[l, i, q] = p where idx_b[l, i, q] == idx_a[i, p], else -1: the dense table's lookup and the per-row
+    binary search (N > DENSE_MAX_ITEMS) both, on lists of distinct items."""
+    from prh.metrics.knn import neighbour_positions, position_table
+
+    g = torch.Generator().manual_seed(n + k)
+    idx_a = torch.stack([torch.randperm(n, generator=g)[:k] for _ in range(n)])
+    idx_b = torch.stack([torch.stack([torch.randperm(n, generator=g)[:k] for _ in range(n)]) for _ in range(lb)])
+    want = torch.full((lb, n, k), -1, dtype=torch.int32)
+    for l in range(lb):
+        for i in range(n):
+            where = {item: p for p, item in enumerate(idx_a[i].tolist())}
+            want[l, i] = torch.tensor([where.get(item, -1) for item in idx_b[l, i].tolist()])
+    assert torch.equal(neighbour_positions(idx_a, idx_b), want)
+    assert torch.equal(neighbour_positions(idx_a, idx_b, table=position_table(idx_a)), want)

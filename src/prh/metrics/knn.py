@@ -140,16 +140,20 @@ def neighbour_positions(idx_a: torch.Tensor, idx_b: torch.Tensor, table: torch.T
     Everything the list metrics and cknna need of a pair of neighbour lists: mutual k-NN
     counts pos ≥ 0, LCS and edit distance read the order, cknna scatters B's kernel values
     onto A's slots. With the position table of A (``position_table``, N ≤ DENSE_MAX_ITEMS)
-    it is N k lookups per B layer; without, k comparisons of N × k tensors. Both give the
-    same numbers. Returns Lb × N × k int32.
+    it is N k lookups per B layer; without, a binary search of each B neighbour in A's sorted row (O(N k log k),
+    not the k comparisons of N × k tensors it replaced: an hour a pair at N = 10^5, k = 1,000). All give the same
+    numbers for lists of distinct items, as k-NN lists are. Returns Lb × N × k int32.
     """
     n, k = idx_a.shape
     if table is not None:  # table[i, idx_b[l, i, q]] as one flat lookup
         offsets = torch.arange(0, n * n, n, device=idx_a.device)[None, :, None]
         return torch.take(table, idx_b + offsets).int()
-    pos = torch.full(idx_b.shape, -1, dtype=torch.int32, device=idx_a.device)
-    for p in range(k):
-        pos.masked_fill_(idx_b == idx_a[None, :, p:p + 1], p)
+    row_sorted, slot = torch.sort(idx_a, dim=1)  # A's row i in increasing item order, and each item's slot p
+    pos = torch.empty(idx_b.shape, dtype=torch.int32, device=idx_a.device)
+    for layer in range(idx_b.shape[0]):
+        at = torch.searchsorted(row_sorted, idx_b[layer]).clamp_(max=k - 1)
+        found = torch.gather(row_sorted, 1, at) == idx_b[layer]
+        pos[layer] = torch.where(found, torch.gather(slot, 1, at), -1)
     return pos
 
 
