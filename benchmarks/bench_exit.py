@@ -40,6 +40,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("run", type=Path, help="a checkout with a finished run (results/benchmarks/commands.jsonl)")
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--kinds", nargs="+", default=list(KINDS), help=f"prh commands to time (default: {' '.join(KINDS)})")
     a = p.parse_args()
     log = a.run / "results" / "benchmarks" / "commands.jsonl"
     if not log.exists():
@@ -47,7 +48,7 @@ def main() -> None:
     sample = {}
     for line in log.read_text().splitlines():
         rec = json.loads(line)
-        if rec["command"] in KINDS and rec["status"] == 0:
+        if rec["command"] in a.kinds and rec["status"] == 0:
             sample.setdefault(rec["command"], rec["argv"])
     rows = []
     for command, argv in sample.items():
