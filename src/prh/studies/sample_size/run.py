@@ -106,10 +106,10 @@ def run_sample_size(*, names: list[str], features: list[str], language: list[str
     """The sweep of every pair (module docstring); writes ``out``'s sweep and metrics JSON, returns the metrics.
     ``device``: where the neighbour searches run (``cpu``, ``cuda``, ``auto``); everything else runs on the CPU."""
     from prh.data.shapes import world_kernel
-    from prh.io import features_layout, features_meta_path, read_features_layer, read_json, read_jsonl
-    from prh.metrics.sample_size import KERNEL_METRICS, KNN_SWEEP_METRICS, cell, k_modes, kernel_cell, knn_states, subsets
-
     from prh.device import resolve_device
+    from prh.evaluation.probe_splits import load_probe_layers
+    from prh.io import read_jsonl
+    from prh.metrics.sample_size import KERNEL_METRICS, KNN_SWEEP_METRICS, cell, k_modes, kernel_cell, knn_states, subsets
 
     out = named_paths(out, OUTPUTS, command="run-sample-size")
     device = str(resolve_device(device))
@@ -118,18 +118,17 @@ def run_sample_size(*, names: list[str], features: list[str], language: list[str
     if set(language) - set(names):
         raise ValueError(f"--language names {sorted(set(language) - set(names))}, which have no --features")
     c = config
-    shapes = {n: features_layout(p)["shape"] for n, p in zip(names, features)}  # N x L x D, from the headers alone
-    sizes = {n: shape[0] for n, shape in shapes.items()}
+    # every model reads its last layer, fixed in advance: a layer pair chosen on the subset items would be
+    # a maximum the single-pair null does not correct (POST-HOC in params.yaml). Only that layer is read from
+    # disk, cut to its real width d (zero padding of narrower stages dropped), as a probe reads it.
+    last, feats = {}, {}
+    for n, p in zip(names, features):
+        x, last[n] = load_probe_layers(p, "last")
+        feats[n] = x[:, 0]
+    sizes = {n: len(x) for n, x in feats.items()}
     if len(set(sizes.values())) != 1:
         raise ValueError(f"the features hold different numbers of items: {sizes}; extract them from one dataset")
-    # every model reads its last layer, fixed in advance: a layer pair chosen on the subset items would be
-    # a maximum the single-pair null does not correct (POST-HOC in params.yaml). Only that layer is read.
-    last = {n: shape[1] - 1 for n, shape in shapes.items()}
-    feats = {n: read_features_layer(p, last[n]).float().numpy() for n, p in zip(names, features)}
-    # the last layer's width d (a file pads narrower layers with zeros: meta layer_dims), for the d/N floor
-    metas = {n: features_meta_path(p) for n, p in zip(names, features)}
-    width = {n: int((read_json(metas[n]).get("layer_dims") or [shapes[n][2]])[-1]) if metas[n].exists() else shapes[n][2]
-             for n in names}
+    width = {n: x.shape[1] for n, x in feats.items()}  # for the d/N floor
     n_total = next(iter(sizes.values()))
     world = [r["scene"] for r in read_jsonl(scenes)] if scenes else None
     if world is not None and len(world) != n_total:
@@ -149,6 +148,7 @@ def run_sample_size(*, names: list[str], features: list[str], language: list[str
     krules = dict(k_fixed=c["k_fixed"], k_fraction=c["k_fraction"], fraction_max_n=c.get("k_fraction_max_n"))
     model_pairs = [(label, lay) for label, lay in layers.items() if lay["b"] != KERNEL]
     cells = []
+    last_use = {m: i for i, (_, lay) in enumerate(model_pairs) for m in (lay["a"], lay["b"])}  # a state's last pair
     for n in grid:  # one N at a time, so one N x N kernel is held at once
         idx = parts[n]
         sub = {m: x[idx] for m, x in feats.items()}
@@ -158,7 +158,6 @@ def run_sample_size(*, names: list[str], features: list[str], language: list[str
         # the k-NN metrics, one k at a time: one neighbour search per model serves mutual k-NN and CKNNA, and a
         # model's state is dropped after its last pair (at N = 10^5 and k = N / 100 a CKNNA state is 1.7 GB)
         for mode, k in k_modes(knn_metrics[0], n, **krules) if knn_metrics else []:
-            last_use = {m: i for i, (_, lay) in enumerate(model_pairs) for m in (lay["a"], lay["b"])}
             states = {}
             for i, (label, lay) in enumerate(model_pairs):
                 for m in (lay["a"], lay["b"]):
