@@ -61,6 +61,7 @@ def test_join_makes_each_replicated_claim_one_verdict_over_runs():
     lo, hi = a["interval"]  # a t-interval of the mean over the three runs: 0.6 +- t(0.975, 2) 0.1 / sqrt(3)
     assert hi - 0.6 == pytest.approx(0.6 - lo) == pytest.approx(4.302653 * 0.1 / 3 ** 0.5, rel=1e-5)
     assert [e["seed"] for e in a["per_seed"]] == [0, 1000, 2000] and [e["value"] for e in a["per_seed"]] == [0.5, 0.7, 0.6]
+    assert a["unit"] == "independent run (within one: vision model)"  # the replicated verdict's unit is the run
     assert rows["convergence.b"]["verdict"] == INC and "seed 1000 not reproduced" in rows["convergence.b"]["note"]
     assert rows["density.c"] == {**base["claims"][2], "note": None}  # no replicate runs density: its entry stays
     assert rows["lte.d"]["verdict"] == NT and rows["lte.d"]["seeds"] is None and rows["lte.d"]["interval"] is None
@@ -155,8 +156,12 @@ def test_the_replicate_preset_plans_each_seed_as_a_module(repo_root):
         assert mine["bridge_arm"] == base["bridge_arm"] and mine["lte_vision"] == 1 and mine["phase_analyse"] == 1
         assert sum(v for k, v in mine.items() if k.startswith("train_language")) == \
             sum(v for k, v in base.items() if k.startswith("train_language"))
+        # the studies that read the zoo's models are replicated with it (issue 36: every training-based claim)
+        assert mine["downstream_mc"] == base["downstream_mc"] and mine["density"] == 1
+        assert mine["extract_language_density"] == base["extract_language_density"]
+        assert mine["metric_agreement"] == 1 and mine["sample_size"] == 1
         # not training-based: not replicated; figures: not drawn for a replicate
-        assert not {k for k in mine if k.startswith(("simplicity", "transfer", "color", "density", "plot_"))}
+        assert not {k for k in mine if k.startswith(("simplicity", "transfer", "color", "plot_"))}
     assert {k: v for k, v in rep.items() if not k.startswith("seed")} == base  # the run's own seed: the default DAG
 
 
@@ -167,7 +172,7 @@ def test_the_table_shows_each_replicate_s_verdict():
     led["claims"][0].update(source="PRH Fig 2", statement="s", statistic="r", rule="r > 0")
     text = L.table(led)
     assert text.startswith("Suite `offline`, master seeds 0, 1000, 2000: 0 reproduced, 0 not reproduced, 1 inconclusive")
-    assert text.rstrip().endswith("| vision model | 3 (reproduced / reproduced / not reproduced) |")
+    assert text.rstrip().endswith("| independent run (within one: vision model) | 3 (reproduced / reproduced / not reproduced) |")
 
 
 def test_replicate_seeds_clear_the_largest_own_seed(repo_root):
@@ -184,3 +189,17 @@ def test_a_run_with_replicates_keeps_the_default_results_root(repo_root):
         check_config(cfg)
     with pytest.raises(ValueError, match="results root"):
         replicate_config({"results": "results/replicates/seed5"}, 1000)
+
+
+@pytest.mark.parametrize("suite, fig2_seeds", [("offline", 1), ("paper", None)])
+def test_bridge_counts_the_runs_behind_every_claim(suite, fig2_seeds):
+    """A replicated claim needs its runs stated: appendix A's arms are trained (one run each) in every suite;
+    Fig 2's trained vision models are one zoo draw offline and fixed public checkpoints in the paper suite."""
+    from prh.studies.bridge.manifest import results
+
+    claims = {"fig3_random_labels": {"arms_A": ["a_s0", "a_s1"], "mean": 0.1, "lo": 0.0, "hi": 0.2, "n_units": 4, "verdict": R},
+              "appA_covariance_alignment": {"arms": {"a": {}, "b": {}}, "verdict": R},
+              "fig2_outliers": {"language_pretrained": {}, "vision_trained": {}, "verdict": R}}
+    rows = results(suite, 0.05, metrics={"claims": claims})
+    assert rows["fig3_random_labels"]["seeds"] == 2 and rows["appA_covariance_alignment"]["seeds"] == 1
+    assert rows["fig2_outliers"]["seeds"] == fig2_seeds

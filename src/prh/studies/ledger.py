@@ -177,7 +177,9 @@ def join(ledger: dict, replicates: list[dict]) -> dict:
         stated = [e["seeds"] for e in tested if e["seeds"] is not None]
         runs = sum(stated) if stated else None
         joined = "replicated: " + ", ".join(f"seed {e['seed']} {e['verdict']}" for e in entries)
-        rows.append({**row, "value": float(np.mean(values)) if values else None, "interval": _t_interval(values),
+        # the replicated verdict's unit is the independent run; the study's own unit is what each run counts
+        unit = row["unit"] if row["unit"].startswith("training run") else f"independent run (within one: {row['unit']})"
+        rows.append({**row, "unit": unit, "value": float(np.mean(values)) if values else None, "interval": _t_interval(values),
                      "p": None, "verdict": label, **replication(label, runs), "effect": None, "per_seed": entries,
                      "note": "; ".join(filter(None, [joined, row.get("note") and f"seed {seeds[0]}: {row['note']}"]))})
     counts = {label: sum(r["verdict"] == label for r in rows) for label in LABELS}
