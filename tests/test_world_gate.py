@@ -10,7 +10,7 @@ import pytest
 
 from prh.data.shapes import sample_scene
 from prh.data.tasks import task_labels
-from prh.evaluation.world_gate import forward_rate, mcnemar_greater, world_gate
+from prh.evaluation.world_gate import forward_rate, mcnemar_greater, min_discordant, world_gate
 
 GATE = {"candidates": ["background", "count", "largest_color"], "n_scenes": 200, "level": 5,
         "min_forward_rate": 0.5, "test_alpha": 0.05, "pass_fraction": 0.75}
@@ -77,6 +77,47 @@ def test_the_gate_passes_models_that_beat_their_bag_of_words_and_fails_the_rest(
     json.dumps(out)  # the file the rule writes
 
 
+@pytest.mark.parametrize("alpha, need", [(0.05, 5), (0.0625, 5), (0.0626, 4), (0.01, 7), (0.5, 2)])
+def test_min_discordant_is_the_fewest_baseline_errors_a_model_can_win_on(alpha, need):
+    assert min_discordant(alpha) == need  # 2^-need < alpha <= 2^-(need - 1)
+    assert mcnemar_greater([1] * need, [0] * need)["p"] < alpha <= mcnemar_greater([1] * (need - 1), [0] * (need - 1))["p"]
+
+
+def test_min_discordant_refuses_a_level_outside_0_1():
+    with pytest.raises(ValueError, match="alpha=0"):
+        min_discordant(0)
+
+
+def test_an_attribute_the_bag_of_words_already_solves_is_not_testable():
+    """POST-HOC rule (issue 36): the zoo's bag-of-words baseline probes count at 1.000, so no model could
+    beat it there and the gate as first written failed every model by construction. A model is judged on
+    the attributes where its baseline is wrong often enough for the test to fire; the first rule stays
+    in the output beside it."""
+    scenes = _scenes()
+    labels = task_labels(scenes, ["count"])
+    base = _features(scenes, informative=False, seed=1)
+    base[:, 0, :5] += 8 * np.eye(5)[labels["count"] % 5]  # the baseline's layer 0 decodes count perfectly
+    feats = {"base": base}
+    runs = {}
+    for i, good in enumerate([True, True, True, False]):
+        feats[f"m{i}"] = _features(scenes, informative=good, seed=10 + i)
+        runs[f"r{i}"] = {"final": f"m{i}", "untrained": "base", "seed": i}
+    out = world_gate(scenes=scenes, features=feats, runs=runs, gate=GATE, seed=0)
+    count = out["models"]["m0"]["tasks"]["count"]
+    assert count["baseline"]["accuracy"] == 1.0 and count["baseline_wrong"] == 0 and not count["testable"]
+    assert not count["passed"] and out["settings"]["min_discordant"] == 5
+    assert all(m["testable"] == ["largest_color"] for m in out["models"].values())
+    assert [out["models"][f"m{i}"]["passed"] for i in range(4)] == [True, True, True, False]
+    assert out["fraction_passed"] == 0.75 and out["passed"] is True and out["n_judged"] == out["n_models"] == 4
+    # as first written, count failed every model
+    assert not any(m["passed_as_written"] for m in out["models"].values())
+    assert out["fraction_passed_as_written"] == 0.0 and out["passed_as_written"] is False
+    # with nothing a model can win on, the gate cannot be judged
+    out = world_gate(scenes=scenes, features=feats, runs=runs, gate={**GATE, "candidates": ["count"]}, seed=0)
+    assert out["n_judged"] == 0 and out["passed"] is None and "fewer than 5 test items" in out["reason"]
+    assert out["passed_as_written"] is False
+
+
 def test_a_gate_with_nothing_to_test_cannot_be_judged():
     scenes = _scenes(200)
     feats = {"base": _features(scenes, informative=False, seed=1), "m": _features(scenes, informative=True, seed=2)}
@@ -101,3 +142,12 @@ def test_the_ledger_reads_the_gate(tmp_path):
     assert row["fig03_world_gate"]["verdict"] == "not testable"
     assert results("offline", 0.05, metrics=metrics, platonic=None, world_gate={**gate, "passed": True})[
         "fig03_world_gate"]["verdict"] == "reproduced"
+    # judged on testable attributes: n counts the judged models; the rule as first written is in the note
+    judged = {**gate, "n_judged": 5, "fraction_passed": 0.8, "passed": True, "fraction_passed_as_written": 0.0,
+              "passed_as_written": False}
+    row = results("offline", 0.05, metrics=metrics, platonic=None, world_gate=judged)["fig03_world_gate"]
+    assert row["verdict"] == "reproduced" and row["n"] == 5 and row["value"] == pytest.approx(0.8)
+    assert row["note"].endswith("as first written (every kept attribute, testable or not): 0 passed, not reproduced")
+    row = results("offline", 0.05, metrics=metrics, platonic=None,
+                  world_gate={**judged, "n_judged": 0, "fraction_passed": None, "passed": None, "reason": "no model"})
+    assert row["fig03_world_gate"]["verdict"] == "not testable"

@@ -23,7 +23,13 @@ at the zoo's widths, and that its all-must-pass rule fails by sampling noise alo
 3. **tolerates sampling noise**: per model and kept attribute a one-sided exact McNemar test on
    the test items (the probe right and the baseline wrong, against the reverse); a model passes
    when every kept attribute has p < ``test_alpha``; the gate passes when at least
-   ``pass_fraction`` of the gated models (each run's final checkpoint) pass.
+   ``pass_fraction`` of the gated models (each run's final checkpoint) pass;
+4. **judges only what can be passed** (POST-HOC, params.yaml): where the baseline is wrong on fewer
+   test items than the test needs (``min_discordant``: p = 2^-w at best, so w >= 5 at 0.05), no model
+   can beat it there, so that attribute is not testable for that run and the model is judged on its
+   testable attributes (none testable: the model is not counted; no model counted: the gate cannot
+   be judged). The rule as first written (every kept attribute) stays in the output
+   (``passed_as_written``, ``fraction_passed_as_written``).
 
     prh world-gate --data results/data/shapes_eval --features-dir results/features/shapes_eval \\
         --runs '{"gpt2_s_r0": {"final": "gpt2_s_r0_3000", "untrained": "gpt2_s_r0_0", "seed": 0}}' \\
@@ -39,7 +45,7 @@ import numpy as np
 
 from prh.io import json_object, load_features, write_json
 
-__all__ = ["INTERVENTIONS", "forward_rate", "mcnemar_greater", "world_gate", "main"]
+__all__ = ["INTERVENTIONS", "forward_rate", "mcnemar_greater", "min_discordant", "world_gate", "main"]
 
 
 def _recolour(scene, rng):
@@ -135,6 +141,17 @@ def mcnemar_greater(right_a, right_b) -> dict:
     return {"a_only": b_only, "b_only": c_only, "p": p}
 
 
+def min_discordant(alpha: float) -> int:
+    """The fewest baseline errors with which :func:`mcnemar_greater` can reach p < ``alpha``: with w items
+    the baseline gets wrong, the best a model can do is right on all w and wrong on none, p = 2^-w."""
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha={alpha} must lie in (0, 1)")
+    w = 1
+    while 0.5 ** w >= alpha:
+        w += 1
+    return w
+
+
 def world_gate(*, scenes: list[dict], features: dict[str, np.ndarray], runs: dict[str, dict], gate: dict,
                seed: int = 0, world: dict | None = None, skip_embedding: bool = True) -> dict:
     """The gate (module docstring). ``features``: model name -> N x L x D features of ``scenes`` for every
@@ -147,6 +164,7 @@ def world_gate(*, scenes: list[dict], features: dict[str, np.ndarray], runs: dic
                for t in gate["candidates"]}
     kept = [t for t, f in forward.items() if f["rate"] is not None and f["rate"] >= gate["min_forward_rate"]]
     labels = task_labels(scenes, kept) if kept else {}
+    need = min_discordant(gate["test_alpha"])
     splits = split_indices(len(scenes), seed=seed)
     models = {}
     for run, r in runs.items():
@@ -160,16 +178,32 @@ def world_gate(*, scenes: list[dict], features: dict[str, np.ndarray], runs: dic
         for t in kept:
             m = _probe(final, labels[t], splits, layers=list(range(first, final.shape[1])), k=TASKS[t].num_classes)
             b = _probe(base[:, :1], labels[t], splits, layers=[0], k=TASKS[t].num_classes)
-            test = mcnemar_greater(m.pop("correct"), b.pop("correct"))
-            tasks[t] = {"model": m, "baseline": b, **test, "passed": test["p"] < gate["test_alpha"]}
+            baseline_right = b.pop("correct")
+            test = mcnemar_greater(m.pop("correct"), baseline_right)
+            wrong = int(np.size(baseline_right) - np.count_nonzero(baseline_right))
+            tasks[t] = {"model": m, "baseline": b, **test, "baseline_wrong": wrong, "testable": wrong >= need,
+                        "passed": test["p"] < gate["test_alpha"]}
+        testable = [x for x in tasks.values() if x["testable"]]
         models[r["final"]] = {"run": run, "seed": r.get("seed"), "baseline_model": r["untrained"], "width": int(final.shape[2]),
-                              "tasks": tasks, "passed": bool(kept) and all(x["passed"] for x in tasks.values())}
-    n_pass = sum(m["passed"] for m in models.values())
-    fraction = n_pass / len(models) if models else None
-    return {"settings": {**gate, "skip_embedding": skip_embedding, "seed": seed}, "forward": forward, "kept": kept, "models": models, "n_models": len(models),
+                              "tasks": tasks, "testable": [t for t, x in tasks.items() if x["testable"]],
+                              "passed": all(x["passed"] for x in testable) if testable else None,
+                              "passed_as_written": bool(kept) and all(x["passed"] for x in tasks.values())}
+    judged = [m for m in models.values() if m["passed"] is not None]
+    n_pass = sum(bool(m["passed"]) for m in judged)
+    fraction = n_pass / len(judged) if judged else None
+    written = sum(m["passed_as_written"] for m in models.values()) / len(models) if models else None
+    reason = None
+    if not kept:
+        reason = "no candidate attribute tells about later tokens: the gate cannot be judged"
+    elif not judged:
+        reason = f"every baseline is wrong on fewer than {need} test items of every kept attribute: no model can beat it"
+    return {"settings": {**gate, "skip_embedding": skip_embedding, "seed": seed, "min_discordant": need},
+            "forward": forward, "kept": kept, "models": models, "n_models": len(models), "n_judged": len(judged),
             "n_passed": n_pass, "fraction_passed": fraction,
-            "passed": None if fraction is None or not kept else fraction >= gate["pass_fraction"],
-            "reason": None if kept else "no candidate attribute tells about later tokens: the gate cannot be judged"}
+            "passed": None if fraction is None else fraction >= gate["pass_fraction"],
+            "fraction_passed_as_written": written,
+            "passed_as_written": None if written is None or not kept else written >= gate["pass_fraction"],
+            "reason": reason}
 
 
 def _probe(feats, labels, splits, *, layers, k) -> dict:
@@ -201,4 +235,5 @@ def main(argv: list[str] | None = None) -> None:
     result = world_gate(scenes=load_dataset(a.data).scenes, features=feats, runs=a.runs, gate=a.gate, seed=a.seed,
                         world=a.world, skip_embedding=a.skip_embedding)
     write_json(a.out, result)
-    print(f"kept {result['kept']}; {result['n_passed']} of {result['n_models']} models pass; gate passed: {result['passed']}")
+    print(f"kept {result['kept']}; {result['n_passed']} of {result['n_judged']} judged models pass (of {result['n_models']}); "
+          f"gate passed: {result['passed']} (as first written: {result['passed_as_written']})")

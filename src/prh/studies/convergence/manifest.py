@@ -40,10 +40,15 @@ def results(suite: str, alpha: float, *, metrics: dict, platonic: dict | None, w
     if world_gate is not None:  # offline only: the zoo's runs
         gate = world_gate
         runs_seeds = len({m["seed"] for m in gate["models"].values()}) or None
+        n = gate.get("n_judged", gate["n_models"])  # models with a testable attribute (issue 36, POST-HOC)
+        written = gate.get("fraction_passed_as_written")
         out["fig03_world_gate"] = {
-            "value": gate["fraction_passed"], "n": gate["n_models"], "seeds": runs_seeds,
-            "verdict": verdict(gate["passed"], testable=bool(gate["kept"]) and gate["n_models"] > 0),
-            "note": gate.get("reason") or f"kept {', '.join(gate['kept'])}; pass fraction {gate['settings']['pass_fraction']}"}
+            "value": gate["fraction_passed"], "n": n, "seeds": runs_seeds,
+            "verdict": verdict(gate["passed"], testable=bool(gate["kept"]) and n > 0 and gate["passed"] is not None),
+            "note": "; ".join(filter(None, [
+                gate.get("reason") or f"kept {', '.join(gate['kept'])}; pass fraction {gate['settings']['pass_fraction']}",
+                None if written is None else f"as first written (every kept attribute, testable or not): "
+                                             f"{written:.3g} passed, {verdict(gate.get('passed_as_written'))}"]))}
     for modality in ("vision", "language"):
         if modality in ((platonic or {}).get("platonic") or {}):
             out[f"platonic_{modality}"] = correlation(platonic["platonic"][modality], alpha, seeds)
