@@ -62,6 +62,11 @@ def test_join_makes_each_replicated_claim_one_verdict_over_runs():
     assert hi - 0.6 == pytest.approx(0.6 - lo) == pytest.approx(4.302653 * 0.1 / 3 ** 0.5, rel=1e-5)
     assert [e["seed"] for e in a["per_seed"]] == [0, 1000, 2000] and [e["value"] for e in a["per_seed"]] == [0.5, 0.7, 0.6]
     assert a["unit"] == "independent run (within one: vision model)"  # the replicated verdict's unit is the run
+    assert rows["lte.d"]["unit"] == "vision model"  # no runs stated (not testable anywhere): no run unit claimed
+    base_run = _ledger(0, [("lte.e", R, 1.0, 1)])
+    base_run["claims"][0]["unit"] = "training run"
+    rep_run = _ledger(1000, [("lte.e", R, 1.1, 1)])
+    assert L.join(base_run, [rep_run])["claims"][0]["unit"] == "training run"  # already the run: kept
     assert rows["convergence.b"]["verdict"] == INC and "seed 1000 not reproduced" in rows["convergence.b"]["note"]
     assert rows["density.c"] == {**base["claims"][2], "note": None}  # no replicate runs density: its entry stays
     assert rows["lte.d"]["verdict"] == NT and rows["lte.d"]["seeds"] is None and rows["lte.d"]["interval"] is None

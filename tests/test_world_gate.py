@@ -105,17 +105,42 @@ def test_an_attribute_the_bag_of_words_already_solves_is_not_testable():
     out = world_gate(scenes=scenes, features=feats, runs=runs, gate=GATE, seed=0)
     count = out["models"]["m0"]["tasks"]["count"]
     assert count["baseline"]["accuracy"] == 1.0 and count["baseline_wrong"] == 0 and not count["testable"]
-    assert not count["passed"] and out["settings"]["min_discordant"] == 5
+    assert count["passed"] is None and out["settings"]["min_discordant"] == 5 and out["untestable"] == ["count"]
     assert all(m["testable"] == ["largest_color"] for m in out["models"].values())
     assert [out["models"][f"m{i}"]["passed"] for i in range(4)] == [True, True, True, False]
     assert out["fraction_passed"] == 0.75 and out["passed"] is True and out["n_judged"] == out["n_models"] == 4
     # as first written, count failed every model
     assert not any(m["passed_as_written"] for m in out["models"].values())
     assert out["fraction_passed_as_written"] == 0.0 and out["passed_as_written"] is False
+    # the rule as first written, as a setting: every kept attribute, so count fails every model
+    written = world_gate(scenes=scenes, features=feats, runs=runs, gate={**GATE, "judge": "every_kept"}, seed=0)
+    assert written["passed"] is False and written["fraction_passed"] == 0.0 and written["untestable"] == []
+    assert written["settings"]["min_discordant"] == 0 and written["passed_as_written"] is False
     # with nothing a model can win on, the gate cannot be judged
     out = world_gate(scenes=scenes, features=feats, runs=runs, gate={**GATE, "candidates": ["count"]}, seed=0)
-    assert out["n_judged"] == 0 and out["passed"] is None and "fewer than 5 test items" in out["reason"]
+    assert out["n_judged"] == 0 and out["passed"] is None and "0 of 4 models" in out["reason"]
     assert out["passed_as_written"] is False
+    with pytest.raises(ValueError, match="judge='some'"):
+        world_gate(scenes=scenes, features=feats, runs=runs, gate={**GATE, "judge": "some"}, seed=0)
+
+
+def test_a_gate_judging_fewer_than_three_runs_cannot_be_judged():
+    """A model whose baseline leaves nothing to win on is not judged; the fraction is over the judged models, and
+    fewer than 3 of them (the project's minimum of independent runs) cannot make the gate pass."""
+    scenes = _scenes()
+    labels = task_labels(scenes, ["count", "largest_color"])
+    perfect = _features(scenes, informative=False, seed=1)
+    perfect[:, 0, :5] += 8 * np.eye(5)[labels["count"] % 5]
+    perfect[:, 0, 5:15] += 8 * np.eye(10)[labels["largest_color"] % 10]  # solves both kept attributes
+    feats = {"perfect": perfect, "noise": _features(scenes, informative=False, seed=2)}
+    runs = {}
+    for i in range(4):  # runs 0 and 1 have a baseline that can be beaten, runs 2 and 3 do not
+        feats[f"m{i}"] = _features(scenes, informative=True, seed=10 + i)
+        runs[f"r{i}"] = {"final": f"m{i}", "untrained": "noise" if i < 2 else "perfect", "seed": i}
+    out = world_gate(scenes=scenes, features=feats, runs=runs, gate=GATE, seed=0)
+    assert [out["models"][f"m{i}"]["passed"] for i in range(4)] == [True, True, None, None]
+    assert out["n_judged"] == 2 and out["fraction_passed"] == 1.0 and out["passed"] is None
+    assert "2 of 4 models" in out["reason"] and out["untestable"] == ["count", "largest_color"]
 
 
 def test_a_gate_with_nothing_to_test_cannot_be_judged():
@@ -133,21 +158,30 @@ def test_the_ledger_reads_the_gate(tmp_path):
 
     metrics = {"competence_alignment": {"spearman_r": 0.5, "spearman_p": 0.01, "n": 10},
                "language_vision_descriptive": {"spearman_r": 0.1, "spearman_p": 0.3, "n": 20}}
-    gate = {"kept": ["count"], "n_models": 6, "fraction_passed": 4 / 6, "passed": False, "reason": None,
-            "settings": {"pass_fraction": 0.75}, "models": {f"m{i}": {"seed": i % 2} for i in range(6)}}
+    gate = {"kept": ["count"], "n_models": 6, "n_judged": 6, "fraction_passed": 4 / 6, "passed": False, "reason": None,
+            "settings": {"pass_fraction": 0.75, "min_discordant": 5},
+            "models": {f"m{i}": {"seed": i % 2, "passed": i < 4} for i in range(6)}}
     row = results("offline", 0.05, metrics=metrics, platonic=None, world_gate=gate)["fig03_world_gate"]
     assert row["verdict"] == "not reproduced" and row["n"] == 6 and row["seeds"] == 2
+    assert "6 of 6 runs judged" in row["note"]
     assert row["value"] == pytest.approx(4 / 6)
     row = results("offline", 0.05, metrics=metrics, platonic=None, world_gate={**gate, "kept": [], "passed": None})
     assert row["fig03_world_gate"]["verdict"] == "not testable"
     assert results("offline", 0.05, metrics=metrics, platonic=None, world_gate={**gate, "passed": True})[
         "fig03_world_gate"]["verdict"] == "reproduced"
-    # judged on testable attributes: n counts the judged models; the rule as first written is in the note
+    # judged on testable attributes: n counts the judged models, seeds their runs' seeds; the other rule in the note
+    models = {f"m{i}": {"seed": i, "passed": i < 4 if i < 5 else None} for i in range(6)}
     judged = {**gate, "n_judged": 5, "fraction_passed": 0.8, "passed": True, "fraction_passed_as_written": 0.0,
-              "passed_as_written": False}
+              "passed_as_written": False, "untestable": ["count"], "models": models}
     row = results("offline", 0.05, metrics=metrics, platonic=None, world_gate=judged)["fig03_world_gate"]
-    assert row["verdict"] == "reproduced" and row["n"] == 5 and row["value"] == pytest.approx(0.8)
+    assert row["verdict"] == "reproduced" and row["n"] == 5 and row["seeds"] == 5 and row["value"] == pytest.approx(0.8)
+    assert "5 of 6 runs judged; not testable for some run (baseline wrong on < 5 test items): count" in row["note"]
     assert row["note"].endswith("as first written (every kept attribute, testable or not): 0 passed, not reproduced")
+    from prh.errors import UsageError
+
+    old = {k: v for k, v in gate.items() if k != "n_judged"}
+    with pytest.raises(UsageError, match="forcerun world_gate"):
+        results("offline", 0.05, metrics=metrics, platonic=None, world_gate=old)
     row = results("offline", 0.05, metrics=metrics, platonic=None,
                   world_gate={**judged, "n_judged": 0, "fraction_passed": None, "passed": None, "reason": "no model"})
     assert row["fig03_world_gate"]["verdict"] == "not testable"

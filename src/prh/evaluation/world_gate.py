@@ -24,12 +24,13 @@ at the zoo's widths, and that its all-must-pass rule fails by sampling noise alo
    the test items (the probe right and the baseline wrong, against the reverse); a model passes
    when every kept attribute has p < ``test_alpha``; the gate passes when at least
    ``pass_fraction`` of the gated models (each run's final checkpoint) pass;
-4. **judges only what can be passed** (POST-HOC, params.yaml): where the baseline is wrong on fewer
-   test items than the test needs (``min_discordant``: p = 2^-w at best, so w >= 5 at 0.05), no model
-   can beat it there, so that attribute is not testable for that run and the model is judged on its
-   testable attributes (none testable: the model is not counted; no model counted: the gate cannot
-   be judged). The rule as first written (every kept attribute) stays in the output
-   (``passed_as_written``, ``fraction_passed_as_written``).
+4. **judges only what can be passed** (``judge: testable``; POST-HOC, params.yaml): where the baseline
+   is wrong on fewer test items than the test needs (``min_discordant``: p = 2^-w at best, so w >= 5 at
+   0.05), no model can beat it there, so that attribute is not testable for that run and the model is
+   judged on its testable attributes (none testable: the model is not judged; fewer than
+   ``MIN_SEEDS`` judged models: the gate cannot be judged). The rule as first written
+   (``judge: every_kept``: every kept attribute) is reported beside it (``passed_as_written``,
+   ``fraction_passed_as_written``).
 
     prh world-gate --data results/data/shapes_eval --features-dir results/features/shapes_eval \\
         --runs '{"gpt2_s_r0": {"final": "gpt2_s_r0_3000", "untrained": "gpt2_s_r0_0", "seed": 0}}' \\
@@ -163,8 +164,13 @@ def world_gate(*, scenes: list[dict], features: dict[str, np.ndarray], runs: dic
     forward = {t: forward_rate(t, n_scenes=gate["n_scenes"], seed=seed, level=gate["level"], world=world)
                for t in gate["candidates"]}
     kept = [t for t, f in forward.items() if f["rate"] is not None and f["rate"] >= gate["min_forward_rate"]]
+    from prh.claims import MIN_SEEDS
+
     labels = task_labels(scenes, kept) if kept else {}
-    need = min_discordant(gate["test_alpha"])
+    judge = gate.get("judge", "testable")
+    if judge not in ("testable", "every_kept"):
+        raise ValueError(f"gate judge={judge!r} must be 'testable' or 'every_kept'")
+    need = min_discordant(gate["test_alpha"]) if judge == "testable" else 0
     splits = split_indices(len(scenes), seed=seed)
     models = {}
     for run, r in runs.items():
@@ -181,13 +187,15 @@ def world_gate(*, scenes: list[dict], features: dict[str, np.ndarray], runs: dic
             baseline_right = b.pop("correct")
             test = mcnemar_greater(m.pop("correct"), baseline_right)
             wrong = int(np.size(baseline_right) - np.count_nonzero(baseline_right))
-            tasks[t] = {"model": m, "baseline": b, **test, "baseline_wrong": wrong, "testable": wrong >= need,
-                        "passed": test["p"] < gate["test_alpha"]}
-        testable = [x for x in tasks.values() if x["testable"]]
+            testable = wrong >= need
+            # an attribute no model can win on is not a failure: passed None
+            tasks[t] = {"model": m, "baseline": b, **test, "baseline_wrong": wrong, "testable": testable,
+                        "passed": test["p"] < gate["test_alpha"] if testable else None}
+        judged_on = [x for x in tasks.values() if x["testable"]]
         models[r["final"]] = {"run": run, "seed": r.get("seed"), "baseline_model": r["untrained"], "width": int(final.shape[2]),
                               "tasks": tasks, "testable": [t for t, x in tasks.items() if x["testable"]],
-                              "passed": all(x["passed"] for x in testable) if testable else None,
-                              "passed_as_written": bool(kept) and all(x["passed"] for x in tasks.values())}
+                              "passed": all(x["passed"] for x in judged_on) if judged_on else None,
+                              "passed_as_written": bool(kept) and all(x["p"] < gate["test_alpha"] for x in tasks.values())}
     judged = [m for m in models.values() if m["passed"] is not None]
     n_pass = sum(bool(m["passed"]) for m in judged)
     fraction = n_pass / len(judged) if judged else None
@@ -195,12 +203,14 @@ def world_gate(*, scenes: list[dict], features: dict[str, np.ndarray], runs: dic
     reason = None
     if not kept:
         reason = "no candidate attribute tells about later tokens: the gate cannot be judged"
-    elif not judged:
-        reason = f"every baseline is wrong on fewer than {need} test items of every kept attribute: no model can beat it"
-    return {"settings": {**gate, "skip_embedding": skip_embedding, "seed": seed, "min_discordant": need},
-            "forward": forward, "kept": kept, "models": models, "n_models": len(models), "n_judged": len(judged),
-            "n_passed": n_pass, "fraction_passed": fraction,
-            "passed": None if fraction is None else fraction >= gate["pass_fraction"],
+    elif len(judged) < MIN_SEEDS:
+        reason = (f"{len(judged)} of {len(models)} models have an attribute whose baseline is wrong on at least {need} "
+                  f"test items (needed: {MIN_SEEDS} models): the gate cannot be judged")
+    untestable = sorted({t for m in models.values() for t, x in m["tasks"].items() if not x["testable"]})
+    return {"settings": {**gate, "judge": judge, "skip_embedding": skip_embedding, "seed": seed, "min_discordant": need},
+            "forward": forward, "kept": kept, "untestable": untestable, "models": models,
+            "n_models": len(models), "n_judged": len(judged), "n_passed": n_pass, "fraction_passed": fraction,
+            "passed": None if reason else fraction >= gate["pass_fraction"],
             "fraction_passed_as_written": written,
             "passed_as_written": None if written is None or not kept else written >= gate["pass_fraction"],
             "reason": reason}

@@ -177,8 +177,10 @@ def join(ledger: dict, replicates: list[dict]) -> dict:
         stated = [e["seeds"] for e in tested if e["seeds"] is not None]
         runs = sum(stated) if stated else None
         joined = "replicated: " + ", ".join(f"seed {e['seed']} {e['verdict']}" for e in entries)
-        # the replicated verdict's unit is the independent run; the study's own unit is what each run counts
-        unit = row["unit"] if row["unit"].startswith("training run") else f"independent run (within one: {row['unit']})"
+        # the replicated verdict's unit is the independent run (where runs stand behind it; fixed checkpoints: none),
+        # the study's own unit what each run counts; a study whose unit is already the run keeps it
+        unit = row["unit"] if runs is None or row["unit"].startswith("training run") \
+            else f"independent run (within one: {row['unit']})"
         rows.append({**row, "unit": unit, "value": float(np.mean(values)) if values else None, "interval": _t_interval(values),
                      "p": None, "verdict": label, **replication(label, runs), "effect": None, "per_seed": entries,
                      "note": "; ".join(filter(None, [joined, row.get("note") and f"seed {seeds[0]}: {row['note']}"]))})

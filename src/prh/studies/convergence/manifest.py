@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from prh.claims import correlation_row as correlation
 from prh.claims import verdict
+from prh.errors import UsageError
 
 __all__ = ["results"]
 
@@ -39,14 +40,21 @@ def results(suite: str, alpha: float, *, metrics: dict, platonic: dict | None, w
                                 "verdict": amended["verdict"], "note": amended.get("reason")}
     if world_gate is not None:  # offline only: the zoo's runs
         gate = world_gate
-        runs_seeds = len({m["seed"] for m in gate["models"].values()}) or None
-        n = gate.get("n_judged", gate["n_models"])  # models with a testable attribute (issue 36, POST-HOC)
+        if "n_judged" not in gate:
+            raise UsageError("world_gate.json predates the gate's `judge` rule (issue 36): rerun it with "
+                             "`snakemake --forcerun world_gate`")
+        judged = [m for m in gate["models"].values() if m["passed"] is not None]
+        runs_seeds = len({m["seed"] for m in judged}) or None  # the seeds of the runs it judged
         written = gate.get("fraction_passed_as_written")
+        untestable = gate.get("untestable") or []
         out["fig03_world_gate"] = {
-            "value": gate["fraction_passed"], "n": n, "seeds": runs_seeds,
-            "verdict": verdict(gate["passed"], testable=bool(gate["kept"]) and n > 0 and gate["passed"] is not None),
+            "value": gate["fraction_passed"], "n": gate["n_judged"], "seeds": runs_seeds,
+            "verdict": verdict(gate["passed"], testable=bool(gate["kept"]) and gate["passed"] is not None),
             "note": "; ".join(filter(None, [
                 gate.get("reason") or f"kept {', '.join(gate['kept'])}; pass fraction {gate['settings']['pass_fraction']}",
+                f"{gate['n_judged']} of {gate['n_models']} runs judged" + (
+                    f"; not testable for some run (baseline wrong on < {gate['settings']['min_discordant']} test items): "
+                    f"{', '.join(untestable)}" if untestable else ""),
                 None if written is None else f"as first written (every kept attribute, testable or not): "
                                              f"{written:.3g} passed, {verdict(gate.get('passed_as_written'))}"]))}
     for modality in ("vision", "language"):
