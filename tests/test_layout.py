@@ -3,7 +3,7 @@ and no module reaches into another's private names.
 
 Layers, bottom to top (a module may import its own layer and the ones below):
 
-0. ``io``, ``errors``, ``device``, ``stats``, ``bench``, ``manifest``, ``claims``: plain helpers with no project
+0. ``io``, ``errors``, ``device``, ``gpus``, ``stats``, ``bench``, ``manifest``, ``claims``: plain helpers with no project
    imports above them; what a study declares; the one verdict engine
 1. ``config``, ``metrics``, ``pin``, ``cluster``: the config, the alignment metrics, GPU counts and plan costs
 2. ``data``: the shapes world, hub datasets, tasks
@@ -24,7 +24,7 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 LAYERS = [
-    {"prh.io", "prh.errors", "prh.device", "prh.stats", "prh.bench", "prh.manifest", "prh.claims"},
+    {"prh.io", "prh.errors", "prh.device", "prh.gpus", "prh.stats", "prh.bench", "prh.manifest", "prh.claims"},
     {"prh.config", "prh.metrics", "prh.pin", "prh.cluster"},
     {"prh.data"},
     {"prh.models", "prh.batching", "prh.standin", "prh.checks"},

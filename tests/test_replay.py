@@ -35,7 +35,9 @@ def replay(repo_root, tmp_path_factory):
     # the shipped revisions are branches (`prh pin-revisions` needs the hub), and stand-ins are built at them
     merged.update(suite="paper", allow_unpinned=True)
     (work / "params.yaml").write_text(yaml.safe_dump(merged, sort_keys=False))
-    env = {**OFFLINE, "HF_HOME": str(work.parent / "standin_hf_home")}
+    # 8 pretend cards (prh.gpus): each GPU job claims its own ids, as on an 8-GPU machine, and runs on the CPU
+    env = {**OFFLINE, "HF_HOME": str(work.parent / "standin_hf_home"), "PRH_FAKE_GPU_COUNT": "8",
+           "PRH_GPU_LOCK_DIR": str(work.parent / "gpu_locks")}
     run(["prh", "standin-hub", "--downloads-root", "."], work, env=env)
     plan = planned_jobs(work)
     dry = run(["snakemake", "--dry-run", "--cores", "2"], work, env=env)
@@ -65,6 +67,15 @@ def test_every_rule_of_the_paper_plan_ran(replay):
                      if rule != "all" and not any((work / f).is_file() for f in files))
     assert missing == [], f"rules that ran no job: {missing}"
     assert planned_jobs(replay["work"]) == {}  # a second run plans nothing
+
+
+def test_every_gpu_job_claimed_its_own_cards(replay):
+    """Issue 53: a GPU rule's job takes its cards (prh --gpus) before it runs: its log names them."""
+    logs = sorted((replay["work"] / "results" / "logs" / "extract_language").rglob("*.log"))
+    assert logs
+    for log in logs:
+        ids = re.findall(r"this job's GPUs: CUDA_VISIBLE_DEVICES=([\d,]+)", log.read_text())
+        assert len(ids) == 1 and set(ids[0].split(",")) <= set(map(str, range(8))), log
 
 
 def test_every_paper_figure_and_the_report_exist(replay):

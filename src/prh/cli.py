@@ -33,6 +33,7 @@ import time
 
 from prh.bench import RUSAGE_ENV, record_rusage
 from prh.errors import DEBUG_ENV, did_you_mean, user_errors
+from prh.gpus import GPUS_FLAG, exec_holding_gpus, setup_job
 
 # stage -> {command: ("module:function", one line of help)}, in pipeline order.
 STAGES: dict[str, dict[str, tuple[str, str]]] = {
@@ -115,7 +116,8 @@ def usage() -> str:
     lines = ["usage: prh <command> [args]"]
     for stage, cmds in STAGES.items():
         lines += ["", f"{stage}:"] + [f"  {name:<{width}}{summary}" for name, (_, summary) in cmds.items()]
-    lines += ["", "`prh <command> --help` describes a command's arguments."]
+    lines += ["", "`prh <command> --help` describes a command's arguments.",
+              "`prh --gpus N <command> ...` first takes N free GPUs for the command (prh.gpus; GPU rules do)."]
     return "\n".join(lines)
 
 
@@ -127,6 +129,11 @@ def main(argv: list[str] | None = None) -> None:
     if "--debug" in argv:
         os.environ[DEBUG_ENV] = "1"
         argv = [a for a in argv if a != "--debug"]
+    if argv[:1] == [GPUS_FLAG]:  # a GPU rule's job: its own cards before anything imports torch (prh.gpus)
+        with user_errors(prefix="prh: "):
+            argv = setup_job(argv)
+        if argv[:1] == ["--"] and len(argv) > 1:  # a launcher (torchrun, srun) on the claimed cards
+            exec_holding_gpus(argv[1:])
     if not argv or argv[0] in ("-h", "--help"):
         print(usage())
         return

@@ -69,7 +69,7 @@ rule bridge_arm:
     conda:
         CONDA_ENV
     shell:
-        "OMP_NUM_THREADS={threads} prh run-bridge-arm --name {wildcards.arm} --arm {params.arm} --config {params.config}"
+        "OMP_NUM_THREADS={threads} prh --gpus {resources.gpu} run-bridge-arm --name {wildcards.arm} --arm {params.arm} --config {params.config}"
         " --train-data {params.train} --probe-data {params.probe} --seed {params.seed}"
         " --device {params.device} --result {output.result} --features {output.feats} > {log} 2>&1"
 

@@ -63,7 +63,7 @@ rule color_language:
     conda:
         CONDA_ENV
     shell:
-        "OMP_NUM_THREADS={threads} prh run-color language --models {params.models} --out {output.language} --config {params.config}"
+        "OMP_NUM_THREADS={threads} prh --gpus {resources.gpu} run-color language --models {params.models} --out {output.language} --config {params.config}"
         " --seed {params.seed} --device {params.device} > {log} 2>&1"
 
 

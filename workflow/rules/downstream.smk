@@ -76,7 +76,7 @@ rule downstream_harness:
     conda:
         CONDA_ENV
     shell:
-        "prh eval-harness --model {params.repo:q} --revision {params.revision:q} --name {wildcards.model}"
+        "prh --gpus {resources.gpu} eval-harness --model {params.repo:q} --revision {params.revision:q} --name {wildcards.model}"
         " --tasks {params.tasks} {params.limit} --batch-size {params.batch_size} --fewshot-seed {params.fewshot_seed}"
         " --device {params.device} {params.device_map} --out {output} > {log} 2>&1"
 

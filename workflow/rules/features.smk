@@ -75,7 +75,7 @@ rule extract_vision:
     conda:
         CONDA_ENV
     shell:
-        "prh extract-vision --model {params.model} {params.revision} --data {params.data}"
+        "prh --gpus {resources.gpu} extract-vision --model {params.model} {params.revision} --data {params.data}"
         " --out {output.feats} --name {wildcards.model} --batch-size {params.batch_size}"
         " --layers {params.layers} --device {params.device} --dtype {params.dtype} {params.budget} > {log} 2>&1"
 
@@ -111,7 +111,7 @@ rule extract_language:
     conda:
         CONDA_ENV
     shell:
-        "prh extract-language --model {params.model} {params.revision} --data {params.data}"
+        "prh --gpus {resources.gpu} extract-language --model {params.model} {params.revision} --data {params.data}"
         " --out {output.feats} --name {wildcards.model} --batch-size {params.batch_size}"
         " --pooling {params.pooling} {params.options} --device {params.device} {params.devices}"
         " > {log} 2>&1"

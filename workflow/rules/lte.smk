@@ -163,7 +163,7 @@ rule lte_paper:
     conda:
         CONDA_ENV
     shell:
-        "OMP_NUM_THREADS=4 {params.run} -m prh.cli run-lte --experiment vision --device {params.device} "
+        "OMP_NUM_THREADS=4 prh --gpus {resources.gpu} -- {params.run} -m prh.cli run-lte --experiment vision --device {params.device} "
         "--data {params.data} --config {params.config} --seed {params.seed} --out {output} > {log} 2>&1"
 
 

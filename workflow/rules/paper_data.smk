@@ -105,7 +105,7 @@ rule lm_score:
     conda:
         CONDA_ENV
     shell:
-        "prh score-lm --model {params.repo:q} --revision {params.revision:q} --name {wildcards.model}"
+        "prh --gpus {resources.gpu} score-lm --model {params.repo:q} --revision {params.revision:q} --name {wildcards.model}"
         " --sample {params.sample} --out {output} --batch-size {params.batch_size}"
         " --device {params.device} {params.device_map} > {log} 2>&1"
 

@@ -59,7 +59,7 @@ rule phase_model:
     conda:
         CONDA_ENV
     shell:
-        "OMP_NUM_THREADS={threads} prh run-phase-model --name {wildcards.model} --path {params.path} {params.revision}"
+        "OMP_NUM_THREADS={threads} prh --gpus {resources.gpu} run-phase-model --name {wildcards.model} --path {params.path} {params.revision}"
         " --modality {params.modality} --data {params.data} --out {output.ntk} --config {params.config}"
         " --seed {params.seed} > {log} 2>&1"
 
@@ -92,7 +92,7 @@ rule phase_adaptive_lr:
     conda:
         CONDA_ENV
     shell:
-        "OMP_NUM_THREADS={threads} prh run-phase-adaptive-lr --pairs {params.pairs} --data {params.data}"
+        "OMP_NUM_THREADS={threads} prh --gpus {resources.gpu} run-phase-adaptive-lr --pairs {params.pairs} --data {params.data}"
         " --config {params.config} --out {output} --seed {params.seed} > {log} 2>&1"
 
 
