@@ -193,7 +193,7 @@ def test_emit_plan_cost_prints_to_stderr_or_writes_json_for_prh_plan_cost(tmp_pa
 
 # ---- training and Jacobian families: one formula each, from the job's config (job_work) ----
 
-RATES = dict(fp32_peak_flops=1e14, mfu=0.5, startup_s=100, load_bytes_per_s=1e9)  # 5e13 FLOP/s sustained
+RATES = dict(fp32_peak_flops=1e14, train_mfu=0.5, startup_s=100, load_bytes_per_s=1e9)  # 5e13 FLOP/s sustained
 
 
 def _seconds(flops, load_bytes=0.0, gpus=1):
@@ -227,10 +227,13 @@ def test_lte_paper_counts_every_run_on_the_busiest_rank(tmp_path):
     # the estimate holds nproc x nnodes GPUs (the job's gpu resource is per node) at the float32 peak
     jobs = [{"rule": "lte_paper", "wildcards": {"dataset": "c10", "model": "vit"}, "resources": {"gpu": 1, "runtime": 60}}]
     fam = plan_cost(jobs=jobs, config=config, results=tmp_path, **RATES)["families"]["lte_paper"]
-    assert fam["modelled"] and fam["reserved_gpu_h"] == 1.0
+    assert fam["modelled"] and fam["reserved_gpu_h"] == 2.0  # both ranks' cards are held for the hour (issue 53)
     assert fam["estimated_gpu_h"] == pytest.approx(_seconds(expected, gpus=2) / 3600)
+    # a measured language or vision utilisation (bench_device.py) does not apply to fp32 training (issue 53)
+    measured = plan_cost(jobs=jobs, config=config, results=tmp_path, **RATES, mfu=0.14, vision_mfu=0.65)
+    assert measured["families"]["lte_paper"]["estimated_gpu_h"] == pytest.approx(fam["estimated_gpu_h"])
     with pytest.raises(ValueError, match="mfu"):
-        plan_cost(jobs=jobs, config=config, results=tmp_path, mfu=0)
+        plan_cost(jobs=jobs, config=config, results=tmp_path, train_mfu=0)
 
 
 @pytest.mark.parametrize("name, side, classes", [("vit_small_patch32_224", 224, 10), ("mixer_s32_224", 224, 100)])
@@ -419,7 +422,8 @@ def test_measured_rates_replace_the_assumed_ones(tmp_path):
         "estimated_gpu_h"]  # 50 % instead of 40 %
     assert "rates measured on NVIDIA H100 80GB HBM3" in format_plan_cost(measured)
     assert "H100, assumed rates" in format_plan_cost(assumed)
-    for bad, match in (({"mfu": 1.5}, "mfu=1.5 must be in"), ({"speed": 1}, "unknown rates"), ({}, "no `rates`")):
+    for bad, match in (({"mfu": 1.5}, "mfu=1.5 must be in"), ({"train_mfu": 0}, "train_mfu=0 must be in"),
+                       ({"speed": 1}, "unknown rates"), ({}, "no `rates`")):
         path.write_text(json.dumps({"rates": bad}))
         with pytest.raises(ConfigError, match=match):
             read_rates(path)
@@ -430,8 +434,9 @@ def test_bench_device_writes_rates_plan_cost_reads(tmp_path):
     from prh.cluster import read_rates
 
     out = tmp_path / "cpu.json"
+    # no timeout: a benchmark's pace on a loaded machine is not what this test checks (issue 51)
     subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_device.py"), "--device", "cpu", "--json", str(out)],
-                   check=True, capture_output=True, text=True, timeout=300)
+                   check=True, capture_output=True, text=True)
     data = json.loads(out.read_text())
     assert data["kind"] == "cpu" and set(data["measured"]) == {"peaks", "language", "vision", "knn"}
     rates = read_rates(out)

@@ -152,13 +152,16 @@ def plan_cost(*, jobs: list[dict], config: dict, results: str | Path = "results"
         gpus = int(res.get("gpu") or 0)
         if gpus < 1:
             continue
-        reserved = gpus * float(res.get("runtime") or 0) / 60
         # the hub model of a forward-pass job: its wildcard, or the captioner of summarise_captions
         name = wc["model"] if "model" in wc else (config.get("density") or {}).get("captioner")
         tokens, steps = job_tokens(rule=rule, wildcards=wc, config=config, results=results)
         work = job_work(rule=rule, wildcards=wc, config=config, results=results)
+        # a job over several nodes asks `gpu` per node (lte_paper: nproc) and holds every rank's card (work[2])
+        held = max(gpus, work[2]) if work and work[2] else gpus
+        reserved = held * float(res.get("runtime") or 0) / 60
         modelled = bool(work or (name in models and (tokens or steps)))
-        estimated = (work_gpu_seconds(flops=work[0], load_bytes=work[1], gpus=work[2] or gpus, **rates) / 3600 if work
+        estimated = (work_gpu_seconds(flops=work[0], load_bytes=work[1], gpus=held, **_training_rates(rates)) / 3600
+                     if work
                      else estimate_gpu_seconds(n_params=models[name]["n_params"], gpus=gpus, tokens=tokens,
                                                decode_steps=steps, **_rates_of(rule, config, rates)) / 3600
                      if modelled else reserved)
@@ -177,7 +180,8 @@ def plan_cost(*, jobs: list[dict], config: dict, results: str | Path = "results"
             "assumptions": assumptions}
 
 
-RATE_KEYS = ("peak_flops", "fp32_peak_flops", "mfu", "vision_mfu", "startup_s", "load_bytes_per_s", "hbm_bytes_per_s")
+RATE_KEYS = ("peak_flops", "fp32_peak_flops", "mfu", "vision_mfu", "train_mfu", "startup_s", "load_bytes_per_s",
+             "hbm_bytes_per_s")
 RATES_ENV = "PRH_PLAN_RATES"  # set by `prh plan-cost --rates FILE`: the dry run reads its measured rates
 
 
@@ -193,7 +197,7 @@ def read_rates(path: str | Path) -> dict:
     unknown = sorted(set(rates) - set(RATE_KEYS))
     if unknown:
         raise ConfigError(f"{path}: unknown rates {unknown}; allowed: {list(RATE_KEYS)}")
-    for key in ("mfu", "vision_mfu"):
+    for key in ("mfu", "vision_mfu", "train_mfu"):
         if key in rates and not 0 < rates[key] <= 1:
             raise ConfigError(f"{path}: {key}={rates[key]} must be in (0, 1]")
     return {**{k: float(v) for k, v in rates.items()}, "rates_from": f"{data.get('device', '?')} ({path})"}
@@ -208,6 +212,14 @@ def plan_rates(config: dict) -> dict:
 
 def _vision_dtype(config: dict) -> str:
     return str((config.get("features") or {}).get("vision_dtype") or "float32")
+
+
+def _training_rates(rates: dict) -> dict:
+    """``work_gpu_seconds`` rates of the training and Jacobian families: fp32 work at ``train_mfu`` (default the
+    assumed MFU). Neither measured utilisation applies to them: ``mfu`` is bf16 language extraction's, ``vision_mfu``
+    fp32 inference's (with ``--rates``, LTE's 57.5 estimated GPU-hours had become 161.5 at the H200's 14 %)."""
+    out = {k: v for k, v in rates.items() if k not in ("rates_from", "mfu", "vision_mfu", "train_mfu")}
+    return {**out, "mfu": rates.get("train_mfu", MFU)}
 
 
 def _rates_of(rule: str, config: dict, rates: dict) -> dict:
