@@ -12,7 +12,7 @@ import pytest
 import torch
 from tiny_models import CORPUS, save_language_model, save_vision_zoo
 
-from prh.batching import length_batches
+from prh.batching import MAX_BUDGET_ITEMS, MIN_FILL, length_batches
 from prh.device import resolve_dtype
 from prh.evaluation.likelihood import bits_per_byte
 from prh.features import (
@@ -148,6 +148,27 @@ def test_length_batches_cover_every_item_once_within_budget():
     longest = [lengths[b].max() for b in grouped]
     assert longest == sorted(longest, reverse=True)  # longest batch first: memory errors come at once
     assert [b.tolist() for b in length_batches(lengths, 8, group_by_length=False)][0] == list(range(8))
+
+
+def test_budget_batches_of_wit_like_captions_are_at_least_four_fifths_real_tokens():
+    """Issue 53: under a memory budget up to 4,096 captions formed one batch padded to the longest; on a long-tailed
+    caption length profile (log-normal, median 20 tokens, as WIT's alt texts) most processed tokens were padding."""
+    lengths = np.clip(np.rint(np.random.default_rng(0).lognormal(np.log(20), 0.9, size=1024)), 3, 512).astype(int)
+
+    def fill(batches):
+        return [lengths[b].sum() / (len(b) * lengths[b].max()) for b in batches]
+
+    budget = dict(item_bytes=lambda t: 4096 * t, max_bytes=1e12)  # room for every caption at once
+    before = length_batches(lengths, MAX_BUDGET_ITEMS, **budget)
+    assert len(before) == 1 and fill(before)[0] < 0.2
+    after = length_batches(lengths, MAX_BUDGET_ITEMS, **budget, min_fill=MIN_FILL)
+    assert sorted(np.concatenate(after).tolist()) == list(range(1024))
+    assert min(fill(after)) >= MIN_FILL == 0.8
+    real = sum(lengths[b].sum() for b in after) / sum(len(b) * lengths[b].max() for b in after)
+    assert real >= 0.8 and len(after) <= 40  # a few dozen batches, not one per caption
+    tight = length_batches(lengths, MAX_BUDGET_ITEMS, item_bytes=lambda t: 4096 * t, max_bytes=4096 * 2000,
+                           min_fill=MIN_FILL)  # the byte cap and the fill floor together
+    assert all(len(b) * lengths[b].max() <= 2000 or len(b) == 1 for b in tight) and min(fill(tight)) >= 0.8
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -216,7 +216,14 @@ def test_a_large_budget_grows_batches_beyond_batch_size_and_changes_no_number(lm
     grown = extract_language_features(model, tok, TEXTS, batch_size=2, progress=False, gpu_memory_budget_gb=10)
     hook.remove()
     torch.testing.assert_close(grown, small, atol=1e-5, rtol=1e-5)
-    assert max(b for b, _ in shapes) == len(TEXTS) > 2  # one batch holds every text
+    # batches grow past batch_size as far as MIN_FILL lets them (issue 53): no batch is more than a fifth padding
+    assert max(b for b, _ in shapes) > 2
+    lengths = sorted((len(tok(t)["input_ids"]) for t in TEXTS), reverse=True)
+    start = 0
+    for b, t in shapes:
+        assert t == lengths[start] and sum(lengths[start:start + b]) >= 0.8 * b * t
+        start += b
+    assert start == len(TEXTS)
 
 
 def test_a_batch_out_of_memory_runs_as_halves(monkeypatch):

@@ -161,3 +161,33 @@ def test_align_memory_reads_headers_without_torch(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == [str(align_memory_mb(x_features=[str(path)], y_features=[], metric="cka")), "False"]
     assert int(out[0]) > 2000 + 64 + 4 * 7500 * 8192 * 4 / 2**20
+
+
+def test_an_image_array_is_fingerprinted_in_chunks_with_the_same_digest(tmp_path):
+    """Issue 53: the checkpoint fingerprint of a memory-mapped image set reads it a chunk at a time (tobytes() had
+    copied a whole VTAB split into RSS) and gives the digest the whole-array bytes give, so old checkpoints resume."""
+    import hashlib
+    import tracemalloc
+
+    from prh.batching import fingerprint, hash_array
+
+    path = tmp_path / "images.npy"
+    images = np.lib.format.open_memmap(path, mode="w+", dtype=np.uint8, shape=(600, 64, 64, 3))
+    images[:] = np.random.default_rng(0).integers(0, 256, size=images.shape, dtype=np.uint8)
+    images.flush()
+    images = np.load(path, mmap_mode="r")
+    whole = hashlib.sha256(np.asarray(images).tobytes()).hexdigest()
+    for chunk in (1, 12_288, 100_000, 1 << 30):  # below one image, exactly one, a few, all
+        h = hashlib.sha256()
+        hash_array(h, images, chunk_bytes=chunk)
+        assert h.hexdigest() == whole
+    h = hashlib.sha256()
+    hash_array(h, images[::2, :, ::3], chunk_bytes=50_000)  # a strided view hashes as its C-order copy
+    assert h.hexdigest() == hashlib.sha256(images[::2, :, ::3].tobytes()).hexdigest()
+    strided = images[:, ::2]
+    tracemalloc.start()
+    hash_array(hashlib.sha256(), strided, chunk_bytes=1 << 20)  # a view that must be copied, one MiB at a time
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 2 << 20 < strided.nbytes / 1.5  # 3.7 MB of pixels, never more than a chunk or two of them at once
+    assert fingerprint("vision", np.asarray(images)) == fingerprint("vision", np.array(images))
