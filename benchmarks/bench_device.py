@@ -5,14 +5,15 @@ Runs the project's own default paths on random weights and random data (no hub n
 1. language extraction: ``prh.features.extract_language_features`` at its defaults (batch 32, the "auto"
    memory budget) on a Llama-shaped model: TinyLlama-1.1B's shape in bf16 on CUDA, 4 x 256 in fp32 on a CPU.
    Utilisation = 2 x matmul parameters (no embedding, no unused LM head) x tokens / seconds / the bf16 peak;
-2. vision extraction: ``extract_vision_features`` in fp32 (``features.vision_dtype``) of timm's ViT-L/16 on
-   CUDA, ViT-Ti/16 on a CPU. Utilisation = 2 x timm's MACs per image x images / seconds / the fp32 peak;
+2. vision extraction: ``extract_vision_features`` at ``features.vision_dtype``'s default (tf32: float32 weights,
+   TF32 products on CUDA) of timm's ViT-L/16 on CUDA, ViT-Ti/16 on a CPU. Utilisation = 2 x timm's MACs per image x
+   images / seconds / the TF32 peak (the fp32 peak where TF32 is off);
 3. exact mutual k-NN (``prh.metrics.knn.knn``, the engine's search, ``auto`` precision), N = 10^5 on CUDA,
    10^4 on a CPU, d = 768, k = 10: seconds (the plan cost does not model k-NN jobs, they run on CPUs).
 
 Peaks: the card's datasheet where known (PEAKS), else measured with a large GEMM (a CPU). The JSON has
 ``device``, ``measured`` (every number above) and ``rates`` (``mfu``, ``vision_mfu``, ``peak_flops``,
-``fp32_peak_flops``), which ``prh plan-cost --rates FILE`` or ``cluster.rates_file`` use instead of the
+``fp32_peak_flops``, ``tf32_peak_flops``), which ``prh plan-cost --rates FILE`` or ``cluster.rates_file`` use instead of the
 assumed 40 %. Commit the JSON of each card you measure on in ``benchmarks/device/``.
 
     python benchmarks/bench_device.py --json benchmarks/device/$(date +%F)-h100.json
@@ -29,8 +30,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-# dense bf16 and fp32 (no TF32) peaks by card name (NVIDIA datasheets, SXM)
-PEAKS = {"H100": (989e12, 67e12), "H200": (989e12, 67e12), "A100": (312e12, 19.5e12)}
+# dense bf16, fp32 (no TF32) and TF32 peaks by card name (NVIDIA datasheets, SXM)
+PEAKS = {"H100": (989e12, 67e12, 494e12), "H200": (989e12, 67e12, 494e12), "A100": (312e12, 19.5e12, 156e12)}
 GEMM = 4096  # side of the measured GEMM where the card is not in PEAKS
 
 
@@ -43,9 +44,9 @@ def peaks(dev: str) -> dict:
     """(bf16, fp32) peak FLOP/s: the datasheet of a known card, else the best of 3 measured GEMM^3 products."""
     if dev == "cuda":
         name = torch.cuda.get_device_name()
-        for card, (bf16, fp32) in PEAKS.items():
+        for card, (bf16, fp32, tf32) in PEAKS.items():
             if card in name:
-                return {"device": name, "bf16": bf16, "fp32": fp32, "from": "datasheet"}
+                return {"device": name, "bf16": bf16, "fp32": fp32, "tf32": tf32, "from": "datasheet"}
     out = {"device": torch.cuda.get_device_name() if dev == "cuda" else "cpu", "from": "measured GEMM"}
     for key, dtype in (("bf16", torch.bfloat16), ("fp32", torch.float32)):
         a, b = (torch.randn(GEMM, GEMM, device=dev, dtype=dtype) for _ in range(2))
@@ -58,6 +59,7 @@ def peaks(dev: str) -> dict:
             sync(dev)
             best = min(best, time.perf_counter() - t0)
         out[key] = 2 * GEMM**3 / best
+    out["tf32"] = out["fp32"]  # not measured: a CPU has no TF32, and on an unknown card this stays a lower bound
     return out
 
 
@@ -107,9 +109,13 @@ def language(dev: str, peak: float) -> dict:
             "tokens_per_s": round(tokens / s), "mfu": 2 * params * tokens / s / peak}
 
 
-def vision(dev: str, peak: float) -> dict:
+def vision(dev: str, peaks: dict) -> dict:
+    """At ``features.vision_dtype``'s default (tf32: float32 with TF32 products on CUDA), against that precision's
+    peak."""
     import timm
 
+    from prh.config import schema_defaults
+    from prh.device import tf32_matmuls
     from prh.features import extract_vision_features
 
     cuda = dev == "cuda"
@@ -120,14 +126,17 @@ def vision(dev: str, peak: float) -> dict:
     imgs = np.random.default_rng(0).integers(0, 256, size=(n, 224, 224, 3), dtype=np.uint8)
     kw = dict(pooling="cls", mean=cfg["mean"], std=cfg["std"], input_size=cfg["input_size"], device=dev,
               dtype=torch.float32, progress=False)
-    extract_vision_features(model, imgs[:16], **kw)  # warm-up
-    sync(dev)
-    t0 = time.perf_counter()
-    extract_vision_features(model, imgs, **kw)
-    sync(dev)
-    s = time.perf_counter() - t0
-    return {"model": name, "images": n, "seconds": round(s, 3), "images_per_s": round(n / s, 1),
-            "mfu": 2 * macs * n / s / peak}
+    precision = schema_defaults("features")["vision_dtype"]
+    with tf32_matmuls(precision == "tf32", dev) as tf32:
+        extract_vision_features(model, imgs[:16], **kw)  # warm-up
+        sync(dev)
+        t0 = time.perf_counter()
+        extract_vision_features(model, imgs, **kw)
+        sync(dev)
+        s = time.perf_counter() - t0
+    peak = peaks["tf32"] if tf32 else peaks["fp32"]
+    return {"model": name, "images": n, "precision": "tf32" if tf32 else "float32", "seconds": round(s, 3),
+            "images_per_s": round(n / s, 1), "mfu": 2 * macs * n / s / peak}
 
 
 def knn_seconds(dev: str) -> dict:
@@ -152,15 +161,17 @@ def main() -> None:
     dev = ("cuda" if torch.cuda.is_available() else "cpu") if a.device == "auto" else a.device
     pk = peaks(dev)
     measured = {"peaks": pk, "language": language(dev, pk["bf16"] if dev == "cuda" else pk["fp32"]),
-                "vision": vision(dev, pk["fp32"]), "knn": knn_seconds(dev)}
+                "vision": vision(dev, pk), "knn": knn_seconds(dev)}
     rates = {"mfu": min(1.0, measured["language"]["mfu"]), "vision_mfu": min(1.0, measured["vision"]["mfu"]),
-             "peak_flops": pk["bf16"], "fp32_peak_flops": pk["fp32"]}
+             "peak_flops": pk["bf16"], "fp32_peak_flops": pk["fp32"], "tf32_peak_flops": pk["tf32"]}
     out = {"device": pk["device"], "kind": dev, "torch": torch.__version__, "date": time.strftime("%Y-%m-%d"),
            "measured": measured, "rates": rates}
     Path(a.json).parent.mkdir(parents=True, exist_ok=True)
     Path(a.json).write_text(json.dumps(out, indent=1) + "\n")
+    vp = measured["vision"]["precision"]
     print(f"{pk['device']}: language {rates['mfu']:.1%} of {pk['bf16'] / 1e12:.0f} TFLOP/s, vision "
-          f"{rates['vision_mfu']:.1%} of {pk['fp32'] / 1e12:.1f} TFLOP/s fp32, k-NN N={measured['knn']['n']} in "
+          f"{rates['vision_mfu']:.1%} of {pk['tf32' if vp == 'tf32' else 'fp32'] / 1e12:.1f} TFLOP/s {vp}, "
+          f"k-NN N={measured['knn']['n']} in "
           f"{measured['knn']['seconds']} s ({measured['knn']['precision']}) -> {a.json}")
 
 

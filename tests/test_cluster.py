@@ -140,11 +140,15 @@ def test_plan_cost_of_a_tiny_plan(tmp_path):
     assert job_tokens(rule="extract_vision", wildcards=jobs[0]["wildcards"], config=config,
                       results=tmp_path) == (197_000, 0)
     rates = dict(peak_flops=1e15, fp32_peak_flops=2e14, mfu=0.5, startup_s=100, load_bytes_per_s=1e9)
-    cost = plan_cost(jobs=jobs, config=config, results=tmp_path, **rates)
+    cost = plan_cost(jobs=jobs, config={**config, "features": {"vision_dtype": "float32"}}, results=tmp_path, **rates)
     fam = cost["families"]
     assert fam["extract_vision"]["reserved_gpu_h"] == pytest.approx(0.5)
-    # vision runs in float32 (features.vision_dtype's default): 100 + 0.2 + 2e8 x 197000 / (0.5 x 2e14) s
+    # vision in float32 (the reference's precision): 100 + 0.2 + 2e8 x 197000 / (0.5 x 2e14) s
     assert fam["extract_vision"]["estimated_gpu_h"] == pytest.approx((100 + 0.2 + 2e8 * 197_000 / 1e14) / 3600)
+    # features.vision_dtype's default, tf32 (issue 53), runs at the TF32 peak
+    tf32 = plan_cost(jobs=jobs[:1], config=config, results=tmp_path, **rates, tf32_peak_flops=4e14)
+    assert tf32["families"]["extract_vision"]["estimated_gpu_h"] == pytest.approx((100 + 0.2 + 2e8 * 197_000 / 2e14) / 3600)
+    assert "vision at 400 TFLOP/s TF32" in format_plan_cost(tf32)
     bf16 = plan_cost(jobs=jobs[:1], config={**config, "features": {"vision_dtype": "bfloat16"}}, results=tmp_path,
                      **rates)
     assert bf16["families"]["extract_vision"]["estimated_gpu_h"] == pytest.approx((100 + 0.2 + 2e8 * 197_000 / 5e14) / 3600)

@@ -6,9 +6,11 @@ picks bfloat16 on CUDA and float32 on the CPU.
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 
-__all__ = ["DTYPES", "resolve_device", "resolve_dtype", "place_model"]
+__all__ = ["DTYPES", "resolve_device", "resolve_dtype", "place_model", "tf32_matmuls"]
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -42,3 +44,19 @@ def place_model(model: torch.nn.Module, device, dtype) -> torch.device:
     model.eval()
     emb = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
     return emb.weight.device if emb is not None else next(model.parameters()).device
+
+
+@contextlib.contextmanager
+def tf32_matmuls(enabled: bool, device):
+    """TF32 matrix products and convolutions on CUDA inside the block (float32 storage and sums, products of inputs
+    rounded to a 10-bit mantissa: 3.8x the float32 rate of a ViT-L on an H200); nothing changes on a CPU. Yields
+    whether TF32 is in force, for the features' meta."""
+    if not enabled or torch.device(device).type != "cuda":
+        yield False
+        return
+    saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+    try:
+        yield True
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved

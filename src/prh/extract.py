@@ -25,7 +25,7 @@ import numpy as np
 
 from prh.batching import budget_bytes, encode_texts, remove_checkpoint
 from prh.config import schema_defaults
-from prh.device import DTYPES, resolve_device, resolve_dtype
+from prh.device import DTYPES, resolve_device, resolve_dtype, tf32_matmuls
 from prh.evaluation.likelihood import bits_per_byte, bpb_from_nats, fused_bpb_tail
 from prh.features import (
     LAYERS,
@@ -124,19 +124,22 @@ def extract_vision_dataset(*, model, data, out, name=None, revision=None, batch_
     """
     check_layers(layers)
     dev = resolve_device(device)
-    dt = resolve_dtype(schema_defaults("features")["vision_dtype"] if dtype is None else dtype, dev)
+    dtype = schema_defaults("features")["vision_dtype"] if dtype is None else dtype
+    dt = resolve_dtype("float32" if dtype == "tf32" else dtype, dev)
     images = _read_images(data)
     net, pre = loaders.load_vision_model(model, revision=revision)
     resolution = _check_resolution(data, images, pre)
     kw = {k: pre[k] for k in ("pooling", "mean", "std", "input_size", "interpolation", "crop_pct")}
-    feats = extract_vision_features(net, images, batch_size=batch_size, device=dev, dtype=dt,
-                                    checkpoint_dir=_partial_dir(out), progress=progress, layers=layers,
-                                    memory_budget_gb=gpu_memory_budget_gb, **kw)
+    with tf32_matmuls(dtype == "tf32", dev) as tf32:
+        feats = extract_vision_features(net, images, batch_size=batch_size, device=dev, dtype=dt,
+                                        checkpoint_dir=_partial_dir(out),
+                                        progress=progress, layers=layers, memory_budget_gb=gpu_memory_budget_gb, **kw)
     layer_dims = _layer_dims(net, images[:1], pre, dt)
     indices = list(range(len(layer_dims)))[-feats.shape[1]:]
     meta = {
         "model": name or Path(str(model)).name, "source": str(model), "revision": revision,
         "dataset": Path(data).name, "modality": "vision", "dtype": str(dt).removeprefix("torch."),
+        "matmul_precision": "tf32" if tf32 else "ieee",  # features.vision_dtype tf32: TF32 products on CUDA only
         "n_params": loaders.count_params(net), "n_layers": int(feats.shape[1]),
         "layer_dims": [layer_dims[i] for i in indices], "layers": layers, "layer_indices": indices, **kw,
         **resolution,
@@ -233,7 +236,7 @@ def _budget(text: str):
     return text if text == "auto" else float(text)
 
 
-def _common_args(parser: argparse.ArgumentParser, *, several_outs: bool = False) -> None:
+def _common_args(parser: argparse.ArgumentParser, *, several_outs: bool = False, dtypes=()) -> None:
     parser.add_argument("--model", required=True, help="zoo checkpoint dir or hub name")
     parser.add_argument("--revision", default=None, help="hub revision (commit hash); ignored for a dir")
     parser.add_argument("--data", required=True, help="dataset dir, e.g. results/data/shapes_eval")
@@ -242,7 +245,7 @@ def _common_args(parser: argparse.ArgumentParser, *, several_outs: bool = False)
                              + ("; one per --text-index when several are given" if several_outs else ""))
     parser.add_argument("--name", default=None, help="model name recorded in the meta (default: dir name)")
     parser.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"])
-    parser.add_argument("--dtype", default="auto", choices=["auto", *DTYPES])
+    parser.add_argument("--dtype", default="auto", choices=["auto", *DTYPES, *dtypes])
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--layers", default="all", choices=list(LAYERS),
                         help="all: every block | last: the last one only (a linear probe's only input)")
@@ -250,7 +253,7 @@ def _common_args(parser: argparse.ArgumentParser, *, several_outs: bool = False)
 
 def vision_main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="prh extract-vision", description="per-block pooled vision features")
-    _common_args(parser)
+    _common_args(parser, dtypes=["tf32"])  # tf32: float32 weights, TF32 products on CUDA (features.vision_dtype)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--gpu-memory-budget-gb", type=none_or(_budget), default=None,
                         help="on CUDA, size batches from this many GB of activations ('auto': 80%% of free GPU "

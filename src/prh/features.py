@@ -190,7 +190,8 @@ def extract_vision_features(
     if checkpoint_dir is not None:
         ckpt = BatchCheckpoint(checkpoint_dir, "vision", fingerprint(
             "vision", pooling, batch_size, str(dtype), list(input_size), list(mean), list(std),
-            interpolation, crop_pct, model_id(model), np.asarray(images), *(["last"] if layers == "last" else [])))
+            interpolation, crop_pct, model_id(model), np.asarray(images), *(["last"] if layers == "last" else []),
+            *(["tf32"] if torch.device(dev).type == "cuda" and torch.backends.cuda.matmul.allow_tf32 else [])))
     out = []
     for k, start in enumerate(tqdm(range(0, n, batch_size), desc="vision batches", disable=not progress)):
         feats = ckpt.get(k) if ckpt else None

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from prh.cluster.rates import (ACTIVATION_OVERHEAD, BYTES_PER_PARAM, CAPTION_TOKENS, DENSE_CAPTION_TOKENS,
                                FP32_PEAK_FLOPS, HBM_BYTES_PER_S, LOAD_BYTES_PER_S, MFU, PEAK_FLOPS, PLAN_COST_ENV,
-                               HARNESS_TASKS, STARTUP_S, TOKENS_PER_WORD, dataset_items, vit_tokens)
+                               HARNESS_TASKS, STARTUP_S, TF32_PEAK_FLOPS, TOKENS_PER_WORD, dataset_items, vit_tokens)
 from prh.cluster.work import job_work, work_gpu_seconds
 from prh.io import write_json
 
@@ -172,7 +172,8 @@ def plan_cost(*, jobs: list[dict], config: dict, results: str | Path = "results"
         fam["modelled"] = fam["modelled"] and modelled
     total = {k: sum(f[k] for f in families.values()) for k in ("gpu_jobs", "reserved_gpu_h", "estimated_gpu_h")}
     total["estimated_modelled_gpu_h"] = sum(f["estimated_gpu_h"] for f in families.values() if f["modelled"])
-    assumptions = {"peak_flops": PEAK_FLOPS, "fp32_peak_flops": FP32_PEAK_FLOPS, "vision_dtype": _vision_dtype(config),
+    assumptions = {"peak_flops": PEAK_FLOPS, "fp32_peak_flops": FP32_PEAK_FLOPS, "tf32_peak_flops": TF32_PEAK_FLOPS,
+                   "vision_dtype": _vision_dtype(config),
                    "mfu": MFU, "startup_s": STARTUP_S, "load_bytes_per_s": LOAD_BYTES_PER_S,
                    "hbm_bytes_per_s": HBM_BYTES_PER_S, "caption_tokens": CAPTION_TOKENS,
                    "dense_caption_tokens": DENSE_CAPTION_TOKENS, **rates}
@@ -180,8 +181,8 @@ def plan_cost(*, jobs: list[dict], config: dict, results: str | Path = "results"
             "assumptions": assumptions}
 
 
-RATE_KEYS = ("peak_flops", "fp32_peak_flops", "mfu", "vision_mfu", "train_mfu", "startup_s", "load_bytes_per_s",
-             "hbm_bytes_per_s")
+RATE_KEYS = ("peak_flops", "fp32_peak_flops", "tf32_peak_flops", "mfu", "vision_mfu", "train_mfu", "startup_s",
+             "load_bytes_per_s", "hbm_bytes_per_s")
 RATES_ENV = "PRH_PLAN_RATES"  # set by `prh plan-cost --rates FILE`: the dry run reads its measured rates
 
 
@@ -211,7 +212,9 @@ def plan_rates(config: dict) -> dict:
 
 
 def _vision_dtype(config: dict) -> str:
-    return str((config.get("features") or {}).get("vision_dtype") or "float32")
+    from prh.config import schema_defaults
+
+    return str((config.get("features") or {}).get("vision_dtype") or schema_defaults("features")["vision_dtype"])
 
 
 def _training_rates(rates: dict) -> dict:
@@ -227,9 +230,12 @@ def _rates_of(rule: str, config: dict, rates: dict) -> dict:
     rates = {k: v for k, v in rates.items() if k != "rates_from"}
     fp32_peak = rates.pop("fp32_peak_flops", FP32_PEAK_FLOPS)
     vision_mfu = rates.pop("vision_mfu", None)
+    tf32_peak = rates.pop("tf32_peak_flops", TF32_PEAK_FLOPS)
     if rule == "extract_vision":
         if _vision_dtype(config) == "float32":
             rates["peak_flops"] = fp32_peak
+        elif _vision_dtype(config) == "tf32":
+            rates["peak_flops"] = tf32_peak
         if vision_mfu is not None:
             rates["mfu"] = vision_mfu
     return rates
@@ -239,9 +245,12 @@ def format_plan_cost(cost: dict) -> str:
     """The summary table ``snakemake -n`` and ``prh plan-cost`` print."""
     a = cost["assumptions"]
     card = f"rates measured on {a['rates_from']}" if a.get("rates_from") else "H100, assumed rates"
+    tf32 = (f", vision at {a.get('tf32_peak_flops', TF32_PEAK_FLOPS) / 1e12:.0f} TFLOP/s TF32"
+            if a["vision_dtype"] == "tf32" else "")
     lines = [f"GPU-hours of the planned jobs (reserved: gpu x runtime asked of SLURM; estimated, {card}: "
              f"{a['mfu']:.0%} of {a['peak_flops'] / 1e12:.0f} TFLOP/s bf16, {a['fp32_peak_flops'] / 1e12:.0f} TFLOP/s"
-             f" float32 (training, Jacobians{', vision' if a['vision_dtype'] == 'float32' else ''}), "
+             f" float32 (training, Jacobians{', vision' if a['vision_dtype'] == 'float32' else ''})"
+             f"{tf32}, "
              f"{a['startup_s']:.0f} s startup, weights loaded at {a['load_bytes_per_s'] / 1e9:.0f} GB/s)",
              f"{'rule family':<30}{'GPU jobs':>9}{'reserved':>11}{'estimated':>11}"]
     for name, f in cost["families"].items():

@@ -10,8 +10,9 @@ from pathlib import Path
 BYTES_PER_PARAM = 2            # bf16 weights
 ACTIVATION_OVERHEAD = 0.2      # activations, KV cache and CUDA context on top of the weights
 PEAK_FLOPS = 989e12            # H100 SXM, bf16 dense
-FP32_PEAK_FLOPS = 67e12        # H100 SXM, fp32 on CUDA cores: vision runs in features.vision_dtype (float32, as the
-                               # reference) and PyTorch leaves TF32 matmuls off by default
+FP32_PEAK_FLOPS = 67e12        # H100 SXM, fp32 on CUDA cores: training and Jacobians, and vision with
+                               # features.vision_dtype float32 (as the reference; PyTorch leaves TF32 off by default)
+TF32_PEAK_FLOPS = 494e12       # H100 SXM, dense TF32 tensor cores: vision with features.vision_dtype tf32 (the default)
 MFU = 0.4                      # sustained share of the peak for batched bf16 forward passes (assumed)
 STARTUP_S = 60.0               # per job: interpreter, imports, CUDA context, dataset read (assumed)
 LOAD_BYTES_PER_S = 2e9         # weights from a shared file system into GPU memory (assumed)
