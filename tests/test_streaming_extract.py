@@ -159,7 +159,7 @@ def test_paper_dry_run_extracts_only_the_last_layer_for_the_probes(tmp_path):
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-4000:]
-    commands = re.findall(r"prh extract-vision .*?--out results/features/(\S+)/\S+\.safetensors.*?--layers (\w+)", log)
+    commands = re.findall(r"prh (?:--gpus \d+ )?extract-vision .*?--out results/features/(\S+)/\S+\.safetensors.*?--layers (\w+)", log)
     assert commands
     vtab = {ds for ds, _ in commands if ds.startswith("vtab_")}
     assert len(vtab) >= 2 * 9, sorted(vtab)  # train and test of every VTAB task the probes read
@@ -252,11 +252,15 @@ def test_pooled_states_leave_the_device_once_per_batch(lm_dirs, monkeypatch):
     GPU); now the stacked batch moves once. Counted here as calls of Tensor.cpu during one batch."""
     model, tok = load_language_model(lm_dirs["llama"])
     extract_language_features(model, tok, TEXTS[:2], batch_size=2, progress=False)  # the hook check, once
+    from prh import batching
+
     calls = []
-    real_cpu = torch.Tensor.cpu
+    real_cpu, real_copy = torch.Tensor.cpu, batching.HostStaging.copy
     monkeypatch.setattr(torch.Tensor, "cpu", lambda self, *a, **k: calls.append(self.shape) or real_cpu(self, *a, **k))
+    monkeypatch.setattr(batching.HostStaging, "copy", lambda self, x: calls.append(x.shape) or real_copy(self, x))
     feats = extract_language_features(model, tok, TEXTS[:2], batch_size=2, progress=False)
-    assert feats.shape[0] == 2 and len([s for s in calls if len(s) == 3]) == 1 and len(calls) <= 2, calls
+    # one batch: its stacked B x (L + 1) x D states go to the host once (HostStaging: page-locked on CUDA)
+    assert feats.shape[0] == 2 and calls == [(2, feats.shape[1], feats.shape[2])], calls
 
 
 def test_vision_batches_from_a_budget_and_halved_on_oom():
@@ -315,3 +319,24 @@ def test_encodings_are_the_tokenizer_s_lists_stored_flat(kind):
     assert fingerprint("t", enc, 3) == fingerprint("t", [list(ids) for ids in ref["input_ids"]], 3)
     assert fingerprint(encode_texts(tok, texts[:-1])) != fingerprint(enc)
     assert len(encode_texts(tok, [])) == 0
+
+
+def test_padded_batches_from_the_flat_token_arrays_equal_pad_batch():
+    """Issue 53: a batch is gathered from Encodings' flat arrays in one step; it must equal the per-text lists."""
+    from prh.batching import Encodings, pad_batch
+
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(1, 30, size=40)
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    fields = {"input_ids": rng.integers(5, 1000, size=offsets[-1]).astype(np.int32),
+              "attention_mask": np.ones(offsets[-1], dtype=np.int32),
+              "token_type_ids": rng.integers(0, 2, size=offsets[-1]).astype(np.int32)}
+    enc = Encodings(fields, offsets)
+    for ids in (np.arange(40), np.array([7]), rng.permutation(40)[:13]):
+        for side in ("left", "right"):
+            for length in (None, 45):
+                got = enc.padded(ids, pad_id=3, side=side, length=length)
+                want = pad_batch([enc[i] for i in ids], pad_id=3, side=side, length=length)
+                assert set(got) == set(want)
+                for key in want:
+                    assert got[key].dtype == want[key].dtype and torch.equal(got[key], want[key]), (key, side)

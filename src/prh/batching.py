@@ -206,6 +206,23 @@ class Encodings(Sequence):
     def lengths(self) -> np.ndarray:
         return np.diff(self.offsets)
 
+    def padded(self, ids, *, pad_id: int, side: str, length: int | None = None) -> dict:
+        """``pad_batch([self[i] for i in ids], ...)``, gathered from the flat arrays in one indexing step instead of
+        a Python list per text and field."""
+        ids = np.asarray(ids)
+        lens = self.lengths()[ids]
+        length = int(length or lens.max())
+        col = np.arange(length)
+        shift = (length - lens)[:, None] if side == "left" else np.zeros((len(ids), 1), dtype=np.int64)
+        pos = col[None, :] - shift                       # position within the text, or out of range on padding
+        real = (pos >= 0) & (pos < lens[:, None])
+        flat = np.where(real, self.offsets[ids][:, None] + pos, 0)
+        batch = {}
+        for key, values in self.fields.items():
+            fill = pad_id if key == "input_ids" else 0
+            batch[key] = torch.from_numpy(np.where(real, values[flat], fill).astype(np.int64))
+        return batch
+
     @property
     def nbytes(self) -> int:
         return self.offsets.nbytes + sum(v.nbytes for v in self.fields.values())
@@ -317,7 +334,8 @@ def run_batches(model, tokenizer, encodings, *, batch_size, device, dtype, group
     ``MAX_BUDGET_ITEMS``; ``max_tokens`` still caps), not ``batch_size``, which then only applies
     without one (a CPU with "auto"), and no batch is padded beyond ``1 - MIN_FILL`` of its tokens. A batch that
     still runs out of memory is split in halves.
-    Each batch's output is moved to the CPU once.
+    Each batch's output is moved to the CPU once (through page-locked memory on CUDA) and written into its items'
+    rows of one N x ... tensor, which is returned (indexable as the list of per-item rows it replaces).
     """
     if batch_size < 1:
         raise ValueError(f"batch_size={batch_size} must be >= 1")
@@ -342,20 +360,42 @@ def run_batches(model, tokenizer, encodings, *, batch_size, device, dtype, group
             tag, key, batch_size, group_by_length, max_tokens, *([max_bytes, MIN_FILL] if max_bytes else []), str(dtype),
             model_id(model),
             encodings if compact else [e["input_ids"] for e in encodings]))
-    results = [None] * len(encodings)
+    results, host = None, HostStaging()
     for k, idx in enumerate(tqdm(batches, desc=f"{tag} batches", disable=not progress)):
         out = ckpt.get(k) if ckpt else None
         if out is None:
             def make_batch(ids):
+                if compact:
+                    return encodings.padded(ids, pad_id=tokenizer.pad_token_id, side=tokenizer.padding_side,
+                                            length=pad_to)
                 return pad_batch([encodings[i] for i in ids], pad_id=tokenizer.pad_token_id,
                                  side=tokenizer.padding_side, length=pad_to)
 
-            out = step_or_split(step, make_batch, idx, dev).cpu()
+            out = host.copy(step_or_split(step, make_batch, idx, dev))
             if ckpt:
                 ckpt.put(k, out)
-        for j, i in enumerate(idx):
-            results[i] = out[j]
-    return results
+        if results is None:  # every item's row has one shape: the output is filled in place, never stacked
+            results = torch.empty((len(encodings), *out.shape[1:]), dtype=out.dtype)
+        results.index_copy_(0, torch.as_tensor(np.asarray(idx), dtype=torch.long), out)
+    return results if results is not None else torch.empty(0)
+
+
+class HostStaging:
+    """Batch outputs to the CPU through one reused page-locked buffer on CUDA (a pageable copy of the H200's
+    language features ran at 1.3 GB/s: 1.2 of 6.2 s; issue 53); on a CPU, the tensor itself. The returned tensor is
+    valid until the next ``copy``."""
+
+    def __init__(self):
+        self.buf: torch.Tensor | None = None
+
+    def copy(self, x: torch.Tensor) -> torch.Tensor:
+        if x.device.type != "cuda":
+            return x
+        if self.buf is None or self.buf.dtype != x.dtype or self.buf.numel() < x.numel():
+            self.buf = torch.empty(x.numel(), dtype=x.dtype, pin_memory=True)
+        host = self.buf[: x.numel()].view(x.shape)
+        host.copy_(x)
+        return host
 
 
 def remove_checkpoint(checkpoint_dir) -> None:

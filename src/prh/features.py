@@ -333,11 +333,12 @@ def extract_language_features(
     def pool(h, mask):
         if pooling == "mean":
             m = mask.to(h.device).unsqueeze(-1)
-            # where(), not multiply: a fully masked (padding) query row may hold NaN.
-            return torch.where(m, h.float(), 0.0).sum(1) / m.sum(1)
+            # where(), not multiply: a fully masked (padding) query row may hold NaN. The sum accumulates in float32
+            # without a float32 copy of the B x T x D state (on the H200 those copies cost more than the attention)
+            return torch.where(m, h, 0.0).sum(1, dtype=torch.float32) / m.sum(1)
         pos = torch.arange(mask.shape[1], device=h.device)
         last = torch.where(mask.to(h.device), pos, -1).argmax(dim=1)
-        return h.float()[torch.arange(h.shape[0], device=h.device), last]
+        return h[torch.arange(h.shape[0], device=h.device), last].float()
 
     final: dict = {}  # the batch's h_L (streamed) or logits (reference path), for the fused bits per byte
 
@@ -388,14 +389,14 @@ def extract_language_features(
                          progress=progress, step=step)
     nats = None
     if score_tail is not None:
-        nats = torch.stack([r[-2:].contiguous().view(torch.float64)[0] for r in rows])
+        nats = rows[:, -2:].contiguous().view(torch.float64)[:, 0]
         width = model.config.get_text_config().hidden_size
-        rows = [r[:-2].view(-1, width) for r in rows]  # view: raises unless a whole number of layers
+        rows = rows[:, :-2].reshape(len(rows), -1, width)  # raises unless a whole number of layers
     if starts is None:
-        feats = torch.stack(rows)
+        feats = rows
     else:
         bounds = [*starts.tolist(), len(rows)]
-        feats = torch.stack([torch.stack(rows[a:b]).mean(0) for a, b in zip(bounds[:-1], bounds[1:])])
+        feats = torch.stack([rows[a:b].mean(0) for a, b in zip(bounds[:-1], bounds[1:])])
     return feats if nats is None else (feats, nats)
 
 

@@ -282,7 +282,7 @@ def _certified(x, rows, s_low, c, topk, bound, u_out, buf):
 
 
 def knn_fast(x: torch.Tensor, topk: int, *, block_rows: int | None = None, precision: str = "bf16",
-             margin: int | None = None, bf16_output: bool = False
+             margin: int | None = None, bf16_output: bool = True
              ) -> tuple[torch.Tensor, torch.Tensor, KnnStats]:
     """``knn.knn(x, topk)``'s lists with the product in ``precision`` ("bf16" or "tf32"),
     exact by the certificate (★) of the module docstring: (idx, sims, KnnStats).
@@ -290,8 +290,9 @@ def knn_fast(x: torch.Tensor, topk: int, *, block_rows: int | None = None, preci
     ``block_rows``: rows per block (default ``knn.block_rows_for``: memory-sized on CUDA);
     ``margin``: extra candidates per row (default MARGIN_CPU or MARGIN_CUDA). ``bf16_output``:
     on CUDA, write the bf16 product in bf16 (as the CPU does) rather than float32: half the
-    memory for torch.topk to read, a larger bound (u_out = 2^-8). Rows that fell back to the
-    full search: ``stats.fallback``.
+    memory for torch.topk to read, a larger bound (u_out = 2^-8). The default since its first GPU
+    run (issue 53, one H200, N = 10^6, d = 768, k = 10: 10.96 s against 15.14 s with float32 output,
+    the same lists, no row retried). Rows that fell back to the full search: ``stats.fallback``.
     """
     n = x.shape[0]
     if not 1 <= topk <= n - 1:
