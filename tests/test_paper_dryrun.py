@@ -159,7 +159,10 @@ def test_dry_run_prints_gpu_hours_reserved_and_estimated(plan):
             for m in re.finditer(r"^(\S[^\n]*?)\s+(\d+)\s+([\d.]+)\s+([\d.]+)", table, re.M)}
     gpu_jobs = [j for j in _jobs(plan) if j["resources"].get("gpu", 0)]
     assert rows["total"][0] == len(gpu_jobs)
-    reserved = sum(j["resources"]["gpu"] * j["resources"]["runtime"] for j in gpu_jobs) / 60
+    # lte_paper asks for its GPUs per node and holds every node's (issue 53)
+    nnodes = yaml.safe_load((ROOT / "params.yaml").read_text())["lte"]["paper"]["nnodes"]
+    reserved = sum(j["resources"]["gpu"] * j["resources"]["runtime"] * (nnodes if j["rule"] == "lte_paper" else 1)
+                   for j in gpu_jobs) / 60
     assert rows["total"][1] == pytest.approx(reserved, abs=0.1)
     for family in ("extract_vision", "extract_language", "lm_score"):
         assert 0 < rows[family][2] < rows[family][1], family  # estimated use below the reservation
@@ -199,7 +202,15 @@ def test_plan_cost_command_saves_the_dry_runs_table(paper_copy):
                           cwd=paper_copy, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     cost = json.loads((paper_copy / "cost.json").read_text())
-    # one job: 3 GPUs x (30 + 70.5537) minutes = 5.03 GPU-hours reserved
-    assert cost["total"]["gpu_jobs"] == 1 and cost["total"]["reserved_gpu_h"] == pytest.approx(3 * 100 / 60)
+    # one job: 3 GPUs x its time limit, twice its estimate at the plan's rates (issue 53; the fixed 30 + 70.55 minutes
+    # is the floor)
+    from prh.cluster import runtime_minutes
+
+    cfg = yaml.safe_load((ROOT / "params.yaml").read_text())
+    cfg["suite"] = "paper"
+    limit = runtime_minutes(rule="lm_score", wildcards={"model": "llama3-70b"}, config=cfg, results=paper_copy / "results",
+                            floor=100)
+    assert limit > 100 and cost["total"]["gpu_jobs"] == 1
+    assert cost["total"]["reserved_gpu_h"] == pytest.approx(3 * limit / 60)
     assert 0 < cost["families"]["lm_score"]["estimated_gpu_h"] < cost["total"]["reserved_gpu_h"]
     assert "lm_score" in proc.stdout and "reserved" in proc.stdout

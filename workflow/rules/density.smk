@@ -52,7 +52,7 @@ rule summarise_captions:
     threads: 4
     resources:
         mem_mb=32000,
-        runtime=600,
+        runtime=gpu_runtime("summarise_captions", 600),
         gpu=gpus_for(DENS["captioner"]) if SUITE == "paper" else 1,
     conda:
         CONDA_ENV
@@ -89,7 +89,7 @@ use rule extract_language as extract_language_density with:
         bench_path("extract_language_density", "{dataset}", "{model}")
     resources:
         mem_mb=lambda w: host_mem_mb(w.model),
-        runtime=lambda w: EXTRACT_RUNTIME[w.model] * len(DENS_LEVELS),
+        runtime=gpu_runtime("extract_language_density", lambda w: EXTRACT_RUNTIME[w.model] * len(DENS_LEVELS)),
         gpu=lambda w: gpus_for(w.model),
 
 

@@ -70,7 +70,7 @@ rule extract_vision:
     threads: lambda w: 1 if MODELS[w.model]["source"] == "zoo" else 4
     resources:
         mem_mb=lambda w: host_mem_mb(w.model),
-        runtime=lambda w: EXTRACT_RUNTIME[w.model],
+        runtime=gpu_runtime("extract_vision", lambda w: EXTRACT_RUNTIME[w.model]),
         gpu=lambda w: gpus_for(w.model),
     conda:
         CONDA_ENV
@@ -106,7 +106,7 @@ rule extract_language:
     threads: lambda w: 1 if MODELS[w.model]["source"] == "zoo" else 4
     resources:
         mem_mb=lambda w: host_mem_mb(w.model),
-        runtime=lambda w: EXTRACT_RUNTIME[w.model],
+        runtime=gpu_runtime("extract_language", lambda w: EXTRACT_RUNTIME[w.model]),
         gpu=lambda w: gpus_for(w.model),
     conda:
         CONDA_ENV

@@ -101,7 +101,7 @@ rule lm_score:
         gpu=lambda w: gpus_for(w.model),
         mem_mb=lambda w: host_mem_mb(w.model),
         # ~4M tokens: minutes for 1B parameters on one GPU, about an hour at 70B
-        runtime=lambda w: int(30 + MODELS[w.model]["n_params"] / 1e9),
+        runtime=gpu_runtime("lm_score", lambda w: int(30 + MODELS[w.model]["n_params"] / 1e9)),
     conda:
         CONDA_ENV
     shell:

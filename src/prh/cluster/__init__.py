@@ -34,13 +34,15 @@ from pathlib import Path
 
 from prh.cluster.rates import (ACTIVATION_OVERHEAD, BYTES_PER_PARAM, CAPTION_TOKENS, DENSE_CAPTION_TOKENS,
                                FP32_PEAK_FLOPS, HBM_BYTES_PER_S, LOAD_BYTES_PER_S, MFU, PEAK_FLOPS, PLAN_COST_ENV,
-                               HARNESS_TASKS, STARTUP_S, TF32_PEAK_FLOPS, TOKENS_PER_WORD, dataset_items, vit_tokens)
+                               HARNESS_TASKS, STARTUP_S, TF32_PEAK_FLOPS, TOKENS_PER_WORD, TRAIN_MFU, VISION_MFU,
+                               dataset_items, vit_tokens)
 from prh.cluster.work import job_work, work_gpu_seconds
 from prh.io import write_json
 
 __all__ = ["gpus_needed", "gpu_table", "job_tokens", "estimate_gpu_seconds", "job_work", "work_gpu_seconds", "plan_cost",
            "format_plan_cost", "emit_plan_cost", "main", "PLAN_COST_ENV", "PEAK_FLOPS", "FP32_PEAK_FLOPS", "MFU",
-           "STARTUP_S", "LOAD_BYTES_PER_S", "HBM_BYTES_PER_S", "read_rates", "plan_rates", "RATES_ENV", "RATE_KEYS"]
+           "STARTUP_S", "LOAD_BYTES_PER_S", "HBM_BYTES_PER_S", "read_rates", "plan_rates", "RATES_ENV", "RATE_KEYS",
+           "runtime_minutes", "RUNTIME_HEADROOM"]
 
 
 def gpus_needed(*, n_params: float, gpu_memory_gb: float, overhead: float = ACTIVATION_OVERHEAD,
@@ -174,11 +176,33 @@ def plan_cost(*, jobs: list[dict], config: dict, results: str | Path = "results"
     total["estimated_modelled_gpu_h"] = sum(f["estimated_gpu_h"] for f in families.values() if f["modelled"])
     assumptions = {"peak_flops": PEAK_FLOPS, "fp32_peak_flops": FP32_PEAK_FLOPS, "tf32_peak_flops": TF32_PEAK_FLOPS,
                    "vision_dtype": _vision_dtype(config),
-                   "mfu": MFU, "startup_s": STARTUP_S, "load_bytes_per_s": LOAD_BYTES_PER_S,
+                   "mfu": MFU, "vision_mfu": VISION_MFU, "train_mfu": TRAIN_MFU, "startup_s": STARTUP_S, "load_bytes_per_s": LOAD_BYTES_PER_S,
                    "hbm_bytes_per_s": HBM_BYTES_PER_S, "caption_tokens": CAPTION_TOKENS,
                    "dense_caption_tokens": DENSE_CAPTION_TOKENS, **rates}
     return {"families": dict(sorted(families.items(), key=lambda kv: -kv[1]["reserved_gpu_h"])), "total": total,
             "assumptions": assumptions}
+
+
+RUNTIME_HEADROOM = 2.0  # a GPU job's time limit over its estimated wall time (issue 53)
+
+
+def runtime_minutes(*, rule: str, wildcards: dict, config: dict, results: str | Path = "results", floor: int,
+                    headroom: float = RUNTIME_HEADROOM) -> int:
+    """A forward-pass GPU job's time limit in minutes: ``headroom`` x its estimated wall time (``estimate_gpu_seconds``
+    on one GPU: a model spread over several runs its layers one card after the other) at the plan's rates
+    (``plan_rates``: the measured ``cluster.rates_file``, else the assumed ones), never below ``floor``. A job the
+    cost model does not cover keeps ``floor``. At the H200's measured 18 % MFU, four Fig 4 harness jobs had needed
+    15-20 % more than their fixed limits, and lm-eval cannot resume."""
+    models = (config.get("paper") or {}).get("models") or {}
+    name = wildcards["model"] if "model" in wildcards else (config.get("density") or {}).get("captioner")
+    if name not in models or not models[name].get("n_params"):
+        return int(floor)
+    tokens, steps = job_tokens(rule=rule, wildcards=wildcards, config=config, results=results)
+    if not (tokens or steps):
+        return int(floor)
+    seconds = estimate_gpu_seconds(n_params=models[name]["n_params"], gpus=1, tokens=tokens, decode_steps=steps,
+                                   **_rates_of(rule, config, plan_rates(config)))
+    return max(int(floor), math.ceil(headroom * seconds / 60))
 
 
 RATE_KEYS = ("peak_flops", "fp32_peak_flops", "tf32_peak_flops", "mfu", "vision_mfu", "train_mfu", "startup_s",
@@ -222,14 +246,15 @@ def _training_rates(rates: dict) -> dict:
     assumed MFU). Neither measured utilisation applies to them: ``mfu`` is bf16 language extraction's, ``vision_mfu``
     fp32 inference's (with ``--rates``, LTE's 57.5 estimated GPU-hours had become 161.5 at the H200's 14 %)."""
     out = {k: v for k, v in rates.items() if k not in ("rates_from", "mfu", "vision_mfu", "train_mfu")}
-    return {**out, "mfu": rates.get("train_mfu", MFU)}
+    return {**out, "mfu": rates.get("train_mfu", TRAIN_MFU)}
 
 
 def _rates_of(rule: str, config: dict, rates: dict) -> dict:
     """``estimate_gpu_seconds`` rates of one job: vision extraction in float32 runs at the fp32 peak."""
     rates = {k: v for k, v in rates.items() if k != "rates_from"}
     fp32_peak = rates.pop("fp32_peak_flops", FP32_PEAK_FLOPS)
-    vision_mfu = rates.pop("vision_mfu", None)
+    # vision: its own measured share; a caller that sets only mfu sets it for vision too
+    vision_mfu = rates.pop("vision_mfu", None if "mfu" in rates else VISION_MFU)
     tf32_peak = rates.pop("tf32_peak_flops", TF32_PEAK_FLOPS)
     if rule == "extract_vision":
         if _vision_dtype(config) == "float32":
@@ -244,7 +269,8 @@ def _rates_of(rule: str, config: dict, rates: dict) -> dict:
 def format_plan_cost(cost: dict) -> str:
     """The summary table ``snakemake -n`` and ``prh plan-cost`` print."""
     a = cost["assumptions"]
-    card = f"rates measured on {a['rates_from']}" if a.get("rates_from") else "H100, assumed rates"
+    card = (f"rates measured on {a['rates_from']}" if a.get("rates_from") else
+            "H100 peaks, utilisation measured on one H200 (training assumed)")
     tf32 = (f", vision at {a.get('tf32_peak_flops', TF32_PEAK_FLOPS) / 1e12:.0f} TFLOP/s TF32"
             if a["vision_dtype"] == "tf32" else "")
     lines = [f"GPU-hours of the planned jobs (reserved: gpu x runtime asked of SLURM; estimated, {card}: "

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 from prh.cluster.rates import (CAPTION_TOKENS, CLASS_NAME_TOKENS, COLOR_PROMPT_TOKENS, COLOR_PROMPTS, FP32_BYTES,
-                               FP32_PEAK_FLOPS, GMACS, LOAD_BYTES_PER_S, MFU, STARTUP_S, TIMM_SHAPES, TRANSFORMERS,
+                               FP32_PEAK_FLOPS, GMACS, LOAD_BYTES_PER_S, STARTUP_S, TIMM_SHAPES, TRAIN_MFU, TRANSFORMERS,
                                dataset_items, vit_tokens)
 
 __all__ = ["job_work", "work_gpu_seconds", "timm_matmuls", "WORK"]
@@ -140,7 +140,7 @@ def job_work(*, rule: str, wildcards: dict, config: dict, results: str | Path = 
 
 
 def work_gpu_seconds(*, flops: float, load_bytes: float, gpus: int, fp32_peak_flops: float = FP32_PEAK_FLOPS,
-                     mfu: float = MFU, startup_s: float = STARTUP_S, load_bytes_per_s: float = LOAD_BYTES_PER_S,
+                     mfu: float = TRAIN_MFU, startup_s: float = STARTUP_S, load_bytes_per_s: float = LOAD_BYTES_PER_S,
                      **_) -> float:
     """GPU-seconds of a ``job_work`` job: gpus x (startup + load_bytes / load rate + flops / (mfu x fp32 peak))."""
     if not 0 < mfu <= 1:
