@@ -147,3 +147,23 @@ def test_merge_lm_scores_refuses_incomparable_or_broken_files(tmp_path):
     with pytest.raises(ValueError, match="paths is empty"):
         merge_lm_scores([], tmp_path / "x.json")
     assert not (tmp_path / "x.json").exists()
+
+
+def test_a_script_based_corpus_names_itself_and_the_parquet_fix(tmp_path):
+    """Issue 53: OpenWebText's main branch is a loading script; the pinned `datasets` refuses scripts with a
+    RuntimeError that named neither the corpus nor a way out, and it blocked all 20 lm_score jobs. The default revision
+    is now the hub's parquet conversion, and a script-based corpus gives one error that says so."""
+    import yaml
+
+    from prh.config import schema_defaults
+    from prh.errors import DatasetNotAvailableError
+
+    corpus = tmp_path / "owt"
+    corpus.mkdir()
+    (corpus / "owt.py").write_text("import datasets  # a loading script, as Skylion007/openwebtext's main holds\n")
+    with pytest.raises(DatasetNotAvailableError, match=r"script-based dataset.*refs/convert/parquet"):
+        sample_openwebtext(tmp_path / "s", repo=str(corpus), revision=None, n_bytes=10)
+    assert not (tmp_path / "s").exists()
+    params = yaml.safe_load(open(__file__.replace("tests/test_lm_score.py", "params.yaml")))
+    assert params["paper"]["lm_score"]["revision"] == schema_defaults("paper")["lm_score"]["revision"] \
+        == "refs/convert/parquet"

@@ -117,6 +117,15 @@ def sample_openwebtext(
             n_docs += 1
             if total >= n_bytes:
                 break
+    except RuntimeError as e:
+        if "scripts are no longer supported" not in str(e):
+            raise
+        raise DatasetNotAvailableError(
+            f"corpus {repo!r} (revision {revision!r}) is a script-based dataset, which the `datasets` library "
+            f"installed here no longer runs ({e}). Read the hub's parquet conversion of it instead: set "
+            "`paper.lm_score.revision: refs/convert/parquet` in params.yaml (the default; then "
+            "`prh pin-revisions params.yaml`), or point `paper.lm_score.repo` at a parquet copy of the corpus"
+        ) from None
     except (ConnectionError, FileNotFoundError) as e:
         raise DatasetNotAvailableError(
             f"corpus {repo!r} (revision {revision!r}, split {split!r}) cannot be streamed: {e}. "
