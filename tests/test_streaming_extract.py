@@ -161,6 +161,8 @@ def test_paper_dry_run_extracts_only_the_last_layer_for_the_probes(tmp_path):
     assert proc.returncode == 0, log[-4000:]
     commands = re.findall(r"prh (?:--gpus \d+ )?extract-vision .*?--out results/features/(\S+)/\S+\.safetensors.*?--layers (\w+)", log)
     assert commands
+    language = re.findall(r"prh (?:--gpus \d+ )?extract-language .*", log)
+    assert language and all("--no-bpb" in c for c in language)  # nothing in the paper suite reads the features' bpb
     vtab = {ds for ds, _ in commands if ds.startswith("vtab_")}
     assert len(vtab) >= 2 * 9, sorted(vtab)  # train and test of every VTAB task the probes read
     for ds, layers in commands:

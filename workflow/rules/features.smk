@@ -35,7 +35,10 @@ EXTRACT_RUNTIME = {m: 20 if s["source"] == "zoo" else int(30 + 4 * (float(s.get(
 LANGUAGE_OPTIONS = " ".join(
     ([f"--prompt-template {shlex.quote(FEAT['prompt_template'])}"] if FEAT.get("prompt_template") else [])
     + ([f"--max-batch-tokens {int(FEAT['max_batch_tokens'])}"] if FEAT.get("max_batch_tokens") else [])
-    + ([f"--gpu-memory-budget-gb {FEAT['gpu_memory_budget_gb']}"] if FEAT.get("gpu_memory_budget_gb") else []))
+    + ([f"--gpu-memory-budget-gb {FEAT['gpu_memory_budget_gb']}"] if FEAT.get("gpu_memory_budget_gb") else [])
+    # the paper suite reads bits per byte from lm_score's OpenWebText sample, never from the features: no second
+    # full-vocabulary pass per LM over the captions (issue 53)
+    + (["--no-bpb"] if SUITE == "paper" else []))
 # Shapes datasets (offline) store several independently drawn densest captions per scene (captions.jsonl
 # `samples`, world.caption_samples): a scene's features are the mean over them. Hub datasets have one
 # caption per item (`text`). Density features (density.smk) replace these options: one caption per level.
