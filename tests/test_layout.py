@@ -28,7 +28,7 @@ LAYERS = [
     {"prh.config", "prh.metrics", "prh.pin", "prh.cluster"},
     {"prh.data"},
     {"prh.models", "prh.batching", "prh.standin", "prh.checks"},
-    {"prh.features", "prh.extract", "prh.evaluation"},
+    {"prh.features", "prh.extract", "prh.evaluation", "prh.preflight"},
     {"prh.studies"},
     {"prh.plots", "prh.figures"},
     {"prh.cli"},

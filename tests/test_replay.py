@@ -12,6 +12,7 @@ same loaders, rules and commands as a run on the hub; only the cache location an
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -67,6 +68,16 @@ def test_every_rule_of_the_paper_plan_ran(replay):
                      if rule != "all" and not any((work / f).is_file() for f in files))
     assert missing == [], f"rules that ran no job: {missing}"
     assert planned_jobs(replay["work"]) == {}  # a second run plans nothing
+
+
+def test_the_preflight_ran_before_every_gpu_job_and_checked_the_stand_in_hub(replay):
+    """Issue 53: the pre-flight is an input of every GPU rule (ancient), so it ran first; offline it checked the
+    cache for the gated repos, the first row of every hub dataset and one batch per model family."""
+    report = json.loads((replay["work"] / "results" / "preflight.json").read_text())
+    assert report["online"] is False and len(report["gated"]) >= 5 and len(report["datasets"]) >= 20
+    assert len(report["models"]) >= 10 and report["models"]["spread"].startswith("not run")
+    first_gpu = min(p.stat().st_mtime for p in (replay["work"] / "results" / "features").rglob("*.safetensors"))
+    assert (replay["work"] / "results" / "preflight.json").stat().st_mtime <= first_gpu
 
 
 def test_every_gpu_job_claimed_its_own_cards(replay):

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from prh.device import place_model, resolve_device, resolve_dtype
+from prh.device import HostStaging, place_model, resolve_device, resolve_dtype
 
 __all__ = ["BatchCheckpoint", "Encodings", "fingerprint", "hash_array", "model_id", "length_batches", "activation_bytes", "pad_batch", "forward_inputs",
            "encode_texts", "check_texts", "group_starts", "run_batches", "remove_checkpoint", "step_or_split",
@@ -378,24 +378,6 @@ def run_batches(model, tokenizer, encodings, *, batch_size, device, dtype, group
             results = torch.empty((len(encodings), *out.shape[1:]), dtype=out.dtype)
         results.index_copy_(0, torch.as_tensor(np.asarray(idx), dtype=torch.long), out)
     return results if results is not None else torch.empty(0)
-
-
-class HostStaging:
-    """Batch outputs to the CPU through one reused page-locked buffer on CUDA (a pageable copy of the H200's
-    language features ran at 1.3 GB/s: 1.2 of 6.2 s; issue 53); on a CPU, the tensor itself. The returned tensor is
-    valid until the next ``copy``."""
-
-    def __init__(self):
-        self.buf: torch.Tensor | None = None
-
-    def copy(self, x: torch.Tensor) -> torch.Tensor:
-        if x.device.type != "cuda":
-            return x
-        if self.buf is None or self.buf.dtype != x.dtype or self.buf.numel() < x.numel():
-            self.buf = torch.empty(x.numel(), dtype=x.dtype, pin_memory=True)
-        host = self.buf[: x.numel()].view(x.shape)
-        host.copy_(x)
-        return host
 
 
 def remove_checkpoint(checkpoint_dir) -> None:

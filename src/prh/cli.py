@@ -40,6 +40,7 @@ STAGES: dict[str, dict[str, tuple[str, str]]] = {
     "config": {
         "check-config": ("prh.checks:main", "check a config as the Snakefile does: schema, names, data limits"),
         "check-lock": ("prh.checks:lock_main", "params.yaml equals what dvc.lock built with (make pull runs it)"),
+        "preflight": ("prh.preflight:main", "paper suite: gated access, datasets, downloads, a batch per model family"),
     },
     "data": {
         "make-shapes": ("prh.data.shapes:main", "generate a shapes-world dataset (images, captions, scenes)"),

@@ -10,7 +10,7 @@ import contextlib
 
 import torch
 
-__all__ = ["DTYPES", "resolve_device", "resolve_dtype", "place_model", "tf32_matmuls"]
+__all__ = ["DTYPES", "resolve_device", "resolve_dtype", "place_model", "tf32_matmuls", "HostStaging"]
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -60,3 +60,21 @@ def tf32_matmuls(enabled: bool, device):
         yield True
     finally:
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+
+
+class HostStaging:
+    """Batch outputs to the CPU through one reused page-locked buffer on CUDA (a pageable copy of the H200's
+    language features ran at 1.3 GB/s: 1.2 of 6.2 s; issue 53); on a CPU, the tensor itself. The returned tensor is
+    valid until the next ``copy``."""
+
+    def __init__(self):
+        self.buf: torch.Tensor | None = None
+
+    def copy(self, x: torch.Tensor) -> torch.Tensor:
+        if x.device.type != "cuda":
+            return x
+        if self.buf is None or self.buf.dtype != x.dtype or self.buf.numel() < x.numel():
+            self.buf = torch.empty(x.numel(), dtype=x.dtype, pin_memory=True)
+        host = self.buf[: x.numel()].view(x.shape)
+        host.copy_(x)
+        return host

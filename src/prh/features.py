@@ -332,10 +332,8 @@ def extract_language_features(
 
     def pool(h, mask):
         if pooling == "mean":
-            m = mask.to(h.device).unsqueeze(-1)
-            # where(), not multiply: a fully masked (padding) query row may hold NaN. The sum accumulates in float32
-            # without a float32 copy of the B x T x D state (on the H200 those copies cost more than the attention)
-            return torch.where(m, h, 0.0).sum(1, dtype=torch.float32) / m.sum(1)
+            m = mask.to(h.device).unsqueeze(-1)  # where(), not multiply: a padding query row may hold NaN; float32
+            return torch.where(m, h, 0.0).sum(1, dtype=torch.float32) / m.sum(1)  # sums, no float32 copy of h
         pos = torch.arange(mask.shape[1], device=h.device)
         last = torch.where(mask.to(h.device), pos, -1).argmax(dim=1)
         return h[torch.arange(h.shape[0], device=h.device), last].float()

@@ -45,6 +45,7 @@ rule bridge_arm:
     input:
         **{f"train_{k}": v for k, v in BRIDGE_DATA.get("train_data", {}).items()},
         **{f"probe_{k}": v for k, v in BRIDGE_DATA.get("probe_data", {}).items()},
+        **PREFLIGHT_INPUT,
     output:
         result=f"{BRIDGE}/arms/{{arm}}/result.json",
         feats=f"{BRIDGE}/arms/{{arm}}/features.safetensors",

@@ -44,6 +44,7 @@ rule color_language:
     input:
         # zoo checkpoints trained by the workflow; packaged and hub models need no input file
         models=[f"{model_dir(m)}/config.json" for m, s in COLOR_SPECS.items() if s["source"].startswith(R)],
+        **PREFLIGHT_INPUT,
     output:
         language=f"{COLOR}/language.json",
     params:

@@ -9,7 +9,7 @@ import os
 import re
 import shlex
 
-from prh.cluster import emit_plan_cost, gpus_needed, plan_cost, plan_rates, runtime_minutes
+from prh.cluster import emit_plan_cost, gpus_needed, plan_cost, plan_rates
 from prh.config import all_models
 from prh.figures import FIGURES
 from prh.metrics import SUPPORTED_METRICS
@@ -105,13 +105,6 @@ def gpus_for(model):
     if spec["source"] == "zoo" or config["device"] == "cpu":
         return 0
     return gpus_needed(n_params=spec["n_params"], gpu_memory_gb=CLUSTER["gpu_memory_gb"])
-
-
-def gpu_runtime(rule, floor):
-    """`runtime=` of a forward-pass GPU rule (issue 53): twice the job's estimated wall time at the plan's rates
-    (prh.cluster.runtime_minutes; cluster.rates_file), never below ``floor`` minutes (a number, or of the wildcards)."""
-    return lambda w: runtime_minutes(rule=rule, wildcards=dict(w.items()), config=config, results=R,
-                                     floor=floor(w) if callable(floor) else floor)
 
 
 def device_map_arg(model):

@@ -26,6 +26,7 @@ DENS_LSET, DENS_VSET = LANGUAGE_PANEL, SUITE_CFG["vision_models"]
 rule summarise_captions:
     input:
         captions=f"{R}/data/{DENS_DATASET}/captions.jsonl",
+        **PREFLIGHT_INPUT,
     output:
         captions=f"{R}/data/{DENS_DATASET}/density/captions.jsonl",
         meta=f"{R}/data/{DENS_DATASET}/density/meta.json",
@@ -52,7 +53,7 @@ rule summarise_captions:
     threads: 4
     resources:
         mem_mb=32000,
-        runtime=gpu_runtime("summarise_captions", 600),
+        runtime=GPU_RUNTIME("summarise_captions", 600),
         gpu=gpus_for(DENS["captioner"]) if SUITE == "paper" else 1,
     conda:
         CONDA_ENV
@@ -68,6 +69,7 @@ use rule extract_language as extract_language_density with:
     input:
         unpack(lambda w: ZOO_CHECKPOINT["language"].get(w.model, {})),
         captions=DENS_CAPTIONS,
+        **PREFLIGHT_INPUT,
     output:
         feats=[f"{R}/features/{{dataset}}/density{level}/{{model}}.safetensors" for level in DENS_LEVELS],
         meta=[f"{R}/features/{{dataset}}/density{level}/{{model}}.json" for level in DENS_LEVELS],
@@ -89,7 +91,7 @@ use rule extract_language as extract_language_density with:
         bench_path("extract_language_density", "{dataset}", "{model}")
     resources:
         mem_mb=lambda w: host_mem_mb(w.model),
-        runtime=gpu_runtime("extract_language_density", lambda w: EXTRACT_RUNTIME[w.model] * len(DENS_LEVELS)),
+        runtime=GPU_RUNTIME("extract_language_density", lambda w: EXTRACT_RUNTIME[w.model] * len(DENS_LEVELS)),
         gpu=lambda w: gpus_for(w.model),
 
 

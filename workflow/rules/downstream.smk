@@ -50,6 +50,8 @@ rule downstream_mc:
 
 
 rule downstream_harness:
+    input:
+        **PREFLIGHT_INPUT,
     output:
         HARNESS_JSON,
     params:
@@ -72,7 +74,7 @@ rule downstream_harness:
         gpu=lambda w: gpus_for(w.model),
         mem_mb=lambda w: host_mem_mb(w.model),
         # ~40M prompt tokens (10-shot HellaSwag x 4 endings) and 1,319 x 256 greedy GSM8K steps: ~1 h at 7B on one GPU
-        runtime=gpu_runtime("downstream_harness", lambda w: int(30 + 8 * MODELS[w.model]["n_params"] / 1e9)),
+        runtime=GPU_RUNTIME("downstream_harness", lambda w: int(30 + 8 * MODELS[w.model]["n_params"] / 1e9)),
     conda:
         CONDA_ENV
     shell:

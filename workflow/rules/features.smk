@@ -50,6 +50,7 @@ rule extract_vision:
     input:
         unpack(lambda w: ZOO_CHECKPOINT["vision"].get(w.model, {})),
         images=f"{R}/data/{{dataset}}/images.npy",
+        **PREFLIGHT_INPUT,
     output:
         feats=f"{R}/features/{{dataset}}/{{model}}.safetensors",
         meta=f"{R}/features/{{dataset}}/{{model}}.json",
@@ -73,7 +74,7 @@ rule extract_vision:
     threads: lambda w: 1 if MODELS[w.model]["source"] == "zoo" else 4
     resources:
         mem_mb=lambda w: host_mem_mb(w.model),
-        runtime=gpu_runtime("extract_vision", lambda w: EXTRACT_RUNTIME[w.model]),
+        runtime=GPU_RUNTIME("extract_vision", lambda w: EXTRACT_RUNTIME[w.model]),
         gpu=lambda w: gpus_for(w.model),
     conda:
         CONDA_ENV
@@ -87,6 +88,7 @@ rule extract_language:
     input:
         unpack(lambda w: ZOO_CHECKPOINT["language"].get(w.model, {})),
         captions=f"{R}/data/{{dataset}}/captions.jsonl",
+        **PREFLIGHT_INPUT,
     output:
         feats=f"{R}/features/{{dataset}}/{{model}}.safetensors",
         meta=f"{R}/features/{{dataset}}/{{model}}.json",
@@ -109,7 +111,7 @@ rule extract_language:
     threads: lambda w: 1 if MODELS[w.model]["source"] == "zoo" else 4
     resources:
         mem_mb=lambda w: host_mem_mb(w.model),
-        runtime=gpu_runtime("extract_language", lambda w: EXTRACT_RUNTIME[w.model]),
+        runtime=GPU_RUNTIME("extract_language", lambda w: EXTRACT_RUNTIME[w.model]),
         gpu=lambda w: gpus_for(w.model),
     conda:
         CONDA_ENV

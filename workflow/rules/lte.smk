@@ -138,6 +138,7 @@ rule lte_verdicts:
 rule lte_paper:
     input:
         meta=f"{R}/data/{{dataset}}/meta.json",
+        **PREFLIGHT_INPUT,
     output:
         f"{LTE}/paper/{{dataset}}__{{model}}.json",
     params:

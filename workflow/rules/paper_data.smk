@@ -3,6 +3,9 @@
 # score of PRH Figure 3's x-axis (1 - bits-per-byte), one GPU job per language model.
 import json
 import os
+from functools import partial
+
+from prh.cluster import runtime_rule
 
 # the schema's defaults, so a config that skipped validation still renders every flag
 HUB_DEFAULTS = dict(revision=None, config=None, split="train", image_column="image", text_column=None,
@@ -18,6 +21,43 @@ _FIG4_LMS = (config.get("downstream") or {}).get("language_models", {}).get("pap
 LM_SCORE_MODELS = [] if SUITE != "paper" else list(dict.fromkeys(
     n for n in [*suite_models("language"), *config["model_sets"].get("prh_test_language", []),
                 *(model_set(_FIG4_LMS) if _FIG4_LMS else [])] if MODELS[n]["source"] == "hub"))
+
+
+# The paper suite's pre-flight report (rule preflight, below; issue 53, prh.preflight): gated access, the first row
+# of every hub dataset, the manual downloads and one batch per model family, minutes before any GPU job. It is an
+# input of every GPU rule, ancient, so a new report does not make the jobs that passed an earlier one stale.
+PREFLIGHT = f"{R}/preflight.json"
+PREFLIGHT_INPUT = {"preflight": ancient(PREFLIGHT)} if SUITE == "paper" else {}
+
+
+# `runtime=` of the forward-pass GPU rules: twice each job's estimate at the plan's rates, never below the old limit
+GPU_RUNTIME = partial(runtime_rule, config=config, results=R)
+PREFLIGHT_MODELS = sorted(m for m, s in MODELS.items() if s["source"] == "hub" and m in (config["paper"].get("models") or {}))
+PREFLIGHT_CONFIG = {k: config.get(k) for k in ("paper", "datasets", "downstream", "bridge", "cluster")}
+
+
+rule preflight:
+    output:
+        PREFLIGHT,
+    params:
+        config=lambda w: json_param(PREFLIGHT_CONFIG),
+        models=" ".join(PREFLIGHT_MODELS),
+        device=config["device"],
+    log:
+        log_path("preflight", "all"),
+    benchmark:
+        bench_path("preflight", "all")
+    threads: 4
+    resources:
+        mem_mb=16000,
+        runtime=60,
+        # as many cards as the largest planned model, so one model is spread over several as its jobs will be
+        gpu=max([gpus_for(m) for m in PREFLIGHT_MODELS] or [0]) if SUITE == "paper" else 0,
+    conda:
+        CONDA_ENV
+    shell:
+        "prh --gpus {resources.gpu} preflight --config {params.config} --models {params.models}"
+        " --device {params.device} --out {output} > {log} 2>&1"
 
 
 rule hub_dataset:
@@ -81,6 +121,7 @@ rule lm_sample:
 rule lm_score:
     input:
         texts=f"{LM_SAMPLE}/texts.jsonl",
+        **PREFLIGHT_INPUT,
     output:
         lm_score_json("{model}"),
     params:
@@ -101,7 +142,7 @@ rule lm_score:
         gpu=lambda w: gpus_for(w.model),
         mem_mb=lambda w: host_mem_mb(w.model),
         # ~4M tokens: minutes for 1B parameters on one GPU, about an hour at 70B
-        runtime=gpu_runtime("lm_score", lambda w: int(30 + MODELS[w.model]["n_params"] / 1e9)),
+        runtime=GPU_RUNTIME("lm_score", lambda w: int(30 + MODELS[w.model]["n_params"] / 1e9)),
     conda:
         CONDA_ENV
     shell:

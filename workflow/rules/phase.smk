@@ -35,6 +35,7 @@ rule phase_model:
         **PHASE_DATA_FILES,
         # a zoo model's checkpoint (hub models are fetched by name)
         checkpoint=lambda w: f"{model_dir(w.model)}/config.json" if MODELS[w.model]["source"] == "zoo" else [],
+        **PREFLIGHT_INPUT,
     output:
         ntk=f"{PHASE}/models/{{model}}.json",
         grams=f"{PHASE}/models/{{model}}.npy",
@@ -70,6 +71,7 @@ rule phase_adaptive_lr:
         ntk=sorted({PHASE_NTK[ell] for _, ell in PHASE_LR_PAIRS}),
         features=sorted({PHASE_FEATURES[ell] for _, ell in PHASE_LR_PAIRS}),
         checkpoints=sorted({f"{model_dir(v)}/config.json" for v, _ in PHASE_LR_PAIRS if MODELS[v]["source"] == "zoo"}),
+        **PREFLIGHT_INPUT,
     output:
         f"{PHASE}/adaptive_lr.json",
     params:

@@ -42,7 +42,7 @@ from prh.io import write_json
 __all__ = ["gpus_needed", "gpu_table", "job_tokens", "estimate_gpu_seconds", "job_work", "work_gpu_seconds", "plan_cost",
            "format_plan_cost", "emit_plan_cost", "main", "PLAN_COST_ENV", "PEAK_FLOPS", "FP32_PEAK_FLOPS", "MFU",
            "STARTUP_S", "LOAD_BYTES_PER_S", "HBM_BYTES_PER_S", "read_rates", "plan_rates", "RATES_ENV", "RATE_KEYS",
-           "runtime_minutes", "RUNTIME_HEADROOM"]
+           "runtime_minutes", "runtime_rule", "RUNTIME_HEADROOM"]
 
 
 def gpus_needed(*, n_params: float, gpu_memory_gb: float, overhead: float = ACTIVATION_OVERHEAD,
@@ -203,6 +203,13 @@ def runtime_minutes(*, rule: str, wildcards: dict, config: dict, results: str | 
     seconds = estimate_gpu_seconds(n_params=models[name]["n_params"], gpus=1, tokens=tokens, decode_steps=steps,
                                    **_rates_of(rule, config, plan_rates(config)))
     return max(int(floor), math.ceil(headroom * seconds / 60))
+
+
+def runtime_rule(rule: str, floor, *, config: dict, results: str | Path = "results"):
+    """A Snakemake ``runtime=`` callable of a forward-pass GPU rule: ``runtime_minutes`` of the job's wildcards, with
+    ``floor`` a number of minutes or a callable of the wildcards."""
+    return lambda w: runtime_minutes(rule=rule, wildcards=dict(w.items()), config=config, results=results,
+                                     floor=floor(w) if callable(floor) else floor)
 
 
 RATE_KEYS = ("peak_flops", "fp32_peak_flops", "tf32_peak_flops", "mfu", "vision_mfu", "train_mfu", "startup_s",

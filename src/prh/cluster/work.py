@@ -126,8 +126,18 @@ def _color_language(wc: dict, config: dict, results) -> tuple:
     return sum(2 * p * prompts for p in ps), FP32_BYTES * sum(ps), None
 
 
+def _preflight(wc: dict, config: dict, results) -> tuple:
+    """``preflight`` (prh.preflight): one load of the smallest model of each family (``paper.models.<m>.family``) and a
+    batch of two items (FLOPs left out)."""
+    smallest: dict[str, float] = {}
+    for spec in (config["paper"].get("models") or {}).values():
+        key = f"{spec['modality']}:{spec.get('family') or spec['repo'].rsplit('.', 1)[-1]}"
+        smallest[key] = min(smallest.get(key, float("inf")), float(spec["n_params"]))
+    return 0.0, 2 * sum(smallest.values()), None
+
+
 WORK = {"lte_paper": _lte_paper, "bridge_arm": _bridge_arm, "phase_model": _phase_model,
-        "phase_adaptive_lr": _phase_adaptive_lr, "color_language": _color_language}
+        "phase_adaptive_lr": _phase_adaptive_lr, "color_language": _color_language, "preflight": _preflight}
 
 
 def job_work(*, rule: str, wildcards: dict, config: dict, results: str | Path = "results") -> tuple | None:

@@ -36,7 +36,7 @@ __all__ = ["check_before_run", "check_gated_access", "check_hub_cache", "gated_r
            "missing_hub_items"]
 
 
-def _in_hub_cache(repo: str, revision: str | None, repo_type: str, cache_dir) -> bool:
+def in_hub_cache(repo: str, revision: str | None, repo_type: str, cache_dir) -> bool:
     from huggingface_hub import snapshot_download
 
     try:
@@ -84,7 +84,7 @@ def missing_hub_items(cfg: dict, *, cache_dir: str | os.PathLike | None = None,
         elif e["key"].startswith("bridge."):
             label = f"{e['key']} source"
         if e["kind"] == "model":
-            if not _in_hub_cache(repo, rev, "model", cache_dir):
+            if not in_hub_cache(repo, rev, "model", cache_dir):
                 missing.append(f"  model {label}: {repo} (revision {rev}): `hf download {repo} --revision {rev}`")
         elif not _prepared(repo, datasets_cache_dir):
             missing.append(f"  dataset {label}: {repo} (revision {rev}): `python -c \"import datasets; "
@@ -147,7 +147,7 @@ def check_gated_access(cfg: dict, manifest: dict, *, token: str | None = None, c
         return cfg
     gated = gated_repos(manifest)
     need = sorted({e["repo_id"] for e in hub_entries(cfg, include_unset=True)
-                   if e["repo_id"] in gated and not _in_hub_cache(e["repo_id"], e["revision"] or "main",
+                   if e["repo_id"] in gated and not in_hub_cache(e["repo_id"], e["revision"] or "main",
                                                                    "model", cache_dir)})
     if need:
         raise ConfigError(
