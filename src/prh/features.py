@@ -253,8 +253,8 @@ def streamed_hidden_pools(model, blocks, batch, dev, pool, *, layers="all", last
     mask = batch["attention_mask"].bool()
     pooled: list[torch.Tensor] = []
 
-    def keep(h):
-        pooled.append(pool(h[0] if isinstance(h, tuple) else h, mask))
+    def keep(h):  # on the input's device: blocks of a model spread over cards (device_map) live on several
+        pooled.append(pool(h[0] if isinstance(h, tuple) else h, mask).to(dev))
 
     handles = []
     if layers == "all":
@@ -348,7 +348,7 @@ def extract_language_features(
         if score_tail is not None:
             final["logits"] = out.logits
         mask = batch["attention_mask"].bool()
-        return torch.stack([pool(h, mask) for h in (hs[-1:] if layers == "last" else hs)], dim=1)
+        return torch.stack([pool(h, mask).to(dev) for h in (hs[-1:] if layers == "last" else hs)], dim=1)
 
     blocks = hidden_state_blocks(model)
 
