@@ -155,3 +155,60 @@ def test_smoke_branch_through_the_slurm_profile(slurm, repo_root, tmp_path):
     again = run(["snakemake", *BRANCH, *slurm_args(slurm)], work, env={"SLURM_CONF": slurm.env["SLURM_CONF"]})
     assert "Nothing to be done" in again.stdout + again.stderr
     assert len(cluster_jobs(slurm)) == len(before) + len(jobs)
+
+
+def wait_for(cluster, job_id: int, timeout: float = TIMEOUT) -> str:
+    """The final state of a SLURM job (polled with squeue; MinJobAge keeps it visible)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        state = cluster.run("squeue", "-h", "-t", "all", "-j", str(job_id), "-o", "%T").stdout.strip()
+        if state and state not in ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING"):
+            return state
+        time.sleep(1)
+    cluster.run("scancel", str(job_id), check=False)
+    raise AssertionError(f"SLURM job {job_id} did not finish in {timeout} s")
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_lte_as_one_slurm_job_of_two_tasks(slurm, repo_root, tmp_path):
+    """LoRA-the-Explorer's least-squares experiment (2 heads) launched as the lte rules launch it across
+    nodes: srun starts one torchrun agent per task, the agents meet at a c10d rendezvous on the job's
+    first node and run one gloo rank each. Its numbers equal the local 2-process torchrun's."""
+    import json
+    import shlex
+
+    from prh.cluster.launch import torchrun_launcher
+
+    merged = merge(yaml.safe_load((repo_root / "params.yaml").read_text()),
+                   yaml.safe_load((repo_root / "tests" / "smoke" / "params.yaml").read_text()))
+    cfg = merged["lte"]["least_squares"]
+    assert len(cfg["heads"]) > 1 and max(cfg["heads"]) >= 2  # two heads: the ranks' all-reduce is used
+    args = (f"-m prh.cli run-lte --experiment least_squares --config {shlex.quote(json.dumps(cfg))} "
+            f"--seed {merged['seed']}")
+    env = {**slurm.env, "PATH": f"{BIN}:{slurm.env['PATH']}", "OMP_NUM_THREADS": "1"}
+    local = tmp_path / "local.json"
+    run(f"{torchrun_launcher(1, 2)} {args} --out {local}", tmp_path, env=env)
+
+    launcher = torchrun_launcher(1, 1, tasks_per_node=2, port=free_port())
+    assert launcher.startswith("srun --ntasks-per-node 2 torchrun --nnodes 2 ")
+    script = tmp_path / "lte.sh"
+    script.write_text(f"#!/bin/bash\nset -e\n{launcher} {args} --out {tmp_path / 'slurm.json'}\n")
+    submitted = slurm.run("sbatch", "--parsable", "--ntasks", "2", "--cpus-per-task", "1", "--mem", "3000",
+                          "-t", "30", "-o", str(tmp_path / "lte.log"), "-D", str(tmp_path), str(script))
+    job = int(submitted.stdout.strip().split(";")[0])
+    state = wait_for(slurm, job)
+    log = (tmp_path / "lte.log").read_text() if (tmp_path / "lte.log").exists() else ""
+    assert state == "COMPLETED", f"{state}:\n{log[-4000:]}"
+    info = slurm.run("scontrol", "show", "job", str(job)).stdout
+    assert "NumTasks=2" in info, info
+
+    on_slurm, on_one = (json.loads(p.read_text()) for p in (tmp_path / "slurm.json", local))
+    assert on_slurm.pop("run")["world_size"] == on_one.pop("run")["world_size"] == 2
+    assert on_slurm == on_one
