@@ -212,3 +212,43 @@ def test_lte_as_one_slurm_job_of_two_tasks(slurm, repo_root, tmp_path):
     on_slurm, on_one = (json.loads(p.read_text()) for p in (tmp_path / "slurm.json", local))
     assert on_slurm.pop("run")["world_size"] == on_one.pop("run")["world_size"] == 2
     assert on_slurm == on_one
+
+
+def test_sharded_knn_through_slurm_equals_the_unsharded_search(slurm, tmp_path):
+    """A model's k-NN lists as a SLURM job array, one job per row shard (`prh knn-shard`), merged by a job
+    that waits for them (`prh knn-merge`, --dependency=afterok): the same lists as one unsharded search,
+    ties included (a third of the items are exact copies)."""
+    import torch
+    from test_knn_shard import features_with_ties
+
+    from prh.metrics.knn_shard import read_lists
+
+    feats = features_with_ties(tmp_path / "model.safetensors", n=3000, layers=2, dim=16)
+    k, shards, block_rows = 10, 4, 256
+    shard = tmp_path / "shard_%a.safetensors"
+    array = slurm.run(
+        "sbatch", "--parsable", f"--array=0-{shards - 1}", "--ntasks", "1", "--cpus-per-task", "1", "--mem", "1000",
+        "-t", "30", "-D", str(tmp_path), "-o", str(tmp_path / "shard_%a.log"),
+        "--wrap", f"prh knn-shard --features {feats} --shard $SLURM_ARRAY_TASK_ID --shards {shards} --topk {k} "
+                  f"--block-rows {block_rows} --threads 1 --out {str(shard).replace('%a', '$SLURM_ARRAY_TASK_ID')}",
+    ).stdout.strip().split(";")[0]
+    parts = " ".join(str(shard).replace("%a", str(s)) for s in range(shards))
+    merge = slurm.run(
+        "sbatch", "--parsable", f"--dependency=afterok:{array}", "--ntasks", "1", "--mem", "1000", "-t", "30",
+        "-D", str(tmp_path), "-o", str(tmp_path / "merge.log"),
+        "--wrap", f"prh knn-merge {parts} --out {tmp_path / 'merged.safetensors'}",
+    ).stdout.strip().split(";")[0]
+    state = wait_for(slurm, int(merge))
+    logs = "\n".join(p.read_text() for p in sorted(tmp_path.glob("*.log")))
+    assert state == "COMPLETED", f"{state}:\n{logs[-4000:]}"
+    tasks = slurm.run("squeue", "-h", "-t", "all", "-j", array, "-o", "%i %T").stdout.split("\n")
+    assert sorted(line.split()[0] for line in tasks if line) == [f"{array}_{s}" for s in range(shards)], tasks
+
+    idx, sims, meta = read_lists(tmp_path / "merged.safetensors")
+    assert meta["shards"] == shards and meta["n"] == 3000
+    env = {**slurm.env, "PATH": f"{BIN}:{slurm.env['PATH']}"}
+    run(["prh", "knn-shard", "--features", str(feats), "--shard", "0", "--shards", "1", "--topk", str(k),
+         "--block-rows", str(block_rows), "--threads", "1", "--out", str(tmp_path / "whole.safetensors")], tmp_path, env=env)
+    whole_idx, whole_sims, _ = read_lists(tmp_path / "whole.safetensors")
+    assert torch.equal(idx, whole_idx) and torch.equal(sims, whole_sims)
+    assert int((sims[:, :, 1:] == sims[:, :, :-1]).sum()) > 100  # exact ties, in the same order
