@@ -99,8 +99,8 @@ SelectTypeParameters=CR_Core_Memory
 AccountingStorageType=accounting_storage/none
 JobAcctGatherType=jobacct_gather/none
 JobCompType=jobcomp/none
-# finished jobs stay visible to squeue for 10 minutes: the plugin polls with squeue here (no sacct)
-MinJobAge=600
+# finished jobs stay visible to squeue for an hour: the plugin polls with squeue here (no sacct), the tests read them back
+MinJobAge=3600
 SlurmctldTimeout=60
 SlurmdTimeout=120
 InactiveLimit=0

@@ -62,7 +62,7 @@ def slurm_args(cluster) -> list[str]:
 
 
 def cluster_jobs(cluster) -> list[dict]:
-    """Every job slurmctld still knows (MinJobAge=600 s keeps finished ones), oldest first."""
+    """Every job slurmctld still knows (MinJobAge=3600 s keeps finished ones), oldest first."""
     fields = ["JobID", "Comment", "NumCPUs", "MinMemory", "TimeLimit", "State", "Partition", "tres-per-job"]
     out = cluster.run("squeue", "-h", "-t", "all", "-O", ",".join(f"{f}:|" for f in fields)).stdout
     jobs = []
