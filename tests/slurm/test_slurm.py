@@ -10,6 +10,11 @@
   ``--gpus=1`` (a fake GRES whose device file is /dev/null); one job cancelled mid-run with scancel
   is resubmitted once (``retries: 1``) and the run finishes; the outputs equal a local run's byte
   for byte; a second invocation submits nothing.
+- LoRA-the-Explorer as one SLURM job of 2 tasks (srun, c10d rendezvous, gloo) equals the local torchrun.
+- Sharded exact k-NN as a SLURM job array and a merge job equals the unsharded search, ties included.
+
+All tests of the cluster are in this one module, so that under xdist's ``--dist loadfile`` one worker
+starts and stops it. No test asserts a time; every wait has a generous timeout (TIMEOUT).
 """
 
 from __future__ import annotations
