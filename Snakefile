@@ -48,7 +48,8 @@ onstart:
             check_device(config, local=workflow.local_exec)
         # every prh command's exact costs to results/benchmarks/commands.jsonl; a local run's expected duration
         start_run([str(job.benchmark) if job.benchmark else None for job in workflow.dag.needrun_jobs()], results=R,
-                  cores=workflow.cores, costs_path=f"{workflow.basedir}/{COSTS_FILE}" if workflow.local_exec else None)
+                  cores=workflow.cores if workflow.local_exec else None,  # a cluster run has no --cores: it raises
+                  costs_path=f"{workflow.basedir}/{COSTS_FILE}" if workflow.local_exec else None)
     if config["suite"] == "paper" and workflow.is_main_process and not workflow.touch:
         from prh.models.hub_cache import check_before_run
 

@@ -59,7 +59,7 @@ def record_rusage(path: str, *, command: str, argv: list[str], wall_s: float, st
         os.close(fd)
 
 
-def start_run(benchmarks: list, *, results: str, cores: int, costs_path: str | os.PathLike | None) -> None:
+def start_run(benchmarks: list, *, results: str, cores: int | None, costs_path: str | os.PathLike | None) -> None:
     """Before a run's first job (the Snakefile's onstart): its prh commands log their exact costs to
     ``<results>/benchmarks/commands.jsonl`` (jobs inherit ``PRH_RUSAGE_LOG``; replicate modules' commands land there
     too), and, given the committed costs file, the jobs about to run (their benchmark paths) are priced on stderr."""

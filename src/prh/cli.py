@@ -77,6 +77,8 @@ STAGES: dict[str, dict[str, tuple[str, str]]] = {
     },
     "alignment": {
         "align": ("prh.metrics.engine:main", "alignment table of two model sets (every layer pair, best kept)"),
+        "knn-shard": ("prh.metrics.knn_shard:main_shard", "one row shard of a model's exact k-NN lists (one job per shard)"),
+        "knn-merge": ("prh.metrics.knn_shard:main_merge", "join k-NN row shards into the unsharded search's lists"),
     },
     "studies": {
         "run-convergence": ("prh.studies.convergence.run:main", "PRH Figs 2 and 3: competence and language-vision"),

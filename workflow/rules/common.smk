@@ -10,6 +10,7 @@ import re
 import shlex
 
 from prh.cluster import emit_plan_cost, gpus_needed, plan_cost, plan_rates
+from prh.cluster.launch import torchrun_launcher
 from prh.config import all_models
 from prh.figures import FIGURES
 from prh.metrics import SUPPORTED_METRICS

@@ -9,13 +9,8 @@ LTE_CFG = config["lte"]
 LTE_PAPER = LTE_CFG["paper"]
 # torchrun on one machine, or under srun across nnodes with a c10d rendezvous on the first node,
 # for the offline experiments (lte) and the paper's (lte.paper)
-LTE_LAUNCHER = {
-    name: (f"torchrun --standalone --nproc_per_node {cfg['nproc']}" if cfg["nnodes"] == 1 else
-           f"srun --ntasks-per-node 1 torchrun --nnodes {cfg['nnodes']} --nproc_per_node {cfg['nproc']} "
-           "--rdzv_backend c10d --rdzv_id $SLURM_JOB_ID "
-           '--rdzv_endpoint "$(scontrol show hostnames $SLURM_JOB_NODELIST | head -n1):29500"')
-    for name, cfg in (("lte", LTE_CFG), ("paper", LTE_PAPER))
-}
+# (prh.cluster.launch; tests/slurm runs the srun form as one SLURM job of 2 tasks)
+LTE_LAUNCHER = {name: torchrun_launcher(cfg["nnodes"], cfg["nproc"]) for name, cfg in (("lte", LTE_CFG), ("paper", LTE_PAPER))}
 LTE_RUN = LTE_LAUNCHER["lte"] + " -m prh.cli run-lte"
 # Per experiment, the vision block without the keys of the others (prefixes): editing the
 # table's or Fig 4.7's keys reruns only that experiment.

@@ -18,29 +18,17 @@ from prh.metrics.registry import (
     stack_states,
 )
 
-__all__ = ["DTYPES", "QUANTILE_CHUNK", "file_layer_states"]
+__all__ = ["DTYPES", "QUANTILE_CHUNK", "clamp_bound", "file_layer_states"]
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 # elements of |x| histogrammed at once while the clamp quantile is found (2^22: 32 MiB as int64)
 QUANTILE_CHUNK = 1 << 22
 
 
-def file_layer_states(metrics, path, *, quantile: float = 0.95, n_items: int | None = None, topk: int = 10,
-                      cca_dim: int = 10, normalize: bool = True, device: str = "cpu", dtype=torch.float32,
-                      block_rows: int | None = None, knn_precision: str = "fp32") -> tuple:
-    """``{m: layer_states(m, prepare_features(feats[:n_items], q=quantile, layer_dims))}`` for the
-    metrics ``metrics`` of a features file, read one layer at a time: memory is one N × D layer
-    plus the states (L × N × k indices for the k-NN metrics), not the N × L × D file.
-
-    The clamp c (the ``quantile`` of |x| over the file's real entries, ``layer_dims`` of its
-    meta excluding zero padding) comes from ``abs_quantile`` over the layers streamed from
-    disk (two reads of the file for float32), then each layer is read again, clamped to
-    ±c, cast to ``dtype`` and turned into the states of every metric at once
-    (``registry.layer_state_set``: one neighbour search, one centred product): the same
-    elementwise operations as the in-memory path, so the states are identical. The four
-    k-NN metrics share one tensor of lists. Returns ``(states, n_items, n_layers)``.
-    """
-    metrics = list(metrics)
+def clamp_bound(path, *, quantile: float = 0.95, n_items: int | None = None) -> tuple:
+    """``(c, n, n_layers, layout)`` of a features file: c, the ``quantile`` of |x| over its first ``n_items``
+    items' real entries (``layer_dims`` of its meta excluding zero padding; None for ``quantile`` 1), streamed
+    from disk one layer at a time. ``file_layer_states`` and ``knn_shard`` clamp every layer to ±c."""
     layout = features_layout(path)
     n_all, n_layers, width = layout["shape"]
     if n_items is not None and not 1 <= n_items <= n_all:
@@ -59,7 +47,26 @@ def file_layer_states(metrics, path, *, quantile: float = 0.95, n_items: int | N
             x = read_features_layer(path, layer, n_items=n, layout=layout)
             yield from (x[i:i + rows, :d] for i in range(0, n, rows))
 
-    c = abs_quantile(chunks, quantile) if quantile < 1 else None
+    return (abs_quantile(chunks, quantile) if quantile < 1 else None), n, n_layers, layout
+
+
+def file_layer_states(metrics, path, *, quantile: float = 0.95, n_items: int | None = None, topk: int = 10,
+                      cca_dim: int = 10, normalize: bool = True, device: str = "cpu", dtype=torch.float32,
+                      block_rows: int | None = None, knn_precision: str = "fp32") -> tuple:
+    """``{m: layer_states(m, prepare_features(feats[:n_items], q=quantile, layer_dims))}`` for the
+    metrics ``metrics`` of a features file, read one layer at a time: memory is one N × D layer
+    plus the states (L × N × k indices for the k-NN metrics), not the N × L × D file.
+
+    The clamp c (the ``quantile`` of |x| over the file's real entries, ``layer_dims`` of its
+    meta excluding zero padding) comes from ``abs_quantile`` over the layers streamed from
+    disk (two reads of the file for float32), then each layer is read again, clamped to
+    ±c, cast to ``dtype`` and turned into the states of every metric at once
+    (``registry.layer_state_set``: one neighbour search, one centred product): the same
+    elementwise operations as the in-memory path, so the states are identical. The four
+    k-NN metrics share one tensor of lists. Returns ``(states, n_items, n_layers)``.
+    """
+    metrics = list(metrics)
+    c, n, n_layers, layout = clamp_bound(path, quantile=quantile, n_items=n_items)
     per_layer = []
     for layer in range(n_layers):
         x = read_features_layer(path, layer, n_items=n, layout=layout)

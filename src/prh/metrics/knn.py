@@ -68,7 +68,7 @@ def resolve_precision(precision: str, device) -> str:
 
 
 def knn(x: torch.Tensor, topk: int, *, block_rows: int | None = None,
-        precision: str = "fp32") -> tuple[torch.Tensor, torch.Tensor]:
+        precision: str = "fp32", rows: tuple[int, int] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Top-k neighbours of every row of ``x`` by inner product, the row itself excluded.
 
     Parameters
@@ -85,6 +85,11 @@ def knn(x: torch.Tensor, topk: int, *, block_rows: int | None = None,
         bfloat16/TF32 product, re-ranked in the dtype of ``x`` and certified, rows without a
         certificate searched again in full (``prh.metrics.knn_fast.knn_fast``, which also
         counts them): the same lists, faster where the hardware multiplies bf16 faster.
+    rows : (start, stop), optional
+        Search only these rows (against all N): the lists of rows start..stop-1 of the full
+        search, computed by the same blocks when ``start`` is a multiple of ``block_rows`` (the
+        row shards of ``prh.metrics.knn_shard``, so that a shard's lists equal the full search's,
+        ties and last-bit similarities included). Returns (stop − start) × k.
 
     Returns
     -------
@@ -98,20 +103,23 @@ def knn(x: torch.Tensor, topk: int, *, block_rows: int | None = None,
     n = x.shape[0]
     if not 1 <= topk <= n - 1:
         raise ValueError(f"topk must be between 1 and N-1 = {n - 1}, got {topk}")
+    first, last = (0, n) if rows is None else rows
+    if not 0 <= first < last <= n:
+        raise ValueError(f"rows must be (start, stop) with 0 <= start < stop <= N = {n}, got {rows}")
     precision = resolve_precision(precision, x.device)
     if precision != "fp32":
-        idx, sims, _ = knn_fast(x, topk, block_rows=block_rows, precision=precision)
+        idx, sims, _ = knn_fast(x, topk, block_rows=block_rows, precision=precision, rows=rows)
         return idx, sims
     if block_rows is None:
         block_rows = block_rows_for(n, x.device)
-    idx = torch.empty(n, topk, dtype=torch.long, device=x.device)
-    sims = torch.empty(n, topk, dtype=x.dtype, device=x.device)
-    for start in range(0, n, block_rows):
-        stop = min(n, start + block_rows)
+    idx = torch.empty(last - first, topk, dtype=torch.long, device=x.device)
+    sims = torch.empty(last - first, topk, dtype=x.dtype, device=x.device)
+    for start in range(first, last, block_rows):
+        stop = min(last, start + block_rows)
         block = x[start:stop] @ x.T
-        rows = torch.arange(stop - start, device=x.device)
-        block[rows, rows + start] = float("-inf")  # an item is not its own neighbour
-        sims[start:stop], idx[start:stop] = torch.topk(block, topk, dim=1, sorted=True)
+        diag = torch.arange(stop - start, device=x.device)
+        block[diag, diag + start] = float("-inf")  # an item is not its own neighbour
+        sims[start - first:stop - first], idx[start - first:stop - first] = torch.topk(block, topk, dim=1, sorted=True)
     return idx, sims
 
 

@@ -282,7 +282,7 @@ def _certified(x, rows, s_low, c, topk, bound, u_out, buf):
 
 
 def knn_fast(x: torch.Tensor, topk: int, *, block_rows: int | None = None, precision: str = "bf16",
-             margin: int | None = None, bf16_output: bool = True
+             margin: int | None = None, bf16_output: bool = True, rows: tuple[int, int] | None = None
              ) -> tuple[torch.Tensor, torch.Tensor, KnnStats]:
     """``knn.knn(x, topk)``'s lists with the product in ``precision`` ("bf16" or "tf32"),
     exact by the certificate (★) of the module docstring: (idx, sims, KnnStats).
@@ -293,6 +293,7 @@ def knn_fast(x: torch.Tensor, topk: int, *, block_rows: int | None = None, preci
     memory for torch.topk to read, a larger bound (u_out = 2^-8). The default since its first GPU
     run (issue 53, one H200, N = 10^6, d = 768, k = 10: 10.96 s against 15.14 s with float32 output,
     the same lists, no row retried). Rows that fell back to the full search: ``stats.fallback``.
+    ``rows=(start, stop)``: only those rows' lists (``knn.knn``).
     """
     n = x.shape[0]
     if not 1 <= topk <= n - 1:
@@ -307,18 +308,20 @@ def knn_fast(x: torch.Tensor, topk: int, *, block_rows: int | None = None, preci
     c = min(n - 1, topk + max(0, margin))
     if block_rows is None:
         block_rows = block_rows_for(n, x.device)
-    idx = torch.empty(n, topk, dtype=torch.long, device=x.device)
-    sims = torch.empty(n, topk, dtype=x.dtype, device=x.device)
+    first, last = (0, n) if rows is None else rows
+    idx = torch.empty(last - first, topk, dtype=torch.long, device=x.device)
+    sims = torch.empty(last - first, topk, dtype=x.dtype, device=x.device)
     c_max = min(n - 1, c * RETRY_FACTOR**RETRIES)
     buf = torch.empty(min(RERANK_ELEMENTS, max(block_rows * c, c_max) * x.shape[1]), dtype=x.dtype,
                       device=x.device)
     retried = fallback = 0
-    for start in range(0, n, block_rows):
-        stop = min(n, start + block_rows)
+    for start in range(first, last, block_rows):
+        stop = min(last, start + block_rows)
         rows = torch.arange(start, stop, device=x.device)
+        out = rows - first  # the block's rows in idx and sims
         s_low, u_out = low_product(low[start:stop], low, precision, bf16_output)
         s_low[rows - start, rows] = float("-inf")  # an item is not its own neighbour
-        sims[start:stop], idx[start:stop], ok = _certified(x, rows, s_low, c, topk, bound, u_out, buf)
+        sims[out], idx[out], ok = _certified(x, rows, s_low, c, topk, bound, u_out, buf)
         bad = torch.nonzero(~ok).flatten()
         retried += len(bad)
         c_more = c
@@ -327,14 +330,14 @@ def knn_fast(x: torch.Tensor, topk: int, *, block_rows: int | None = None, preci
                 break
             c_more = min(n - 1, RETRY_FACTOR * c_more)
             s2, i2, ok2 = _certified(x, rows[bad], s_low[bad], c_more, topk, bound, u_out, buf)
-            sims[rows[bad]], idx[rows[bad]] = s2, i2
+            sims[out[bad]], idx[out[bad]] = s2, i2
             bad = bad[~ok2]
         del s_low
         if len(bad):
             fallback += len(bad)
             ctx = _cuda_matmul(tf32=False) if x.device.type == "cuda" else contextlib.nullcontext()
             with ctx:
-                sims[rows[bad]], idx[rows[bad]] = exact_rows(x, rows[bad], topk)
-    stats = KnnStats(rows=n, retried=retried, fallback=fallback, candidates=c, block_rows=block_rows,
+                sims[out[bad]], idx[out[bad]] = exact_rows(x, rows[bad], topk)
+    stats = KnnStats(rows=last - first, retried=retried, fallback=fallback, candidates=c, block_rows=block_rows,
                      precision=precision)
     return idx, sims, stats
