@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 __all__ = ["LABELS", "MIN_SEEDS", "PROVISIONAL", "verdict", "interval_verdict", "correlation_verdict", "correlation_row",
            "seeds_verdict", "replication", "replicated_verdict"]
 
@@ -121,3 +123,330 @@ def replicated_verdict(labels, effects=None) -> str:
     signs = {math.copysign(1.0, e) for _, e in tested if e is not None and math.isfinite(e) and e != 0}
     agree = len({x for x, _ in tested}) == 1 and tested[0][0] != "inconclusive" and len(signs) <= 1
     return verdict(tested[0][0] == "reproduced", conclusive=agree)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Issue 47: verdicts that weigh the evidence. The rule (DECISION_RULE), written before it was recomputed:
+#
+#   reproduced      the pooled two-sided test has p < alpha and its effect points the claimed way;
+#   not reproduced  the pooled (1 - alpha) interval lies wholly below the claim's SESOI (an effect as large as the
+#                   smallest one of interest is excluded; a significant effect the wrong way reads "not reproduced"
+#                   only through this, so "not reproduced" is never said while the interval holds the SESOI);
+#   inconclusive    everything else, a failed validity gate included;
+#   not testable    the test cannot reach alpha at this n: its smallest achievable p under the exact null > alpha.
+#
+# "reproduced" is read first: a significant effect whose interval also lies below the SESOI (possible only at large
+# n) is reproduced, and its note says the effect is smaller than the SESOI.
+
+DECISION_RULE = ("reproduced: pooled two-sided p < alpha, effect in the claimed direction; not reproduced: the pooled "
+                 "(1 - alpha) interval lies wholly below the SESOI; not testable: the smallest p the exact null allows "
+                 "at this n exceeds alpha; otherwise inconclusive (a failed validity gate included)")
+POWER = 0.8
+EXACT_MAX_N = 8  # Spearman's null is enumerated (n! orderings) up to this n, drawn above it
+
+
+def _z(q: float) -> float:
+    from scipy.stats import norm
+
+    return float(norm.ppf(q))
+
+
+def weighed_verdict(*, effect: float | None, p: float | None, interval, sesoi: float, alpha: float,
+                    min_p: float | None = None, gate: bool | None = True) -> str:
+    """The issue-47 decision rule (``DECISION_RULE``) on a pooled result.
+
+    ``effect``: the pooled estimate signed so that positive is the claimed direction; ``p``: the pooled two-sided p;
+    ``interval``: its (1 - alpha) interval on the same signed scale (None: none computable); ``sesoi`` > 0: the
+    smallest effect of interest on that scale; ``min_p``: the smallest two-sided p the exact null allows at this n
+    (None: not bounded, e.g. a continuous approximation); ``gate``: a validity gate (False: not passed ->
+    inconclusive; None: the gate could not be judged -> inconclusive)."""
+    if not (isinstance(sesoi, (int, float)) and math.isfinite(sesoi) and sesoi > 0):
+        raise ValueError(f"sesoi must be a positive number on the claim's scale, got {sesoi!r}")
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must lie in (0, 1), got {alpha!r}")
+    if min_p is not None and min_p > alpha:
+        return verdict(None)
+    finite = effect is not None and p is not None and math.isfinite(effect) and math.isfinite(p)
+    if not finite:
+        return verdict(None)
+    if gate is not True:
+        return verdict(True, conclusive=False)
+    if p < alpha and effect > 0:
+        return verdict(True)
+    hi = None if interval is None or interval[1] is None else float(interval[1])
+    excluded = hi is not None and math.isfinite(hi) and hi < sesoi
+    return verdict(False, conclusive=excluded)
+
+
+def spearman_null(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The exact null of Spearman's r at ``n`` untied units: (values, probabilities) over all n! orderings
+    (3 <= n <= ``EXACT_MAX_N``)."""
+    import itertools
+
+    if not 3 <= n <= EXACT_MAX_N:
+        raise ValueError(f"the exact Spearman null is enumerated for 3 <= n <= {EXACT_MAX_N}, got n={n}")
+    base = np.arange(n)
+    d2 = np.array([int(((base - np.array(p)) ** 2).sum()) for p in itertools.permutations(range(n))])
+    values, counts = np.unique(d2, return_counts=True)
+    r = 1 - 6 * values / (n * (n * n - 1))
+    order = np.argsort(r)
+    return r[order], counts[order] / counts.sum()
+
+
+def _convolve(dists):
+    """The distribution of a sum of independent discrete variables, each (values, probabilities)."""
+    values, probs = np.array([0.0]), np.array([1.0])
+    for v, p in dists:
+        s = np.round((values[:, None] + v[None, :]).ravel(), 10)
+        q = (probs[:, None] * p[None, :]).ravel()
+        values, inv = np.unique(s, return_inverse=True)
+        probs = np.bincount(inv, weights=q)
+    return values, probs
+
+
+def spearman_min_p(ns, tests: int = 1) -> float:
+    """The smallest two-sided p a pooled sum-of-r test can reach over replicates of ``ns`` untied units each, Holm
+    over ``tests`` co-primary tests (its first step: ``tests`` x p): tests x 2 x prod(1 / n_i!), capped at 1. One
+    replicate of 4 runs with two predictors: 2 x 2 / 24 = 0.167, so that rule can never fire at 0.05."""
+    ns = [int(n) for n in ns]
+    if not ns or min(ns) < 2:
+        raise ValueError(f"every replicate needs n >= 2 units, got {ns}")
+    log = sum(math.lgamma(n + 1) for n in ns)
+    return float(min(1.0, tests * 2 * math.exp(-log)))
+
+
+def pooled_spearman(rs, ns, *, permutations: int = 100_000, seed: int = 0) -> dict:
+    """One test of a "rises with" claim over independent replicates: the statistic is the sum of the replicates'
+    Spearman r (each signed in the claimed direction), its null the replicates' own permutation nulls, each
+    permuting that replicate's units only (stratified by replicate), summed. Exact (convolution of the n!
+    orderings) where every n <= ``EXACT_MAX_N``; otherwise ``permutations`` seeded draws, p = (1 + #) / (1 + P).
+    Assumes untied ranks (the ledger records r and n, not the data).
+
+    Returns ``statistic`` (sum of r), ``mean_r``, ``p_greater``, ``p_less``, ``p`` (two-sided: twice the smaller,
+    capped at 1), ``min_p`` (``spearman_min_p``), ``null`` ("exact" or "permutation (P draws)")."""
+    from prh.stats import TIE_TOL
+
+    rs, ns = [float(r) for r in rs], [int(n) for n in ns]
+    if not rs or len(rs) != len(ns):
+        raise ValueError(f"one r per replicate and one n per replicate, got {len(rs)} and {len(ns)}")
+    if any(not math.isfinite(r) or abs(r) > 1 + 1e-9 for r in rs) or min(ns) < 3:
+        raise ValueError(f"r must be finite in [-1, 1] and every n >= 3, got r={rs}, n={ns}")
+    s = sum(rs)
+    if max(ns) <= EXACT_MAX_N:
+        values, probs = _convolve([spearman_null(n) for n in ns])
+        ge = float(probs[values >= s - 1e-9].sum())
+        le = float(probs[values <= s + 1e-9].sum())
+        null = "exact"
+    else:
+        rng = np.random.default_rng(seed)
+        total = np.zeros(permutations)
+        for n in ns:
+            if n <= EXACT_MAX_N:
+                v, p = spearman_null(n)
+                total += rng.choice(v, size=permutations, p=p)
+                continue
+            ranks = np.arange(n, dtype=float) - (n - 1) / 2
+            scale = ranks @ ranks
+            for start in range(0, permutations, 2000):
+                m = min(2000, permutations - start)
+                total[start:start + m] += rng.permuted(np.broadcast_to(ranks, (m, n)), axis=1) @ ranks / scale
+        ge = (1 + int(np.sum(total >= s - TIE_TOL))) / (1 + permutations)
+        le = (1 + int(np.sum(total <= s + TIE_TOL))) / (1 + permutations)
+        null = f"permutation ({permutations} draws)"
+    return {"statistic": s, "mean_r": s / len(rs), "p_greater": ge, "p_less": le, "p": min(1.0, 2 * min(ge, le)),
+            "min_p": spearman_min_p(ns), "null": null}
+
+
+def random_effects(effects, ses, *, level: float = 0.95) -> dict:
+    """A random-effects meta-analysis of one effect per independent replicate: DerSimonian-Laird tau^2, and the
+    Hartung-Knapp-Sidik-Jonkman interval and p (t with k - 1 df; its variance never below DerSimonian-Laird's),
+    which keeps run-to-run variation in the interval at k = 3. One replicate: its own normal interval.
+
+    Returns ``estimate``, ``se``, ``interval``, ``p`` (two-sided), ``tau2``, ``k``, ``method``."""
+    from scipy.stats import t as student
+
+    y, se = np.asarray(effects, dtype=float), np.asarray(ses, dtype=float)
+    if y.ndim != 1 or y.size == 0 or y.shape != se.shape:
+        raise ValueError(f"one effect and one standard error per replicate, got {y.shape} and {se.shape}")
+    if not (np.all(np.isfinite(y)) and np.all(np.isfinite(se)) and np.all(se > 0)):
+        raise ValueError(f"effects must be finite and standard errors finite and > 0, got {y.tolist()}, {se.tolist()}")
+    if not 0 < level < 1:
+        raise ValueError(f"level must lie in (0, 1), got {level}")
+    k = y.size
+    w = 1 / se**2
+    fixed = float(w @ y / w.sum())
+    if k == 1:
+        half = _z(0.5 + level / 2) * float(se[0])
+        from scipy.stats import norm
+
+        p = float(2 * norm.sf(abs(fixed) / se[0]))
+        return {"estimate": fixed, "se": float(se[0]), "interval": [fixed - half, fixed + half], "p": p, "tau2": 0.0,
+                "k": 1, "method": "one replicate: normal interval"}
+    q = float(w @ (y - fixed) ** 2)
+    tau2 = max(0.0, (q - (k - 1)) / (w.sum() - (w**2).sum() / w.sum()))
+    ws = 1 / (se**2 + tau2)
+    mu = float(ws @ y / ws.sum())
+    var_dl = 1 / ws.sum()
+    var_hk = float(ws @ (y - mu) ** 2 / ((k - 1) * ws.sum()))
+    se_mu = math.sqrt(max(var_dl, var_hk))
+    crit = float(student.ppf(0.5 + level / 2, k - 1))
+    p = float(2 * student.sf(abs(mu) / se_mu, k - 1))
+    return {"estimate": mu, "se": se_mu, "interval": [mu - crit * se_mu, mu + crit * se_mu], "p": p, "tau2": tau2,
+            "k": k, "method": "random effects (DerSimonian-Laird tau^2, Hartung-Knapp t interval)"}
+
+
+SPEARMAN_Z_VAR = 1.06  # var(atanh r_s) ~ 1.06 / (n - 3) (Fieller, Hartley & Pearson 1957)
+
+
+def fisher_z_meta(rs, ns, *, level: float = 0.95) -> dict:
+    """``random_effects`` on Fisher's z of Spearman r (var 1.06 / (n - 3)), back on the r scale: ``estimate`` and
+    ``interval`` are r. A replicate with n <= 3 has no z variance and is left out (None if none is left)."""
+    keep = [(float(r), int(n)) for r, n in zip(rs, ns) if n is not None and n > 3]
+    if not keep:
+        return None
+    z = [math.atanh(max(-0.999999, min(0.999999, r))) for r, _ in keep]
+    se = [math.sqrt(SPEARMAN_Z_VAR / (n - 3)) for _, n in keep]
+    out = random_effects(z, se, level=level)
+    return {**out, "estimate": math.tanh(out["estimate"]), "interval": [math.tanh(v) for v in out["interval"]],
+            "method": out["method"] + " on Fisher z, var 1.06/(n-3)"}
+
+
+def mde_correlation(ns, *, alpha: float, power: float = POWER, tests: int = 1) -> float | None:
+    """The smallest correlation a pooled test over replicates of ``ns`` units detects with probability ``power`` at
+    two-sided ``alpha`` (Holm over ``tests``: alpha / tests at its first step). Fisher-z approximation (var
+    1.06 / (n - 3) per replicate, fixed effect): tanh((z_{1-alpha/(2 tests)} + z_power) / sqrt(sum (n_i - 3) / 1.06)).
+    None when no replicate has n > 3."""
+    info = sum((n - 3) / SPEARMAN_Z_VAR for n in ns if n is not None and n > 3)
+    if info <= 0:
+        return None
+    return float(math.tanh((_z(1 - alpha / (2 * tests)) + _z(power)) / math.sqrt(info)))
+
+
+def mde_difference(ses, *, alpha: float, power: float = POWER) -> float | None:
+    """The smallest mean difference a pooled test over replicates with standard errors ``ses`` detects with
+    probability ``power`` at two-sided ``alpha``: (z_{1-alpha/2} + z_power) x the fixed-effect pooled se (normal
+    approximation; run-to-run variation would raise it)."""
+    se = np.asarray([s for s in ses if s is not None and math.isfinite(s) and s > 0], dtype=float)
+    if se.size == 0:
+        return None
+    return float((_z(1 - alpha / 2) + _z(power)) / math.sqrt(float((1 / se**2).sum())))
+
+
+KINDS = ("correlation", "beats", "matches", "descriptive")
+
+
+def check_decision(decision: dict, where: str = "claim") -> dict:
+    """A claim's issue-47 decision block (its manifest's ``decision``), checked: ``kind`` (one of ``KINDS``),
+    ``sesoi`` (> 0, on the scale of the claim's effect: r for a correlation, the difference for beats/matches),
+    ``reason`` (why that size), ``set`` (when, and what had been seen), optional ``direction`` (1 rises, -1 falls),
+    ``tests`` (the Holm family), ``interval_level`` (the level of the replicates' own intervals, beats/matches),
+    ``runs`` (the independent runs inside one replicate when its recorded p counts units clustered in them)."""
+    if not isinstance(decision, dict):
+        raise ValueError(f"{where}: decision must be a mapping, got {decision!r}")
+    known = {"kind", "sesoi", "reason", "set", "direction", "tests", "interval_level", "runs"}
+    extra = sorted(set(decision) - known)
+    if extra:
+        raise ValueError(f"{where}: decision has unknown keys {extra}; known: {sorted(known)}")
+    kind = decision.get("kind")
+    if kind not in KINDS:
+        raise ValueError(f"{where}: decision kind {kind!r} is not one of {KINDS}")
+    if kind != "descriptive":
+        s = decision.get("sesoi")
+        if isinstance(s, bool) or not isinstance(s, (int, float)) or not math.isfinite(s) or s <= 0:
+            raise ValueError(f"{where}: decision sesoi must be a number > 0, got {s!r}")
+    for key in ("reason", "set"):
+        if not isinstance(decision.get(key), str) or not decision[key].strip():
+            raise ValueError(f"{where}: decision needs a non-empty {key!r}")
+    if decision.get("direction", 1) not in (1, -1):
+        raise ValueError(f"{where}: decision direction must be 1 or -1, got {decision['direction']!r}")
+    tests = decision.get("tests", 1)
+    if isinstance(tests, bool) or not isinstance(tests, int) or tests < 1:
+        raise ValueError(f"{where}: decision tests must be an integer >= 1, got {tests!r}")
+    runs = decision.get("runs")
+    if runs is not None and (isinstance(runs, bool) or not isinstance(runs, int) or runs < 2):
+        raise ValueError(f"{where}: decision runs must be an integer >= 2, got {runs!r}")
+    return decision
+
+
+def _finite(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def weigh(decision: dict, entries, *, alpha: float) -> dict:
+    """The issue-47 verdict of one claim from its independent replicates (``entries``: each replicate's ledger
+    entry, ``value``, ``p``, ``n``, ``interval``, optional ``gate``; one entry for a study run once), under its
+    ``decision`` (``check_decision``).
+
+    correlation: the pooled test is ``pooled_spearman`` on each replicate's r x direction at its n (its p x
+    ``tests``: Holm's first step bounds the family's adjusted p); the interval ``fisher_z_meta``; the MDE
+    ``mde_correlation``; testable when ``spearman_min_p`` x tests <= alpha. With ``runs`` set, the recorded
+    r and p count units clustered in that many runs: no test with the run as unit is recorded, so the verdict is
+    inconclusive (or not testable when even ``runs`` untied units per replicate could not reach alpha) and the MDE
+    is that of ``runs`` units. A replicate whose gate failed makes the verdict inconclusive.
+    beats / matches: ``random_effects`` on the replicates' mean differences, each se from its own interval
+    (width / (2 z), at ``interval_level``), judged by ``interval_verdict`` at the SESOI (the equivalence margin);
+    MDE ``mde_difference``. descriptive: not testable (no test whose unit is independent is made).
+
+    Returns ``verdict``, ``value`` (pooled, signed as recorded), ``interval``, ``p``, ``n`` (units per replicate),
+    ``replicates`` (those that tested it), ``sesoi``, ``mde``, ``method`` and ``note``."""
+    check_decision(decision)
+    kind, sesoi, tests = decision["kind"], decision.get("sesoi"), decision.get("tests", 1)
+    sign = decision.get("direction", 1)
+    entries = list(entries)
+    base = {"sesoi": sesoi, "mde": None, "value": None, "interval": None, "p": None, "n": None, "replicates": 0}
+    if kind == "descriptive":
+        return {**base, "verdict": verdict(None), "method": "descriptive",
+                "note": "descriptive: its units share models, so no test with independent units is made"}
+    if kind == "correlation":
+        used = [e for e in entries if _finite(e.get("value")) and _finite(e.get("n")) and e["n"] >= 3]
+        if not used:
+            return {**base, "verdict": verdict(None), "method": "pooled Spearman", "note": "no replicate states r and n"}
+        ns = [int(e["n"]) for e in used]
+        gate = all(e.get("gate", True) is True for e in used)
+        runs = decision.get("runs")
+        level = 1 - alpha
+        if runs is not None:
+            k = len(used)
+            min_p = spearman_min_p([runs] * k, tests)
+            mde = mde_correlation([runs] * k, alpha=alpha, tests=tests)
+            label = verdict(None) if min_p > alpha else verdict(True, conclusive=False)
+            return {**base, "verdict": label, "value": float(np.mean([e["value"] for e in used])), "n": ns,
+                    "replicates": k, "mde": mde, "method": f"no run-level test recorded ({runs} runs per replicate)",
+                    "note": f"the recorded p counts {ns[0]} units clustered in {runs} runs as independent; "
+                            "no test whose unit is the run is recorded"}
+        effects = [sign * float(e["value"]) for e in used]
+        pooled = pooled_spearman(effects, ns)
+        p = min(1.0, tests * pooled["p"])
+        meta = fisher_z_meta(effects, ns, level=level)
+        interval = None if meta is None else meta["interval"]
+        label = weighed_verdict(effect=pooled["mean_r"], p=p, interval=interval, sesoi=sesoi, alpha=alpha,
+                                min_p=min(1.0, tests * pooled["min_p"]), gate=gate)
+        value = sign * (meta["estimate"] if meta is not None else pooled["mean_r"])
+        shown = None if interval is None else sorted(sign * v for v in interval)
+        notes = [f"pooled sum of r {pooled['statistic']:.3g} over {len(used)} replicate(s), {pooled['null']} null"
+                 + (f", x{tests} (Holm)" if tests > 1 else "")]
+        if not gate:
+            notes.append("validity gate not passed")
+        if label == "reproduced" and interval is not None and interval[1] < sesoi:
+            notes.append("significant, but the whole interval lies below the SESOI")
+        return {**base, "verdict": label, "value": value, "interval": shown, "p": p, "n": ns, "replicates": len(used),
+                "mde": mde_correlation(ns, alpha=alpha, tests=tests),
+                "method": "stratified permutation on the summed r; interval: "
+                          + ("none (n <= 3)" if meta is None else meta["method"]),
+                "note": "; ".join(notes)}
+    # beats / matches: differences with their own intervals
+    level_in = decision.get("interval_level", 0.95)
+    used = [e for e in entries if _finite(e.get("value")) and e.get("interval") is not None
+            and all(_finite(v) for v in e["interval"]) and e["interval"][1] > e["interval"][0]]
+    if not used:
+        return {**base, "verdict": verdict(None), "method": "random effects", "note": "no replicate states an interval"}
+    zq = _z(0.5 + level_in / 2)
+    effects = [float(e["value"]) for e in used]
+    ses = [(e["interval"][1] - e["interval"][0]) / (2 * zq) for e in used]
+    meta = random_effects(effects, ses, level=1 - alpha)
+    lo, hi = meta["interval"]
+    return {**base, "verdict": interval_verdict(kind, lo, hi, sesoi), "value": meta["estimate"], "interval": [lo, hi],
+            "p": meta["p"], "n": [e.get("n") for e in used], "replicates": len(used),
+            "mde": mde_difference(ses, alpha=alpha),
+            "method": meta["method"] + f"; each replicate's se from its {level_in:g} interval (normal approximation)",
+            "note": None}

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from prh.claims import LABELS, replicated_verdict, replication
+from prh.claims import LABELS, MIN_SEEDS, PROVISIONAL, replicated_verdict, replication, weigh
 from prh.errors import UsageError
 from prh.manifest import Study, load_study
 
@@ -118,15 +118,50 @@ def build(files: dict[str, dict[str, str | Path]], suite: str, alpha: float, see
             if got["verdict"] not in LABELS:
                 raise ValueError(f"{name}.{spec.key}: verdict {got['verdict']!r} is not one of {LABELS}")
             interval = got.get("interval")
-            rows.append({
+            row = {
                 "id": f"{name}.{spec.key}", "study": name, "source": spec.source, "statement": spec.statement,
                 "statistic": spec.statistic, "value": _number(got.get("value")),
                 "interval": None if interval is None or None in interval else [float(v) for v in interval],
                 "p": _number(got.get("p")), "n": got.get("n"), "unit": spec.unit, "rule": spec.rule,
                 "verdict": got["verdict"], **replication(got["verdict"], got.get("seeds")),
-                "effect": _number(got.get("effect")), "note": got.get("note")})
+                "effect": _number(got.get("effect")), "note": got.get("note")}
+            row["recorded"] = {"value": row["value"], "interval": row["interval"], "p": row["p"], "n": row["n"],
+                               "gate": got.get("gate", True)}
+            rows.append(weighed(row, spec.decision, alpha))
     counts = {label: sum(r["verdict"] == label for r in rows) for label in LABELS}
     return {"suite": suite, "alpha": alpha, "seed": seed, "claims": rows, "counts": counts, "missing": missing}
+
+
+WEIGHED_FIELDS = ("verdict_registered", "sesoi", "sesoi_reason", "mde", "method", "replicates", "post_hoc")
+
+
+def weighed(row: dict, decision: dict | None, alpha: float, entries: list[dict] | None = None) -> dict:
+    """``row`` (its ``verdict`` the registered rule's) with issue 47's weighed verdict beside it: ``verdict`` becomes
+    ``prh.claims.weigh`` over ``entries`` (the replicates' entries; default: the row alone), ``verdict_registered``
+    keeps the registered one; ``value``, ``interval``, ``p`` and ``n`` become the pooled ones, ``sesoi`` (with its
+    reason), ``mde`` (80 % power), ``method``, ``replicates`` and ``post_hoc`` (when the decision was set) are added.
+    A claim with no decision keeps its registered verdict, and says so in ``method``."""
+    registered = row.get("verdict_registered", row["verdict"])
+    if decision is None:
+        return {**row, "verdict_registered": registered, "sesoi": None, "sesoi_reason": None, "mde": None,
+                "method": "registered rule (no SESOI declared)", "replicates": row.get("replicates"), "post_hoc": None}
+    recorded = row.get("recorded") or {k: row.get(k) for k in ("value", "interval", "p", "n")}
+    single = entries is None
+    entries = [recorded] if single else entries
+    got = weigh(decision, entries, alpha=alpha)
+    note = "; ".join(filter(None, [got["note"], row.get("note")])) or None
+    label = got["verdict"]
+    n = got["n"]
+    out = {**row, "verdict": label, "verdict_registered": registered, "value": _number(got["value"]),
+           "interval": got["interval"], "p": _number(got["p"]), "n": n[0] if isinstance(n, list) and len(n) == 1 else n,
+           "sesoi": got["sesoi"], "sesoi_reason": decision.get("reason"), "mde": _number(got["mde"]),
+           "method": got["method"], "replicates": got["replicates"], "post_hoc": decision["set"], "note": note}
+    if not single:  # replicates: provisional counts the replicates that tested it
+        out["provisional"] = PROVISIONAL if label in ("reproduced", "not reproduced") and got["replicates"] < MIN_SEEDS \
+            else None
+    else:
+        out.update(replication(label, row.get("seeds")))
+    return out
 
 
 def _t_interval(values: list[float], ci: float = 0.95) -> list[float] | None:
@@ -169,21 +204,29 @@ def join(ledger: dict, replicates: list[dict]) -> dict:
             rows.append({**row, "note": "; ".join(filter(None, [row.get("note"), note])) or None})
             continue
         per = [row, *others]
-        entries = [{"seed": s, **{k: r.get(k) for k in ("verdict", "value", "interval", "p", "n", "seeds", "effect", "note")}}
-                   for s, r in zip(seeds, per)]
-        label = replicated_verdict([r["verdict"] for r in per], [r.get("effect") for r in per])
-        tested = [e for e in entries if e["verdict"] != "not testable"]
+        keys = ("verdict", "verdict_registered", "value", "interval", "p", "n", "seeds", "effect", "note", "recorded")
+        entries = [{"seed": s, **{k: r.get(k) for k in keys}} for s, r in zip(seeds, per)]
+        for e in entries:  # a ledger from before issue 47: its verdict is the registered one, its numbers the recorded
+            e["verdict_registered"] = e["verdict_registered"] or e["verdict"]
+            e["recorded"] = e["recorded"] or {k: e[k] for k in ("value", "interval", "p", "n")}
+        label = replicated_verdict([e["verdict_registered"] for e in entries], [r.get("effect") for r in per])
+        tested = [e for e in entries if e["verdict_registered"] != "not testable"]
         values = [e["value"] for e in tested if isinstance(e["value"], (int, float)) and math.isfinite(e["value"])]
         stated = [e["seeds"] for e in tested if e["seeds"] is not None]
         runs = sum(stated) if stated else None
-        joined = "replicated: " + ", ".join(f"seed {e['seed']} {e['verdict']}" for e in entries)
+        joined = "replicated: " + ", ".join(f"seed {e['seed']} {e['verdict_registered']}" for e in entries)
         # the replicated verdict's unit is the independent run (where runs stand behind it; fixed checkpoints: none),
         # the study's own unit what each run counts; a study whose unit is already the run keeps it
         unit = row["unit"] if runs is None or row["unit"].startswith("training run") \
             else f"independent run (within one: {row['unit']})"
-        rows.append({**row, "unit": unit, "value": float(np.mean(values)) if values else None, "interval": _t_interval(values),
-                     "p": None, "verdict": label, **replication(label, runs), "effect": None, "per_seed": entries,
-                     "note": "; ".join(filter(None, [joined, row.get("note") and f"seed {seeds[0]}: {row['note']}"]))})
+        spec = {c.key: c for c in declared(row["study"]).claims}.get(row["id"].split(".", 1)[1])
+        first = {**row, "unit": unit, "value": float(np.mean(values)) if values else None,
+                 "interval": _t_interval(values), "p": None, "verdict": label, "verdict_registered": label,
+                 **replication(label, runs), "effect": None, "per_seed": entries,
+                 "note": "; ".join(filter(None, [joined, row.get("note") and f"seed {seeds[0]}: {row['note']}"]))}
+        first.pop("recorded", None)
+        rows.append(weighed(first, None if spec is None else spec.decision, ledger["alpha"],
+                            [{"gate": True, **e["recorded"]} for e in entries]))
     counts = {label: sum(r["verdict"] == label for r in rows) for label in LABELS}
     missing = {f"seed{r['seed']}": r["missing"] for r in replicates if r.get("missing")}
     return {**ledger, "claims": rows, "counts": counts, "replicate_seeds": seeds, "replicates_missing": missing}
