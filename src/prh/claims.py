@@ -18,6 +18,7 @@ adds what the number of independent runs allows: a "reproduced" that rests on fe
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -133,14 +134,14 @@ def replicated_verdict(labels, effects=None) -> str:
 #                   smallest one of interest is excluded; a significant effect the wrong way reads "not reproduced"
 #                   only through this, so "not reproduced" is never said while the interval holds the SESOI);
 #   inconclusive    everything else, a failed validity gate included;
-#   not testable    the test cannot reach alpha at this n: its smallest achievable p under the exact null > alpha.
+#   not testable    the test cannot pass at this n: its smallest achievable p under the exact null is >= alpha.
 #
 # "reproduced" is read first: a significant effect whose interval also lies below the SESOI (possible only at large
 # n) is reproduced, and its note says the effect is smaller than the SESOI.
 
 DECISION_RULE = ("reproduced: pooled two-sided p < alpha, effect in the claimed direction; not reproduced: the pooled "
                  "(1 - alpha) interval lies wholly below the SESOI; not testable: the smallest p the exact null allows "
-                 "at this n exceeds alpha; otherwise inconclusive (a failed validity gate included)")
+                 "at this n is not below alpha; otherwise inconclusive (a failed validity gate included)")
 POWER = 0.8
 EXACT_MAX_N = 8  # Spearman's null is enumerated (n! orderings) up to this n, drawn above it
 
@@ -164,7 +165,7 @@ def weighed_verdict(*, effect: float | None, p: float | None, interval, sesoi: f
         raise ValueError(f"sesoi must be a positive number on the claim's scale, got {sesoi!r}")
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must lie in (0, 1), got {alpha!r}")
-    if min_p is not None and min_p > alpha:
+    if min_p is not None and min_p >= alpha:  # p < alpha is out of reach
         return verdict(None)
     finite = effect is not None and p is not None and math.isfinite(effect) and math.isfinite(p)
     if not finite:
@@ -181,12 +182,18 @@ def weighed_verdict(*, effect: float | None, p: float | None, interval, sesoi: f
 def spearman_null(n: int) -> tuple[np.ndarray, np.ndarray]:
     """The exact null of Spearman's r at ``n`` untied units: (values, probabilities) over all n! orderings
     (3 <= n <= ``EXACT_MAX_N``)."""
-    import itertools
-
     if not 3 <= n <= EXACT_MAX_N:
         raise ValueError(f"the exact Spearman null is enumerated for 3 <= n <= {EXACT_MAX_N}, got n={n}")
-    base = np.arange(n)
-    d2 = np.array([int(((base - np.array(p)) ** 2).sum()) for p in itertools.permutations(range(n))])
+    r, p = _spearman_null(int(n))
+    return r.copy(), p.copy()
+
+
+@functools.cache
+def _spearman_null(n: int) -> tuple[np.ndarray, np.ndarray]:
+    import itertools
+
+    perms = np.array(list(itertools.permutations(range(n))))
+    d2 = ((perms - np.arange(n)) ** 2).sum(axis=1)
     values, counts = np.unique(d2, return_counts=True)
     r = 1 - 6 * values / (n * (n * n - 1))
     order = np.argsort(r)
@@ -211,8 +218,7 @@ def spearman_min_p(ns, tests: int = 1) -> float:
     ns = [int(n) for n in ns]
     if not ns or min(ns) < 2:
         raise ValueError(f"every replicate needs n >= 2 units, got {ns}")
-    log = sum(math.lgamma(n + 1) for n in ns)
-    return float(min(1.0, tests * 2 * math.exp(-log)))
+    return float(min(1.0, tests * 2 / math.prod(math.factorial(n) for n in ns)))
 
 
 def pooled_spearman(rs, ns, *, permutations: int = 100_000, seed: int = 0) -> dict:
@@ -379,7 +385,7 @@ def weigh(decision: dict, entries, *, alpha: float) -> dict:
 
     correlation: the pooled test is ``pooled_spearman`` on each replicate's r x direction at its n (its p x
     ``tests``: Holm's first step bounds the family's adjusted p); the interval ``fisher_z_meta``; the MDE
-    ``mde_correlation``; testable when ``spearman_min_p`` x tests <= alpha. With ``runs`` set, the recorded
+    ``mde_correlation``; testable when ``spearman_min_p`` x tests < alpha. With ``runs`` set, the recorded
     r and p count units clustered in that many runs: no test with the run as unit is recorded, so the verdict is
     inconclusive (or not testable when even ``runs`` untied units per replicate could not reach alpha) and the MDE
     is that of ``runs`` units. A replicate whose gate failed makes the verdict inconclusive.
@@ -409,7 +415,7 @@ def weigh(decision: dict, entries, *, alpha: float) -> dict:
             k = len(used)
             min_p = spearman_min_p([runs] * k, tests)
             mde = mde_correlation([runs] * k, alpha=alpha, tests=tests)
-            label = verdict(None) if min_p > alpha else verdict(True, conclusive=False)
+            label = verdict(None) if min_p >= alpha else verdict(True, conclusive=False)
             return {**base, "verdict": label, "value": float(np.mean([e["value"] for e in used])), "n": ns,
                     "replicates": k, "mde": mde, "method": f"no run-level test recorded ({runs} runs per replicate)",
                     "note": f"the recorded p counts {ns[0]} units clustered in {runs} runs as independent; "

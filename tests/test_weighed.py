@@ -1,0 +1,177 @@
+"""Issue 47: verdicts that weigh the evidence (prh.claims.weigh and its parts), every boundary of the rule."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from prh.claims import (check_decision, fisher_z_meta, mde_correlation, mde_difference, pooled_spearman,
+                        random_effects, spearman_min_p, spearman_null, weigh, weighed_verdict)
+
+DEC = {"kind": "correlation", "sesoi": 0.3, "reason": "test", "set": "2026-11-27"}
+
+
+def test_the_exact_null_of_spearman_r():
+    r, p = spearman_null(4)
+    assert p.sum() == pytest.approx(1.0) and r[-1] == 1.0 and p[-1] == pytest.approx(1 / 24)
+    assert float(r @ p) == pytest.approx(0.0, abs=1e-12)  # symmetric about 0
+    assert float((r**2) @ p) == pytest.approx(1 / 3)  # var r_s = 1 / (n - 1)
+    with pytest.raises(ValueError, match="3 <= n <= 8"):
+        spearman_null(9)
+
+
+def test_pooled_sum_of_r_matches_the_audit():
+    """density.fig09: r = 0.60 / 0.71 / 0.60 at n = 6 levels; the audit's exact sum-of-r test gave p = 0.0055."""
+    out = pooled_spearman([0.6, 5 / 7, 0.6], [6, 6, 6])
+    assert out["null"] == "exact" and out["statistic"] == pytest.approx(1.9142857)
+    assert out["p_greater"] == pytest.approx(0.0055366, abs=1e-6)
+    assert out["p"] == pytest.approx(2 * out["p_greater"])
+    one = pooled_spearman([1.0], [5])  # the one best ordering of 120
+    assert one["p_greater"] == pytest.approx(1 / 120) and one["p"] == pytest.approx(2 / 120) == one["min_p"]
+
+
+def test_pooled_sum_of_r_by_permutation_is_seeded_and_near_exact():
+    a = pooled_spearman([0.5, 0.4], [12, 9], permutations=20_000, seed=3)
+    assert a == pooled_spearman([0.5, 0.4], [12, 9], permutations=20_000, seed=3)
+    assert a["null"] == "permutation (20000 draws)"
+    # the sum of r over untied replicates is near normal with variance sum 1 / (n - 1)
+    from scipy.stats import norm
+
+    approx = norm.sf(0.9 / math.sqrt(1 / 11 + 1 / 8))
+    assert a["p_greater"] == pytest.approx(approx, abs=0.006)
+    mixed = pooled_spearman([0.5, 0.4], [12, 5], permutations=20_000)  # n <= 8 drawn from its exact null
+    assert 0 < mixed["p_greater"] < 1
+    with pytest.raises(ValueError, match="one r per replicate"):
+        pooled_spearman([0.5], [6, 6])
+    with pytest.raises(ValueError, match="every n >= 3"):
+        pooled_spearman([0.5], [2])
+
+
+@pytest.mark.parametrize("ns, tests, testable", [
+    ([4], 1, False),  # 2 / 24 = 0.083
+    ([4], 2, False),  # Holm at 4 runs: 0.167 (the amended test with 4 runs can never fire)
+    ([5], 1, True),  # 2 / 120 = 0.0167
+    ([5], 2, True),  # 0.033
+    ([5], 3, False),  # 0.05 exactly: p < alpha is out of reach
+    ([5], 4, False),  # 0.067
+    ([3, 3], 1, False),  # 2 / 36 = 0.056
+    ([3, 3, 3], 1, True),  # 2 / 216 = 0.0093: three replicates of 3 runs can test what one cannot
+])
+def test_testable_comes_from_the_exact_null(ns, tests, testable):
+    min_p = spearman_min_p(ns, tests)
+    assert min_p == pytest.approx(min(1, tests * 2 / math.prod(math.factorial(n) for n in ns)))
+    got = weigh({**DEC, "tests": tests}, [{"value": 1.0, "n": n} for n in ns], alpha=0.05)["verdict"]
+    assert (got != "not testable") is testable
+    if testable:
+        assert got == "reproduced"  # every replicate perfectly ordered: the smallest p, below alpha
+
+
+@pytest.mark.parametrize("effect, p, interval, min_p, gate, label", [
+    (0.5, 0.049, [0.1, 0.8], None, True, "reproduced"),
+    (0.5, 0.05, [0.1, 0.8], None, True, "inconclusive"),  # p must be below alpha, not at it
+    (0.5, 0.05, [-0.1, 0.2999], None, True, "not reproduced"),  # interval wholly below the SESOI 0.3
+    (0.5, 0.05, [-0.1, 0.3], None, True, "inconclusive"),  # hi at the SESOI: the SESOI is not excluded
+    (-0.5, 0.001, [-0.9, -0.1], None, True, "not reproduced"),  # significant the wrong way, SESOI excluded
+    (-0.5, 0.001, [-0.9, 0.35], None, True, "inconclusive"),  # the wrong way, but the SESOI inside: never "not"
+    (0.0, 0.001, [-0.1, 0.1], None, True, "not reproduced"),  # no direction: not reproduced only by the interval
+    (0.5, 0.01, None, None, True, "reproduced"),
+    (0.5, 0.2, None, None, True, "inconclusive"),  # no interval: cannot exclude the SESOI
+    (0.5, 0.01, [0.1, 0.8], 0.0499, True, "reproduced"),  # min_p below alpha: can fire
+    (0.5, 0.01, [0.1, 0.8], 0.05, True, "not testable"),  # at alpha: p < alpha is out of reach
+    (0.5, 0.01, [0.1, 0.8], None, False, "inconclusive"),  # failed validity gate
+    (0.5, 0.01, [0.1, 0.8], None, None, "inconclusive"),  # gate not judged
+    (math.nan, 0.01, [0.1, 0.8], None, True, "not testable"),
+    (0.5, None, [0.1, 0.8], None, True, "not testable"),
+])
+def test_weighed_verdict_boundaries(effect, p, interval, min_p, gate, label):
+    assert weighed_verdict(effect=effect, p=p, interval=interval, sesoi=0.3, alpha=0.05, min_p=min_p, gate=gate) == label
+
+
+def test_weighed_verdict_refuses_bad_settings():
+    with pytest.raises(ValueError, match="sesoi"):
+        weighed_verdict(effect=0.5, p=0.01, interval=None, sesoi=0.0, alpha=0.05)
+    with pytest.raises(ValueError, match="alpha"):
+        weighed_verdict(effect=0.5, p=0.01, interval=None, sesoi=0.3, alpha=1.5)
+
+
+def test_never_not_reproduced_while_the_interval_holds_the_sesoi():
+    rng = np.random.default_rng(0)
+    seen = set()
+    for _ in range(400):
+        k = int(rng.integers(1, 4))
+        ns = rng.integers(4, 9, size=k).tolist()  # exact nulls (fast); the permutation path is tested above
+        rs = np.clip(rng.normal(0.1, 0.4, size=k), -0.99, 0.99).tolist()
+        out = weigh(DEC, [{"value": r, "n": n} for r, n in zip(rs, ns)], alpha=0.05)
+        seen.add(out["verdict"])
+        if out["verdict"] == "not reproduced":
+            assert out["interval"][1] < DEC["sesoi"], out
+        if out["verdict"] == "reproduced":
+            assert out["p"] < 0.05 and out["value"] > 0
+    assert {"reproduced", "not reproduced", "inconclusive"} <= seen
+
+
+def test_random_effects_known_numbers():
+    out = random_effects([0.2, 0.2, 0.2], [0.1, 0.1, 0.1])
+    assert out["tau2"] == 0 and out["estimate"] == pytest.approx(0.2)
+    from scipy.stats import t
+
+    # equal effects: the HK variance is 0, so the DerSimonian-Laird one (0.01 / 3) is used, with t on 2 df
+    assert out["interval"][1] - 0.2 == pytest.approx(t.ppf(0.975, 2) * math.sqrt(0.01 / 3))
+    het = random_effects([0.0, 0.5, 1.0], [0.1, 0.1, 0.1])
+    assert het["tau2"] == pytest.approx((2 * 0.25 / 0.01 - 2) / (300 - 30000 / 300))
+    one = random_effects([0.3], [0.1])
+    assert one["interval"] == pytest.approx([0.3 - 1.959964 * 0.1, 0.3 + 1.959964 * 0.1])
+    with pytest.raises(ValueError, match="standard errors"):
+        random_effects([0.1, 0.2], [0.1, 0.0])
+
+
+def test_fisher_z_interval_and_mde():
+    meta = fisher_z_meta([0.6, 5 / 7, 0.6], [6, 6, 6])
+    assert meta["interval"][0] < 0.3 < meta["interval"][1]  # density.fig09: three replicates of 6 cannot exclude 0.3
+    assert fisher_z_meta([0.9], [3]) is None  # n = 3: no z variance
+    # one replicate of 6: tanh((1.96 + 0.8416) / sqrt(3 / 1.06)) = 0.931 (a 6-point Spearman test detects little)
+    assert mde_correlation([6], alpha=0.05) == pytest.approx(0.9309, abs=1e-4)
+    assert mde_correlation([6, 6, 6], alpha=0.05) == pytest.approx(math.tanh(2.8016 / math.sqrt(9 / 1.06)), abs=1e-4)
+    assert mde_correlation([6], alpha=0.05, tests=2) > mde_correlation([6], alpha=0.05)
+    assert mde_correlation([3], alpha=0.05) is None
+    assert mde_difference([0.01, 0.01], alpha=0.05) == pytest.approx(2.8016 * 0.01 / math.sqrt(2), abs=1e-5)
+
+
+@pytest.mark.parametrize("bad, match", [
+    ({**DEC, "kind": "rises"}, "kind"),
+    ({**DEC, "sesoi": 0}, "sesoi"),
+    ({**DEC, "sesoi": True}, "sesoi"),
+    ({k: v for k, v in DEC.items() if k != "reason"}, "reason"),
+    ({**DEC, "set": " "}, "set"),
+    ({**DEC, "direction": 0}, "direction"),
+    ({**DEC, "tests": 0}, "tests"),
+    ({**DEC, "runs": 1}, "runs"),
+    ({**DEC, "margin": 1}, "unknown keys"),
+])
+def test_decisions_are_checked(bad, match):
+    with pytest.raises(ValueError, match=match):
+        check_decision(bad, "x.y")
+
+
+def test_weigh_differences_and_clusters():
+    beats = {**DEC, "kind": "beats", "sesoi": 0.02}
+    # three replicates whose own intervals are all above 0: pooled reproduced
+    up = [{"value": 0.05, "interval": [0.03, 0.07]}] * 3
+    assert weigh(beats, up, alpha=0.05)["verdict"] == "reproduced"
+    down = [{"value": -0.01, "interval": [-0.02, 0.0]}] * 3
+    out = weigh(beats, down, alpha=0.05)
+    assert out["verdict"] == "not reproduced" and out["interval"][1] < 0.02
+    matches = {**beats, "kind": "matches"}
+    assert weigh(matches, [{"value": 0.0, "interval": [-0.01, 0.01]}] * 3, alpha=0.05)["verdict"] == "reproduced"
+    assert weigh(beats, [{"value": 0.05}], alpha=0.05)["verdict"] == "not testable"
+    clustered = {**DEC, "runs": 6}
+    out = weigh(clustered, [{"value": 0.6, "n": 33, "p": 1e-4}] * 3, alpha=0.05)
+    assert out["verdict"] == "inconclusive" and out["mde"] == pytest.approx(mde_correlation([6] * 3, alpha=0.05))
+    assert weigh({**DEC, "runs": 4, "tests": 2}, [{"value": 0.6, "n": 30}], alpha=0.05)["verdict"] == "not testable"
+    gated = weigh(DEC, [{"value": 0.9, "n": 8, "gate": False}] * 3, alpha=0.05)
+    assert gated["verdict"] == "inconclusive" and "validity gate not passed" in gated["note"]
+    assert weigh({**DEC, "kind": "descriptive"}, [{"value": 0.4, "n": 462}], alpha=0.05)["verdict"] == "not testable"
+    falls = weigh({**DEC, "direction": -1}, [{"value": -0.9, "n": 8}] * 2, alpha=0.05)
+    assert falls["verdict"] == "reproduced" and falls["value"] < 0 and falls["interval"][0] < falls["value"]
