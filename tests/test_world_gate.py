@@ -162,7 +162,7 @@ def test_the_ledger_reads_the_gate(tmp_path):
             "settings": {"pass_fraction": 0.75, "min_discordant": 5},
             "models": {f"m{i}": {"seed": i % 2, "passed": i < 4} for i in range(6)}}
     row = results("offline", 0.05, metrics=metrics, platonic=None, world_gate=gate)["fig03_world_gate"]
-    assert row["verdict"] == "not reproduced" and row["n"] == 6 and row["seeds"] == 2
+    assert row["verdict"] == "not reproduced" and row["n"] == 6 and row["seeds"] == 6  # runs, not seed labels (issue 47)
     assert "6 of 6 runs judged" in row["note"]
     assert row["value"] == pytest.approx(4 / 6)
     row = results("offline", 0.05, metrics=metrics, platonic=None, world_gate={**gate, "kept": [], "passed": None})

@@ -409,7 +409,9 @@ def weigh(decision: dict, entries, *, alpha: float) -> dict:
             return {**base, "verdict": verdict(None), "method": "pooled Spearman", "note": "no replicate states r and n"}
         ns = [int(e["n"]) for e in used]
         gate = all(e.get("gate", True) is True for e in used)
-        runs = decision.get("runs")
+        # a replicate's results may say how many runs its units sit in (None: independent units, e.g. the paper
+        # suite's public checkpoints); otherwise the decision's offline count
+        runs = next((e["runs"] for e in used if "runs" in e), decision.get("runs"))
         level = 1 - alpha
         if runs is not None:
             k = len(used)

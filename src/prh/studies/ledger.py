@@ -126,7 +126,7 @@ def build(files: dict[str, dict[str, str | Path]], suite: str, alpha: float, see
                 "verdict": got["verdict"], **replication(got["verdict"], got.get("seeds")),
                 "effect": _number(got.get("effect")), "note": got.get("note")}
             row["recorded"] = {"value": row["value"], "interval": row["interval"], "p": row["p"], "n": row["n"],
-                               "gate": got.get("gate", True)}
+                               "gate": got.get("gate", True), **({"runs": got["runs"]} if "runs" in got else {})}
             rows.append(weighed(row, spec.decision, alpha))
     counts = {label: sum(r["verdict"] == label for r in rows) for label in LABELS}
     return {"suite": suite, "alpha": alpha, "seed": seed, "claims": rows, "counts": counts, "missing": missing}

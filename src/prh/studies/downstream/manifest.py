@@ -13,4 +13,7 @@ __all__ = ["results"]
 
 def results(suite: str, alpha: float, *, metrics: dict) -> dict:
     task, stats = next(iter(metrics["tasks"].items()))
-    return {"fig04": {**correlation_row(stats, alpha, 1 if suite == "offline" else None), "note": f"task {task}"}}
+    row = {**correlation_row(stats, alpha, 1 if suite == "offline" else None), "note": f"task {task}"}
+    if suite != "offline":
+        row["runs"] = None  # public checkpoints: independent models, not checkpoints of a few runs (issue 47)
+    return {"fig04": row}
