@@ -401,7 +401,9 @@ def weigh(decision: dict, entries, *, alpha: float) -> dict:
     entries = list(entries)
     base = {"sesoi": sesoi, "mde": None, "value": None, "interval": None, "p": None, "n": None, "replicates": 0}
     if kind == "descriptive":
+        values = [float(e["value"]) for e in entries if _finite(e.get("value"))]
         return {**base, "verdict": verdict(None), "method": "descriptive",
+                "value": float(np.mean(values)) if values else None, "n": [e.get("n") for e in entries],
                 "note": "descriptive: its units share models, so no test with independent units is made"}
     if kind == "correlation":
         used = [e for e in entries if _finite(e.get("value")) and _finite(e.get("n")) and e["n"] >= 3]

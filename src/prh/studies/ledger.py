@@ -28,8 +28,8 @@ from prh.claims import LABELS, MIN_SEEDS, PROVISIONAL, replicated_verdict, repli
 from prh.errors import UsageError
 from prh.manifest import Study, load_study
 
-__all__ = ["STUDIES", "manifest", "declared", "manifests", "study_files", "workflow_files", "build", "join", "table", "replace_block",
-           "main"]
+__all__ = ["STUDIES", "manifest", "declared", "manifests", "study_files", "workflow_files", "build", "join", "weighed",
+           "reweigh", "table", "replace_block", "main"]
 
 # PRH paper, then the seeds in their numbering, then Huh's thesis, then alignment against N (issue 38)
 STUDIES = ("convergence", "downstream", "color", "density", "metric_agreement", "phase", "bridge", "transfer",
@@ -149,13 +149,15 @@ def weighed(row: dict, decision: dict | None, alpha: float, entries: list[dict] 
     single = entries is None
     entries = [recorded] if single else entries
     got = weigh(decision, entries, alpha=alpha)
-    note = "; ".join(filter(None, [got["note"], row.get("note")])) or None
+    registered_note = row["note_registered"] if "note_registered" in row else row.get("note")
+    note = "; ".join(filter(None, [got["note"], registered_note])) or None
     label = got["verdict"]
     n = got["n"]
     out = {**row, "verdict": label, "verdict_registered": registered, "value": _number(got["value"]),
            "interval": got["interval"], "p": _number(got["p"]), "n": n[0] if isinstance(n, list) and len(n) == 1 else n,
            "sesoi": got["sesoi"], "sesoi_reason": decision.get("reason"), "mde": _number(got["mde"]),
-           "method": got["method"], "replicates": got["replicates"], "post_hoc": decision["set"], "note": note}
+           "method": got["method"], "replicates": got["replicates"], "post_hoc": decision["set"], "note": note,
+           "note_registered": registered_note}
     if not single:  # replicates: provisional counts the replicates that tested it
         out["provisional"] = PROVISIONAL if label in ("reproduced", "not reproduced") and got["replicates"] < MIN_SEEDS \
             else None
@@ -232,9 +234,42 @@ def join(ledger: dict, replicates: list[dict]) -> dict:
     return {**ledger, "claims": rows, "counts": counts, "replicate_seeds": seeds, "replicates_missing": missing}
 
 
+def reweigh(ledger: dict) -> dict:
+    """``ledger`` (a joined or one-run ledger, e.g. docs/claims.json) with every verdict recomputed under the claims'
+    current decisions (issue 47) from what it records: each replicate's entry (``per_seed``: value, interval, p, n)
+    or the row's own numbers; no result is read again. The registered verdict stays as ``verdict_registered`` (a
+    ledger from before issue 47: its ``verdict``). A claim whose unit is the training run counts each replicate's
+    runs (its ``n``) as its independent runs, not its seed labels."""
+    rows = []
+    for row in ledger["claims"]:
+        spec = {c.key: c for c in declared(row["study"]).claims}.get(row["id"].split(".", 1)[1])
+        decision = None if spec is None else spec.decision
+        registered = row.get("verdict_registered") or row["verdict"]
+        per = row.get("per_seed")
+        if not per:
+            rows.append(weighed({**row, "verdict": registered}, decision, ledger["alpha"]))
+            continue
+        runs_are_units = row["unit"].startswith("training run")
+        entries = []
+        for e in per:
+            e = {**e, "verdict_registered": e.get("verdict_registered") or e["verdict"],
+                 "recorded": e.get("recorded") or {k: e.get(k) for k in ("value", "interval", "p", "n")}}
+            if runs_are_units and isinstance(e["recorded"].get("n"), int):
+                e["seeds"] = e["recorded"]["n"]
+            entries.append(e)
+        stated = [e["seeds"] for e in entries if e["verdict_registered"] != "not testable" and e["seeds"] is not None]
+        base = {**row, "verdict": registered, "per_seed": entries,
+                **replication(registered, sum(stated) if stated else row.get("seeds"))}
+        rows.append(weighed(base, decision, ledger["alpha"], [{"gate": True, **e["recorded"]} for e in entries]))
+    counts = {label: sum(r["verdict"] == label for r in rows) for label in LABELS}
+    return {**ledger, "claims": rows, "counts": counts}
+
+
 def _fmt(x) -> str:
     if x is None:
         return ""
+    if isinstance(x, list):
+        return " / ".join(_fmt(v) for v in x)
     if isinstance(x, bool):
         return str(x)
     if isinstance(x, int):
@@ -253,15 +288,26 @@ def table(ledger: dict | None = None) -> str:
     seeds = ledger.get("replicate_seeds")
     lines = [f"Suite `{ledger['suite']}`" + (f", master seeds {', '.join(map(str, seeds))}" if seeds else "") + ": "
              + ", ".join(f"{v} {k}" for k, v in ledger["counts"].items()) + ".", "",
-             "| claim | source | verdict | statistic | value | interval | p | n | unit | runs |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "Verdicts weigh the evidence (issue 47, `prh.claims.DECISION_RULE`): value, interval and p are the "
+             "replicates' pooled ones; SESOI is the smallest effect of interest, MDE the smallest effect the test "
+             "detects with 80 % power (Fisher-z or normal approximation); *registered* is the verdict under the rule "
+             "first registered; a rule marked **post hoc** was set after results had been seen (`post_hoc` in the "
+             "ledger).", "",
+             "| claim | source | verdict | registered | statistic | value | interval | p | n | SESOI | MDE | rule set "
+             "| unit | runs |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in ledger["claims"]:
         verdict = r["verdict"] + (f" ({r['provisional']})" if r["provisional"] else "")
         interval = "" if r["interval"] is None else f"[{_fmt(r['interval'][0])}, {_fmt(r['interval'][1])}]"
         per_seed = r.get("per_seed")
-        runs = _fmt(r.get("seeds")) + (" (" + " / ".join(e["verdict"] for e in per_seed) + ")" if per_seed else "")
-        lines.append(f"| `{r['id']}` | {r['source']} | {verdict} | {r['statistic']} | {_fmt(r['value'])} | "
-                     f"{interval} | {_fmt(r['p'])} | {_fmt(r['n'])} | {r['unit']} | {runs} |")
+        runs = _fmt(r.get("seeds")) + (" (" + " / ".join(e.get("verdict_registered") or e["verdict"]
+                                                         for e in per_seed) + ")" if per_seed else "")
+        registered = r.get("verdict_registered") or r["verdict"]
+        post_hoc = r.get("post_hoc")
+        rule_set = "" if post_hoc is None else "**post hoc**" if "POST-HOC" in post_hoc else "registered"
+        lines.append(f"| `{r['id']}` | {r['source']} | {verdict} | {registered} | {r['statistic']} | {_fmt(r['value'])} | "
+                     f"{interval} | {_fmt(r['p'])} | {_fmt(r['n'])} | {_fmt(r.get('sesoi'))} | {_fmt(r.get('mde'))} | "
+                     f"{rule_set} | {r['unit']} | {runs} |")
     return "\n".join(lines)
 
 
@@ -296,16 +342,22 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--replicate", action="append", default=[], metavar="LEDGER",
                    help="a replicate's ledger to join (repeatable; results/replicates/seed<S>/claims.json)")
     p.add_argument("--ledger", help="or: an existing ledger JSON to render")
+    p.add_argument("--reweigh", action="store_true",
+                   help="with --ledger: recompute its verdicts under the claims' decisions from what it records (issue 47)")
     p.add_argument("--out", help="the ledger JSON to write (results/claims.json)")
     p.add_argument("--readme", help="a Markdown file whose '<!-- generated:claims -->' block gets the table")
     a = p.parse_args(argv)
     sources = [bool(a.file), bool(a.in_dir), bool(a.ledger)]
+    if a.reweigh and not a.ledger:
+        raise UsageError("--reweigh recomputes an existing ledger: give it --ledger")
     if a.readme and not any(sources):
         ledger = None  # the manifests' table
     elif sum(sources) != 1:
         raise UsageError("give one of --file (repeated), --in and --ledger")
     elif a.ledger:
         ledger = read_json(a.ledger)
+        if a.reweigh:
+            ledger = reweigh(ledger)
     elif a.suite is None or a.alpha is None:
         raise UsageError("building a ledger needs --suite and --alpha (params.yaml suite and claims.alpha)")
     else:
