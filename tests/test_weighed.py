@@ -175,3 +175,77 @@ def test_weigh_differences_and_clusters():
     assert weigh({**DEC, "kind": "descriptive"}, [{"value": 0.4, "n": 462}], alpha=0.05)["verdict"] == "not testable"
     falls = weigh({**DEC, "direction": -1}, [{"value": -0.9, "n": 8}] * 2, alpha=0.05)
     assert falls["verdict"] == "reproduced" and falls["value"] < 0 and falls["interval"][0] < falls["value"]
+
+
+# --- the ledger: replicates pooled, not voted -------------------------------------------------------------------------
+
+def _density_ledger(tmp_path, seed, r, p, n):
+    from prh.studies import ledger as L
+
+    path = tmp_path / f"s{seed}" / "density" / "metrics.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(__import__("json").dumps({"trend": {"spearman_r": r, "spearman_p": p, "n_levels": n}}))
+    return L.build({"density": {"metrics": path}}, "offline", 0.05, seed)
+
+
+def test_join_pools_replicates_and_keeps_their_own_verdicts(tmp_path):
+    """density.fig09 as the replicate run found it: every seed 'not reproduced' at n = 6, pooled p = 0.011."""
+    from prh.studies import ledger as L
+
+    runs = [_density_ledger(tmp_path, s, r, p, 6) for s, r, p in ((0, 0.6, 0.208), (1000, 5 / 7, 0.111), (2000, 0.6, 0.208))]
+    one = runs[0]["claims"][0]
+    assert one["verdict_registered"] == "not reproduced" and one["verdict"] == "inconclusive"  # one seed, SESOI inside
+    assert one["provisional"] is None and one["recorded"]["p"] == 0.208
+    row = L.join(runs[0], runs[1:])["claims"][0]
+    assert row["verdict"] == "reproduced" and row["verdict_registered"] == "not reproduced"
+    assert row["p"] == pytest.approx(2 * 0.0055366, abs=1e-6) and row["replicates"] == 3 and row["provisional"] is None
+    assert row["sesoi"] == 0.3 and row["mde"] == pytest.approx(mde_correlation([6, 6, 6], alpha=0.05))
+    assert [e["verdict_registered"] for e in row["per_seed"]] == ["not reproduced"] * 3
+    assert row["post_hoc"].startswith("POST-HOC (recorded 2026-11-27, issue 47)")
+    assert L.reweigh(L.join(runs[0], runs[1:]))["claims"][0] == row  # reweighing a new ledger changes nothing
+
+
+def test_one_testing_replicate_is_provisional_however_many_runs_it_holds(tmp_path):
+    """The audit's case: [reproduced, not testable, not testable] read 'reproduced', not provisional. Now one
+    replicate tested it, so it is provisional."""
+    from prh.studies import ledger as L
+
+    runs = [_density_ledger(tmp_path, 0, 1.0, 0.001, 6), _density_ledger(tmp_path, 1000, 1.0, 0.0, 2),
+            _density_ledger(tmp_path, 2000, 1.0, 0.0, 2)]
+    row = L.join(runs[0], runs[1:])["claims"][0]
+    assert [e["verdict_registered"] for e in row["per_seed"]] == ["reproduced", "not testable", "not testable"]
+    assert row["verdict"] == "reproduced" and row["replicates"] == 1 and row["provisional"] == "one seed: provisional"
+
+
+def test_reweigh_reads_a_ledger_from_before_issue_47():
+    """docs/claims.json's rows as the replicate run wrote them: the registered verdict stays beside the new one, and a
+    claim whose unit is the training run counts runs (each replicate's n), not seed labels."""
+    from prh.studies import ledger as L
+
+    per = [{"seed": s, "verdict": "not reproduced", "value": r, "interval": None, "p": 1.0, "n": 6, "seeds": 2,
+            "effect": None, "note": None} for s, r in ((0, -0.0286), (1000, -0.6), (2000, -0.3714))]
+    row = {"id": "convergence.fig03_amended", "study": "convergence", "unit": "training run", "verdict": "not reproduced",
+           "seeds": 6, "provisional": None, "value": -0.33, "interval": [-1.05, 0.38], "p": None, "n": 6,
+           "note": "replicated", "per_seed": per}
+    out = L.reweigh({"alpha": 0.05, "claims": [row], "counts": {}})
+    new = out["claims"][0]
+    assert new["verdict_registered"] == "not reproduced" and new["verdict"] == "inconclusive"
+    assert new["interval"][0] < 0.3 < new["interval"][1]  # the SESOI is inside: never "not reproduced"
+    assert new["seeds"] == 18 and new["replicates"] == 3
+    assert new["p"] == pytest.approx(min(1, 2 * pooled_spearman([-0.0286, -0.6, -0.3714], [6, 6, 6])["p"]))
+    assert out["counts"]["inconclusive"] == 1
+
+
+def test_the_committed_ledger_obeys_the_rule(repo_root):
+    """docs/claims.json: no 'not reproduced' whose interval holds its SESOI; every weighed row has a SESOI, a reason,
+    an MDE (where its n allows one) and the registered verdict beside it."""
+    import json
+
+    ledger = json.loads((repo_root / "docs" / "claims.json").read_text())
+    weighed_rows = [r for r in ledger["claims"] if r.get("sesoi") is not None]
+    assert len(weighed_rows) == 16  # 17 decisions, one of them descriptive (no SESOI)
+    for r in weighed_rows:
+        assert r["sesoi_reason"] and r["verdict_registered"] and r["post_hoc"], r["id"]
+        assert r["mde"] is not None, r["id"]
+        if r["verdict"] == "not reproduced":
+            assert r["interval"] is not None and r["interval"][1] < r["sesoi"], r["id"]
