@@ -57,7 +57,9 @@ def test_interval_kind_is_checked():
     (0.5, 0.05, 10, "not reproduced"),  # p must be below alpha
     (-0.5, 0.01, 10, "not reproduced"),
     (0.0, 0.01, 10, "not reproduced"),
-    (0.9, 0.001, 3, "not testable"),  # fewer units than min_n = 4
+    (0.9, 0.001, 3, "not testable"),  # the exact null's smallest two-sided p at n = 3: 2/6
+    (1.0, 0.0, 4, "not testable"),  # n = 4: 2/24 = 0.083, whatever a t-approximated p says (issue 47)
+    (1.0, 0.0, 5, "reproduced"),  # n = 5: 2/120 = 0.017 can pass
     (0.9, 0.001, None, "reproduced"),  # n not recorded: not checked
     (math.nan, 0.01, 10, "not testable"),
     (None, None, 10, "not testable"),

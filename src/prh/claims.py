@@ -58,11 +58,14 @@ def interval_verdict(kind: str, lo: float | None, hi: float | None, margin: floa
     return verdict(inside, conclusive=inside or outside)
 
 
-def correlation_verdict(r: float | None, p: float | None, n: int | None, *, alpha: float, min_n: int = 4) -> str:
-    """A "rises with" claim: reproduced when r > 0 with p < alpha; not testable with fewer than
-    ``min_n`` units (``n`` None: not recorded, not checked) or an undefined r or p (a constant variable)."""
+def correlation_verdict(r: float | None, p: float | None, n: int | None, *, alpha: float) -> str:
+    """A "rises with" claim: reproduced when r > 0 with p < alpha; not testable where the test cannot reach alpha
+    at n untied units (issue 47: the exact null's smallest two-sided p, ``spearman_min_p``, is not below alpha:
+    n <= 4 at 0.05, where a t-approximated p of r = 1 would read 0; ``n`` None: not recorded, not checked) or r
+    or p is undefined (a constant variable)."""
     defined = r is not None and p is not None and math.isfinite(r) and math.isfinite(p)
-    return verdict(bool(defined and r > 0 and p < alpha), testable=defined and (n is None or n >= min_n))
+    reachable = n is None or (n >= 2 and spearman_min_p([n]) < alpha)
+    return verdict(bool(defined and r > 0 and p < alpha), testable=defined and reachable)
 
 
 def seeds_verdict(effects, passed: bool | None, *, margin: float = 0.0) -> str:
@@ -211,14 +214,17 @@ def _convolve(dists):
     return values, probs
 
 
-def spearman_min_p(ns, tests: int = 1) -> float:
-    """The smallest two-sided p a pooled sum-of-r test can reach over replicates of ``ns`` untied units each, Holm
-    over ``tests`` co-primary tests (its first step: ``tests`` x p): tests x 2 x prod(1 / n_i!), capped at 1. One
-    replicate of 4 runs with two predictors: 2 x 2 / 24 = 0.167, so that rule can never fire at 0.05."""
+def spearman_min_p(ns, tests: int = 1, *, sides: int = 2) -> float:
+    """The smallest p a (pooled) Spearman test can reach over replicates of ``ns`` untied units each, Holm over
+    ``tests`` co-primary tests (its first step: ``tests`` x p): tests x sides x prod(1 / n_i!), capped at 1
+    (``sides`` 1: a one-sided test). One replicate of 4 runs, two predictors, one-sided: 2 / 24 = 0.083, so the
+    amended Fig 3 test can never fire at 0.05 on 4 runs; on 5 it can (2 / 120 = 0.017)."""
     ns = [int(n) for n in ns]
     if not ns or min(ns) < 2:
         raise ValueError(f"every replicate needs n >= 2 units, got {ns}")
-    return float(min(1.0, tests * 2 / math.prod(math.factorial(n) for n in ns)))
+    if sides not in (1, 2):
+        raise ValueError(f"sides must be 1 or 2, got {sides}")
+    return float(min(1.0, tests * sides / math.prod(math.factorial(n) for n in ns)))
 
 
 def pooled_spearman(rs, ns, *, permutations: int = 100_000, seed: int = 0) -> dict:
