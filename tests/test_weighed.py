@@ -249,3 +249,89 @@ def test_the_committed_ledger_obeys_the_rule(repo_root):
         assert r["mde"] is not None, r["id"]
         if r["verdict"] == "not reproduced":
             assert r["interval"] is not None and r["interval"][1] < r["sesoi"], r["id"]
+
+
+# --- transfer: the run as unit ----------------------------------------------------------------------------------------
+
+def test_rising_needs_every_step_up():
+    """Issue 47: an audit allowed ties in transfer's "rising" rule and no test failed."""
+    from prh.studies.transfer.transfer import rising
+
+    assert rising([0.1, 0.2, 0.3]) is True
+    assert rising([0.1, 0.2, 0.2]) is False  # a tie is not a rise
+    assert rising([0.2, 0.2]) is False
+    assert rising([0.3, 0.2, 0.4]) is False
+
+
+@pytest.mark.parametrize("effects, p, p_less", [
+    ([1.0] * 5, 1 / 32, 1.0),  # every run the claimed way: 2^-5
+    ([1.0] * 4, 1 / 16, 1.0),
+    ([1.0, 1.0, 1.0, 1.0, -1.0], 6 / 32, 31 / 32),  # mean 0.6: patterns with mean >= 0.6 are the 1 + 5 one-flips
+    ([0.0, 0.0], 1.0, 1.0),
+])
+def test_sign_flip_is_exact(effects, p, p_less):
+    from prh.stats import sign_flip
+
+    out = sign_flip(effects)
+    assert out["p"] == pytest.approx(p) and out["p_less"] == pytest.approx(p_less)
+    assert out["min_p"] == 0.5 ** len(effects)
+    with pytest.raises(ValueError, match="finite"):
+        sign_flip([1.0, math.nan])
+
+
+@pytest.mark.parametrize("effects, label", [
+    ([0.1] * 6, "reproduced"),  # two-sided 2 x 2^-6 = 0.031
+    ([0.1] * 5, "not testable"),  # 2 x 2^-5 = 0.0625: five runs cannot reach 0.05 two-sided
+    ([-0.1] * 6, "not reproduced"),  # significant the wrong way
+    ([0.1, 0.1, 0.1, 0.1, 0.1, -0.1], "inconclusive"),  # p = 2 x 7/64 = 0.22
+    ([0.1] * 5 + [math.nan], "not testable"),  # a run that never got there
+])
+def test_sign_flip_decision_boundaries(effects, label):
+    dec = {"kind": "sign_flip", "reason": "r", "set": "s"}
+    assert weigh(dec, [{"effects": effects}], alpha=0.05)["verdict"] == label
+    assert weigh(dec, [{"value": 1.0}], alpha=0.05)["verdict"] is None  # no per-run effects: the registered rule stands
+
+
+def _transfer_inputs(runs, lift):
+    """Peaks, deep-peaks and Fig 2 records of ``runs`` runs: trained alignment above input and init by ``lift``."""
+    base = np.linspace(0.1, 0.2, runs)
+    tasks = lambda v: {t: (v + i * 0.01).tolist() for i, t in enumerate(("S", "T1", "T2"))}  # noqa: E731
+    auc = {"trained": {"input": tasks(base), "hidden1": tasks(base + lift)}, "init": {"hidden1": tasks(base - 0.05)}}
+    per_run = lambda d: {"per_run": {k: (base + d).tolist() for k in  # noqa: E731
+                                     ("train_auc", "best_test_mse", "weight_norm_at_50pct")}}
+    shallow = {"alignment": {"auc": auc},
+               "transfer": {t: {"input": per_run(0.1), "init": per_run(0.1), "trained": per_run(0.0)} for t in ("T1", "T2")}}
+    layers = ["input", "hidden1", "hidden2", "hidden3"]
+    deep = {"layers": layers, "alignment": {"auc": {s: {l: tasks(base + k * lift) for k, l in enumerate(layers)}
+                                                    for s in ("init", "trained")}}}
+    fig2 = {"panels": {k: {"auc": (base + d).tolist()} for k, d in
+                       (("input_true", 0.3), ("input_shuffled", 0.0), ("init_shuffled", 0.0), ("trained_shuffled", lift))}}
+    return shallow, deep, fig2
+
+
+def test_transfer_effects_are_per_run_and_the_ledger_tests_them():
+    from prh.studies.transfer.manifest import results
+    from prh.studies.transfer.transfer import run_effects
+
+    shallow, deep, fig2 = _transfer_inputs(6, 0.02)
+    eff = run_effects(shallow=shallow, deep=deep, fig2=fig2)
+    assert eff["fig10_source_alignment_rises"] == pytest.approx([0.02] * 6)  # trained - max(input, init), per run
+    assert eff["fig11_related_faster"] == pytest.approx([0.1] * 6)
+    assert eff["fig12_source_alignment_rises_with_depth"] == pytest.approx([0.02] * 6)
+    assert eff["fig7_peaks_order_reversed_at_init"] == pytest.approx([-0.02] * 6)  # init rises with depth here
+    assert "prop1_closed_form_matches_gd" not in eff and "fig7_order_reversed_at_init" not in eff
+    claims = {k: {"verdict": "reproduced", "reproduced": True, "run_effects": v} for k, v in eff.items()}
+    claims["prop1_closed_form_matches_gd"] = {"verdict": "reproduced", "reproduced": True, "max_rel_error": 1e-14}
+    rows = results("offline", 0.05, metrics={"claims": claims}, peaks={"config": {"runs": 6}})
+    assert rows["fig10_source_alignment_rises"]["n"] == rows["fig10_source_alignment_rises"]["seeds"] == 6
+    assert rows["prop1_closed_form_matches_gd"]["n"] is None and rows["prop1_closed_form_matches_gd"]["seeds"] is None
+    from prh.studies import ledger as L
+
+    spec = {c.key: c for c in L.declared("transfer").claims}
+    row = L.weighed({"verdict": "reproduced", "note": None, "seeds": 6,
+                     "recorded": {"effects": eff["fig7_peaks_order_reversed_at_init"]}},
+                    spec["fig7_peaks_order_reversed_at_init"].decision, 0.05)
+    assert row["verdict"] == "not reproduced" and row["verdict_registered"] == "reproduced"
+    fig2_row = L.weighed({"verdict": "reproduced", "note": None, "seeds": 5,
+                          "recorded": {"effects": [0.1] * 5}}, spec["fig2_input_aligned_with_true_not_shuffled"].decision, 0.05)
+    assert fig2_row["verdict"] == "not testable" and fig2_row["n"] == 5  # Fig 2's own 5 runs

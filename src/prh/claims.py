@@ -344,7 +344,7 @@ def mde_difference(ses, *, alpha: float, power: float = POWER) -> float | None:
     return float((_z(1 - alpha / 2) + _z(power)) / math.sqrt(float((1 / se**2).sum())))
 
 
-KINDS = ("correlation", "beats", "matches", "descriptive")
+KINDS = ("correlation", "beats", "matches", "sign_flip", "descriptive")
 
 
 def check_decision(decision: dict, where: str = "claim") -> dict:
@@ -362,7 +362,7 @@ def check_decision(decision: dict, where: str = "claim") -> dict:
     kind = decision.get("kind")
     if kind not in KINDS:
         raise ValueError(f"{where}: decision kind {kind!r} is not one of {KINDS}")
-    if kind != "descriptive":
+    if kind not in ("descriptive", "sign_flip"):  # a sign-flip test of per-run effects needs no SESOI
         s = decision.get("sesoi")
         if isinstance(s, bool) or not isinstance(s, (int, float)) or not math.isfinite(s) or s <= 0:
             raise ValueError(f"{where}: decision sesoi must be a number > 0, got {s!r}")
@@ -411,6 +411,8 @@ def weigh(decision: dict, entries, *, alpha: float) -> dict:
         return {**base, "verdict": verdict(None), "method": "descriptive",
                 "value": float(np.mean(values)) if values else None, "n": [e.get("n") for e in entries],
                 "note": "descriptive: its units share models, so no test with independent units is made"}
+    if kind == "sign_flip":
+        return _weigh_sign_flip(entries, alpha=alpha, base=base)
     if kind == "correlation":
         used = [e for e in entries if _finite(e.get("value")) and _finite(e.get("n")) and e["n"] >= 3]
         if not used:
@@ -466,3 +468,36 @@ def weigh(decision: dict, entries, *, alpha: float) -> dict:
             "mde": mde_difference(ses, alpha=alpha),
             "method": meta["method"] + f"; each replicate's se from its {level_in:g} interval (normal approximation)",
             "note": None}
+
+
+def _weigh_sign_flip(entries, *, alpha: float, base: dict) -> dict:
+    """``weigh`` of a claim with one signed effect per independent run (``effects`` of each entry, runs of every
+    replicate together): the exact two-sided sign-flip test (``prh.stats.sign_flip``). reproduced: p < alpha with
+    a positive mean; not reproduced: p < alpha with a negative mean (significant the wrong way; no SESOI is
+    declared, so nothing else reads "not reproduced"); not testable: 2 x 2^-n >= alpha (5 runs cannot, 6 can);
+    else inconclusive. An entry without per-run effects (a ledger from before issue 47): ``verdict`` None, the
+    registered verdict stands. MDE: normal approximation, (z_{1-alpha/2} + z_0.8) x sd / sqrt(n), in the effect's
+    units."""
+    from prh.stats import sign_flip
+
+    effects = [float(x) for e in entries for x in (e.get("effects") or [])]
+    if not any(e.get("effects") for e in entries):
+        return {**base, "verdict": None, "method": "sign-flip test of per-run effects",
+                "note": "the records hold no per-run effects: the registered verdict stands until the next run"}
+    runs = len(effects)
+    if any(not math.isfinite(x) for x in effects):
+        return {**base, "verdict": verdict(None), "n": runs, "method": "sign-flip test of per-run effects",
+                "note": "a run's effect is undefined (it never reached the point compared)"}
+    res = sign_flip(effects)
+    p = min(1.0, 2 * min(res["p"], res["p_less"]))
+    sd = float(np.std(effects, ddof=1)) if runs > 1 else None
+    mde = None if not sd else float((_z(1 - alpha / 2) + _z(POWER)) * sd / math.sqrt(runs))
+    if 2 * res["min_p"] >= alpha:
+        label = verdict(None)
+    elif p < alpha:
+        label = verdict(res["mean"] > 0, conclusive=res["mean"] != 0)
+    else:
+        label = verdict(True, conclusive=False)
+    return {**base, "verdict": label, "value": res["mean"], "p": p, "n": runs, "replicates": len(entries), "mde": mde,
+            "method": f"exact two-sided sign-flip over {runs} runs (2^{runs} patterns); MDE: normal approximation",
+            "note": f"{sum(x > 0 for x in effects)} of {runs} runs in the claimed direction"}

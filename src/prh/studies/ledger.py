@@ -126,6 +126,7 @@ def build(files: dict[str, dict[str, str | Path]], suite: str, alpha: float, see
                 "verdict": got["verdict"], **replication(got["verdict"], got.get("seeds")),
                 "effect": _number(got.get("effect")), "note": got.get("note")}
             row["recorded"] = {"value": row["value"], "interval": row["interval"], "p": row["p"], "n": row["n"],
+                               **({"effects": got["effects"]} if got.get("effects") is not None else {}),
                                "gate": got.get("gate", True), **({"runs": got["runs"]} if "runs" in got else {})}
             rows.append(weighed(row, spec.decision, alpha))
     counts = {label: sum(r["verdict"] == label for r in rows) for label in LABELS}
@@ -149,6 +150,9 @@ def weighed(row: dict, decision: dict | None, alpha: float, entries: list[dict] 
     single = entries is None
     entries = [recorded] if single else entries
     got = weigh(decision, entries, alpha=alpha)
+    if got["verdict"] is None:  # the records lack what the decision reads: the registered verdict stands, said so
+        return {**row, "verdict_registered": registered, "sesoi": None, "sesoi_reason": None, "mde": None,
+                "method": f"registered rule ({got['note']})", "replicates": row.get("replicates"), "post_hoc": None}
     registered_note = row["note_registered"] if "note_registered" in row else row.get("note")
     note = "; ".join(filter(None, [got["note"], registered_note])) or None
     label = got["verdict"]
@@ -246,8 +250,11 @@ def reweigh(ledger: dict) -> dict:
         decision = None if spec is None else spec.decision
         registered = row.get("verdict_registered") or row["verdict"]
         per = row.get("per_seed")
-        if not per:
-            rows.append(weighed({**row, "verdict": registered}, decision, ledger["alpha"]))
+        if not per:  # a one-run row: its claim's unit and rule as its manifest now states them
+            fixed = {} if spec is None else {"unit": spec.unit, "rule": spec.rule}
+            if spec is not None and spec.unit.startswith("numerical check"):  # a tolerance check counts no runs
+                fixed.update(n=None, seeds=None, provisional=None)
+            rows.append(weighed({**row, **fixed, "verdict": registered}, decision, ledger["alpha"]))
             continue
         runs_are_units = row["unit"].startswith("training run")
         entries = []
