@@ -294,7 +294,7 @@ def table(ledger: dict | None = None) -> str:
         return "\n".join(lines)
     seeds = ledger.get("replicate_seeds")
     lines = [f"Suite `{ledger['suite']}`" + (f", master seeds {', '.join(map(str, seeds))}" if seeds else "") + ": "
-             + ", ".join(f"{v} {k}" for k, v in ledger["counts"].items()) + ".", "",
+             + ", ".join(f"{v} {k}" for k, v in ledger["counts"].items()) + ". "
              "Verdicts weigh the evidence (issue 47, `prh.claims.DECISION_RULE`): value, interval and p are the "
              "replicates' pooled ones; SESOI is the smallest effect of interest, MDE the smallest effect the test "
              "detects with 80 % power (Fisher-z or normal approximation); *registered* is the verdict under the rule "
