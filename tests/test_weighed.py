@@ -335,3 +335,57 @@ def test_transfer_effects_are_per_run_and_the_ledger_tests_them():
     fig2_row = L.weighed({"verdict": "reproduced", "note": None, "seeds": 5,
                           "recorded": {"effects": [0.1] * 5}}, spec["fig2_input_aligned_with_true_not_shuffled"].decision, 0.05)
     assert fig2_row["verdict"] == "not testable" and fig2_row["n"] == 5  # Fig 2's own 5 runs
+
+
+# --- checkpoints of a few runs: the run as unit -----------------------------------------------------------------------
+
+def test_checkpoint_run_level_permutes_whole_runs():
+    from prh.stats import checkpoint_run_level
+
+    steps = (30, 100, 300)
+    names = [f"r{i}_{s}" for i in range(4) for s in steps] + ["r0_0", "r2_0"]  # two untrained step-0 models
+    x = [i + s / 1000 for i in range(4) for s in steps] + [9.0, 9.0]
+    y = list(x[:12]) + [-5.0, -5.0]  # the untrained points would pull r down if they counted
+    out = checkpoint_run_level(names, x, y)
+    assert out["runs"] == 4 and out["n"] == 12 and out["spearman_r"] == pytest.approx(1.0)
+    assert out["p_greater"] == pytest.approx(1 / 24) and out["p_less"] == pytest.approx(1.0)  # 4! block orders
+    assert checkpoint_run_level(["a", "b", "c"], [1, 2, 3], [1, 2, 3])["p_greater"] is None
+    uneven = checkpoint_run_level(["r0_30", "r0_100", "r1_30"], [1, 2, 3], [1, 2, 3])
+    assert uneven["p_greater"] is None and "no equal runs" in uneven["reason"]
+
+
+def test_fisher_combination_and_run_level_pooling():
+    from prh.claims import fisher_combined
+
+    assert fisher_combined([0.05]) == pytest.approx(0.05)  # one p: itself
+    assert fisher_combined([0.1, 0.1]) == pytest.approx(0.01 * (1 - math.log(0.01)))  # chi^2_4 tail
+    with pytest.raises(ValueError, match="p-values"):
+        fisher_combined([0.0])
+    dec = {**DEC, "runs": 6}
+    rows = [{"value": 0.5, "n": 33, "runs": 6, "run_p_greater": 0.02, "run_p_less": 0.99, "run_r": 0.5}] * 3
+    out = weigh(dec, rows, alpha=0.05)
+    assert out["verdict"] == "reproduced" and out["p"] == pytest.approx(2 * fisher_combined([0.02] * 3))
+    one = weigh(dec, rows[:1], alpha=0.05)  # one replicate: two-sided 0.04 < 0.05
+    assert one["verdict"] == "reproduced" and one["p"] == pytest.approx(0.04)
+    weak = [{**rows[0], "run_p_greater": 0.2, "run_p_less": 0.8}]
+    assert weigh(dec, weak, alpha=0.05)["verdict"] == "inconclusive"  # no interval: never "not reproduced" here
+    wrong = [{**rows[0], "run_p_greater": 0.999, "run_p_less": 0.002}] * 3
+    assert weigh(dec, wrong, alpha=0.05)["verdict"] == "inconclusive"  # significant the wrong way, but no interval
+    assert weigh({**DEC, "runs": 3}, [{**rows[0], "runs": 3}], alpha=0.05)["verdict"] == "not testable"  # 2/3! > alpha
+
+
+def test_fig04_offline_reads_its_run_level_test(tmp_path):
+    import json
+
+    from prh.studies import ledger as L
+
+    stats = {"spearman_r": 0.6, "spearman_p": 0.0003, "n": 33,
+             "run_level": {"spearman_r": 0.55, "p_greater": 0.0139, "p_less": 0.99, "runs": 6, "n": 30}}
+    path = tmp_path / "downstream" / "metrics.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"strongest_vision": "v", "tasks": {"shapes_mc_acc_norm": stats}}))
+    row = L.build({"downstream": {"metrics": path}}, "offline", 0.05, 0)["claims"][0]
+    assert row["verdict_registered"] == "reproduced" and row["verdict"] == "reproduced"
+    assert row["p"] == pytest.approx(0.0278) and row["recorded"]["runs"] == 6
+    paper = L.build({"downstream": {"metrics": path}}, "paper", 0.05)["claims"][0]
+    assert "run-level" not in paper["method"] and paper["recorded"]["runs"] is None  # public models: independent

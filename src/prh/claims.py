@@ -423,6 +423,25 @@ def weigh(decision: dict, entries, *, alpha: float) -> dict:
         # suite's public checkpoints); otherwise the decision's offline count
         runs = next((e["runs"] for e in used if "runs" in e), decision.get("runs"))
         level = 1 - alpha
+        if runs is not None and all(_finite(e.get("run_p_greater")) and _finite(e.get("run_p_less")) for e in used):
+            # each replicate's run-level (cluster) permutation p, combined by Fisher's method, two-sided
+            k = len(used)
+            greater = fisher_combined([e["run_p_greater"] for e in used])
+            less = fisher_combined([e["run_p_less"] for e in used])
+            p = min(1.0, tests * 2 * min(greater, less))
+            from scipy.stats import chi2
+
+            best = min(1.0, tests * 2 * float(chi2.sf(2 * k * math.lgamma(runs + 1), 2 * k)))  # every p at 1/runs!
+            # the direction is the side whose combined p is smaller (sign-only: no interval is computed here)
+            direction = sign * (1.0 if greater < less else -1.0)
+            label = weighed_verdict(effect=direction, p=p, interval=None, sesoi=sesoi, alpha=alpha, min_p=best,
+                                    gate=gate)
+            return {**base, "verdict": label, "value": float(np.mean([e["value"] for e in used])), "p": p, "n": ns,
+                    "replicates": k, "mde": mde_correlation([runs] * k, alpha=alpha, tests=tests),
+                    "method": f"run-level permutation ({runs} runs as clusters) per replicate, Fisher-combined; "
+                              "no interval (the ledger cannot say not reproduced)",
+                    "note": f"run-level one-sided p per replicate: "
+                            + " / ".join(f"{e['run_p_greater']:.3g}" for e in used)}
         if runs is not None:
             k = len(used)
             min_p = spearman_min_p([runs] * k, tests)
@@ -501,3 +520,23 @@ def _weigh_sign_flip(entries, *, alpha: float, base: dict) -> dict:
     return {**base, "verdict": label, "value": res["mean"], "p": p, "n": runs, "replicates": len(entries), "mde": mde,
             "method": f"exact two-sided sign-flip over {runs} runs (2^{runs} patterns); MDE: normal approximation",
             "note": f"{sum(x > 0 for x in effects)} of {runs} runs in the claimed direction"}
+
+
+def run_level_fields(run_level: dict | None) -> dict:
+    """A ledger entry's fields from a run-level test (``prh.stats.checkpoint_run_level``): ``runs`` and the one-sided
+    ``run_p_greater`` / ``run_p_less``, which ``weigh`` pools over replicates; nothing where none was computed."""
+    if not run_level or run_level.get("p_greater") is None:
+        return {}
+    return {"runs": run_level["runs"], "run_p_greater": run_level["p_greater"], "run_p_less": run_level["p_less"],
+            "run_r": run_level.get("spearman_r")}
+
+
+def fisher_combined(pvalues) -> float:
+    """Fisher's combination of independent one-sided p-values: P(chi^2_{2k} >= -2 sum ln p) (conservative for the
+    discrete p of a permutation test)."""
+    from scipy.stats import chi2
+
+    p = np.asarray(pvalues, dtype=float)
+    if p.size == 0 or not np.all((p > 0) & (p <= 1)):
+        raise ValueError(f"p-values must lie in (0, 1], got {p.tolist()}")
+    return float(chi2.sf(-2 * np.log(p).sum(), 2 * p.size))

@@ -127,7 +127,8 @@ def build(files: dict[str, dict[str, str | Path]], suite: str, alpha: float, see
                 "effect": _number(got.get("effect")), "note": got.get("note")}
             row["recorded"] = {"value": row["value"], "interval": row["interval"], "p": row["p"], "n": row["n"],
                                **({"effects": got["effects"]} if got.get("effects") is not None else {}),
-                               "gate": got.get("gate", True), **({"runs": got["runs"]} if "runs" in got else {})}
+                               "gate": got.get("gate", True),
+                               **{k: got[k] for k in ("runs", "run_p_greater", "run_p_less", "run_r") if k in got}}
             rows.append(weighed(row, spec.decision, alpha))
     counts = {label: sum(r["verdict"] == label for r in rows) for label in LABELS}
     return {"suite": suite, "alpha": alpha, "seed": seed, "claims": rows, "counts": counts, "missing": missing}

@@ -7,7 +7,7 @@ here is ``results``: the ledger's reading of the study's results (prh.studies.le
 from __future__ import annotations
 
 from prh.claims import correlation_row as correlation
-from prh.claims import verdict
+from prh.claims import run_level_fields, verdict
 from prh.errors import UsageError
 
 __all__ = ["results"]
@@ -63,4 +63,6 @@ def results(suite: str, alpha: float, *, metrics: dict, platonic: dict | None, w
             out[f"platonic_{modality}"] = correlation(platonic["platonic"][modality], alpha, seeds)
             if modality == "language" and suite != "offline":
                 out["platonic_language"]["runs"] = None  # public checkpoints: independent models (issue 47)
+            elif modality == "language":
+                out["platonic_language"].update(run_level_fields(platonic["platonic"][modality].get("run_level")))
     return out
