@@ -150,7 +150,8 @@ def test_tables_and_generated_blocks(tmp_path):
     led = L.build({"lte": {"metrics": lte}}, "offline", 0.05)
     text = L.table(led)
     assert "| `lte.samples_to_match` | thesis section 4.3.5 | reproduced (one seed: provisional) |" in text
-    assert "| 1.2 |  |  |  |  |  |  | training run | 1 |" in text  # value; no interval, p, n, SESOI, MDE, rule set; one run
+    # value; no interval, p, n, SESOI, MDE; the LTE budgets' POST-HOC record marks the rule; one run
+    assert "| 1.2 |  |  |  |  |  | **post hoc** | training run | 1 |" in text
     doc = "a\n<!-- generated:claims -->\nold\n<!-- /generated:claims -->\nb\n"
     assert L.replace_block(doc, "claims", "new") == "a\n<!-- generated:claims -->\nnew\n<!-- /generated:claims -->\nb\n"
     with pytest.raises(UsageError, match="generated:claims"):

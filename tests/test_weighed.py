@@ -201,7 +201,9 @@ def test_join_pools_replicates_and_keeps_their_own_verdicts(tmp_path):
     assert row["p"] == pytest.approx(2 * 0.0055366, abs=1e-6) and row["replicates"] == 3 and row["provisional"] is None
     assert row["sesoi"] == 0.3 and row["mde"] == pytest.approx(mde_correlation([6, 6, 6], alpha=0.05))
     assert [e["verdict_registered"] for e in row["per_seed"]] == ["not reproduced"] * 3
-    assert row["post_hoc"].startswith("POST-HOC (recorded 2026-11-27, issue 47)")
+    # both rules set after a look: the registered one's record (issue 35) and issue 47's decision
+    assert row["post_hoc"].startswith("POST-HOC (recorded 2026-11-26, issue 35")
+    assert "POST-HOC (recorded 2026-11-27, issue 47)" in row["post_hoc"]
     assert L.reweigh(L.join(runs[0], runs[1:]))["claims"][0] == row  # reweighing a new ledger changes nothing
 
 
@@ -389,3 +391,21 @@ def test_fig04_offline_reads_its_run_level_test(tmp_path):
     assert row["p"] == pytest.approx(0.0278) and row["recorded"]["runs"] == 6
     paper = L.build({"downstream": {"metrics": path}}, "paper", 0.05)["claims"][0]
     assert "run-level" not in paper["method"] and paper["recorded"]["runs"] is None  # public models: independent
+
+
+def test_validity_gates_are_not_counted_among_the_claims():
+    import json
+
+    from prh.studies import ledger as L
+
+    gate = {"id": "convergence.fig03_world_gate", "study": "convergence", "unit": "training run",
+            "verdict": "not reproduced", "seeds": 6, "provisional": None, "value": 0.0, "interval": None, "p": None,
+            "n": 6, "note": None, "source": "s", "statistic": "fraction", "rule": "r"}
+    claim = {**gate, "id": "convergence.fig02_competence", "verdict": "inconclusive", "n": 14, "value": 0.5}
+    out = L.reweigh({"suite": "offline", "alpha": 0.05, "claims": [gate, claim], "counts": {}})
+    assert [r["validity_gate"] for r in out["claims"]] == [True, False]
+    assert out["counts"]["not reproduced"] == 0  # the gate's label is not a claim's
+    text = L.table(out)
+    assert "Validity gates, not counted: `convergence.fig03_world_gate` not reproduced" in text.splitlines()[0]
+    assert "| `convergence.fig03_world_gate` |" not in text
+    json.dumps(out)

@@ -66,6 +66,10 @@ class ClaimSpec:
     # issue 47: the weighed decision (prh.claims.check_decision): kind, SESOI with its reason, when it was set;
     # None keeps the registered rule alone
     decision: dict | None = None
+    # a POST-HOC record of params.yaml behind the registered rule (date, what changed, what had been seen)
+    post_hoc: str | None = None
+    # a validity gate (issue 47): the ledger lists it in its own section and does not count it among the claims
+    validity_gate: bool = False
 
 
 @dataclass(frozen=True)

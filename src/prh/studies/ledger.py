@@ -129,12 +129,26 @@ def build(files: dict[str, dict[str, str | Path]], suite: str, alpha: float, see
                                **({"effects": got["effects"]} if got.get("effects") is not None else {}),
                                "gate": got.get("gate", True),
                                **{k: got[k] for k in ("runs", "run_p_greater", "run_p_less", "run_r") if k in got}}
-            rows.append(weighed(row, spec.decision, alpha))
-    counts = {label: sum(r["verdict"] == label for r in rows) for label in LABELS}
+            rows.append(_with_post_hoc(weighed(row, spec.decision, alpha), spec))
+    counts = _counts(rows)
     return {"suite": suite, "alpha": alpha, "seed": seed, "claims": rows, "counts": counts, "missing": missing}
 
 
 WEIGHED_FIELDS = ("verdict_registered", "sesoi", "sesoi_reason", "mde", "method", "replicates", "post_hoc")
+
+
+def _counts(rows: list[dict]) -> dict:
+    """Verdicts per label over the claims; validity gates (issue 47) are not claims and are not counted."""
+    return {label: sum(r["verdict"] == label for r in rows if not r.get("validity_gate")) for label in LABELS}
+
+
+def _with_post_hoc(row: dict, spec) -> dict:
+    """``row`` whose ``post_hoc`` says every rule behind it that was set after results had been seen: its registered
+    rule's record (the manifest's ``post_hoc``, from params.yaml's POST-HOC comments) and issue 47's decision, if
+    the row was weighed under it; None where neither was."""
+    parts = [None if spec is None else spec.post_hoc, row.get("post_hoc")]  # weighed() sets the latter afresh
+    return {**row, "post_hoc": "; ".join(dict.fromkeys(p for p in parts if p)) or None,
+            "validity_gate": bool(spec is not None and spec.validity_gate)}
 
 
 def weighed(row: dict, decision: dict | None, alpha: float, entries: list[dict] | None = None) -> dict:
@@ -232,9 +246,9 @@ def join(ledger: dict, replicates: list[dict]) -> dict:
                  **replication(label, runs), "effect": None, "per_seed": entries,
                  "note": "; ".join(filter(None, [joined, row.get("note") and f"seed {seeds[0]}: {row['note']}"]))}
         first.pop("recorded", None)
-        rows.append(weighed(first, None if spec is None else spec.decision, ledger["alpha"],
-                            [{"gate": True, **e["recorded"]} for e in entries]))
-    counts = {label: sum(r["verdict"] == label for r in rows) for label in LABELS}
+        rows.append(_with_post_hoc(weighed(first, None if spec is None else spec.decision, ledger["alpha"],
+                                           [{"gate": True, **e["recorded"]} for e in entries]), spec))
+    counts = _counts(rows)
     missing = {f"seed{r['seed']}": r["missing"] for r in replicates if r.get("missing")}
     return {**ledger, "claims": rows, "counts": counts, "replicate_seeds": seeds, "replicates_missing": missing}
 
@@ -255,7 +269,7 @@ def reweigh(ledger: dict) -> dict:
             fixed = {} if spec is None else {"unit": spec.unit, "rule": spec.rule}
             if spec is not None and spec.unit.startswith("numerical check"):  # a tolerance check counts no runs
                 fixed.update(n=None, seeds=None, provisional=None)
-            rows.append(weighed({**row, **fixed, "verdict": registered}, decision, ledger["alpha"]))
+            rows.append(_with_post_hoc(weighed({**row, **fixed, "verdict": registered}, decision, ledger["alpha"]), spec))
             continue
         runs_are_units = row["unit"].startswith("training run")
         entries = []
@@ -268,8 +282,9 @@ def reweigh(ledger: dict) -> dict:
         stated = [e["seeds"] for e in entries if e["verdict_registered"] != "not testable" and e["seeds"] is not None]
         base = {**row, "verdict": registered, "per_seed": entries,
                 **replication(registered, sum(stated) if stated else row.get("seeds"))}
-        rows.append(weighed(base, decision, ledger["alpha"], [{"gate": True, **e["recorded"]} for e in entries]))
-    counts = {label: sum(r["verdict"] == label for r in rows) for label in LABELS}
+        rows.append(_with_post_hoc(weighed(base, decision, ledger["alpha"], [{"gate": True, **e["recorded"]} for e in entries]),
+                                   spec))
+    counts = _counts(rows)
     return {**ledger, "claims": rows, "counts": counts}
 
 
@@ -304,7 +319,12 @@ def table(ledger: dict | None = None) -> str:
              "| claim | source | verdict | registered | statistic | value | interval | p | n | SESOI | MDE | rule set "
              "| unit | runs |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for r in ledger["claims"]:
+    gates = [r for r in ledger["claims"] if r.get("validity_gate")]
+    if gates:  # not claims (issue 47): said beside the counts, not counted, not in the claims' table
+        lines[0] += " Validity gates, not counted: " + "; ".join(
+            f"`{r['id']}` {r['verdict']} ({r['statistic']}: {_fmt(r['value'])}, n {_fmt(r['n'])}; {r['note'] or ''})"
+            .replace(" ()", "").replace("; )", ")") for r in gates) + "."
+    for r in [r for r in ledger["claims"] if not r.get("validity_gate")]:
         verdict = r["verdict"] + (f" ({r['provisional']})" if r["provisional"] else "")
         interval = "" if r["interval"] is None else f"[{_fmt(r['interval'][0])}, {_fmt(r['interval'][1])}]"
         per_seed = r.get("per_seed")
