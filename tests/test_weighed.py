@@ -409,3 +409,16 @@ def test_validity_gates_are_not_counted_among_the_claims():
     assert "Validity gates, not counted: `convergence.fig03_world_gate` not reproduced" in text.splitlines()[0]
     assert "| `convergence.fig03_world_gate` |" not in text
     json.dumps(out)
+
+
+def test_phase_c1_shows_its_medians_and_t1_chaotic_is_c2c():
+    from prh.studies.phase.manifest import results
+
+    claims = {"C1_alignment_gap": {"statistic": 0.2, "p_value": 0.001, "verdict": "not reproduced",
+                                   "median_cross": 0.041, "median_within_vision": 0.95, "median_within_language": 0.62},
+              "C2c_every_vision_family_below_chaotic": {"statistic": 0.65, "verdict": "not reproduced"},
+              "T1_every_family_chaotic": {"statistic": 0.65, "verdict": "not reproduced"}}
+    out = results("offline", 0.05, metrics={"claims": claims, "n_cross_pairs": 98, "n_models": 21})
+    assert "median retrieval cross 0.041 (rule: < cross_max)" in out["C1"]["note"]
+    assert "language 0.62 (rule: > within_min)" in out["C1"]["note"]
+    assert "T1_chaotic" not in out and out["C2c"]["value"] == 0.65

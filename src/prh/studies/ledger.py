@@ -259,10 +259,13 @@ def reweigh(ledger: dict) -> dict:
     or the row's own numbers; no result is read again. The registered verdict stays as ``verdict_registered`` (a
     ledger from before issue 47: its ``verdict``). A claim whose unit is the training run counts each replicate's
     runs (its ``n``) as its independent runs, not its seed labels."""
-    rows = []
+    rows, dropped = [], []
     for row in ledger["claims"]:
         spec = {c.key: c for c in declared(row["study"]).claims}.get(row["id"].split(".", 1)[1])
-        decision = None if spec is None else spec.decision
+        if spec is None:  # no longer a claim of its study (e.g. phase.T1_chaotic, C2c's number counted twice)
+            dropped.append(row["id"])
+            continue
+        decision = spec.decision
         registered = row.get("verdict_registered") or row["verdict"]
         per = row.get("per_seed")
         if not per:  # a one-run row: its claim's unit and rule as its manifest now states them
@@ -285,7 +288,10 @@ def reweigh(ledger: dict) -> dict:
         rows.append(_with_post_hoc(weighed(base, decision, ledger["alpha"], [{"gate": True, **e["recorded"]} for e in entries]),
                                    spec))
     counts = _counts(rows)
-    return {**ledger, "claims": rows, "counts": counts}
+    out = {**ledger, "claims": rows, "counts": counts}
+    if dropped or ledger.get("dropped"):
+        out["dropped"] = sorted(set(ledger.get("dropped") or []) | set(dropped))  # rows of claims no longer declared
+    return out
 
 
 def _fmt(x) -> str:
