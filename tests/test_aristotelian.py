@@ -75,3 +75,17 @@ def test_the_scores_agree_on_what_chance_is():
                              layer_states("mutual_knn", _feats(60, 2, 6, 4), **kw), permutations=39, seed=0)
     assert alone["aristotelian"]["calibrated"] == 0.0 or alone["aristotelian"]["p"] < 0.05
     assert pair_scores  # the engine the scores come from
+
+
+def test_sample_size_cells_carry_the_authors_score():
+    """Issue 47: every k-NN cell of the N sweep reports the Aristotelian calibrated score over its own permutations,
+    beside this project's ``calibrated`` (raw - null mean), which the pre-registered claims still read."""
+    from prh.metrics.sample_size import cell
+
+    shared = np.random.default_rng(0).normal(size=(80, 4))
+    a = np.hstack([shared, np.random.default_rng(1).normal(size=(80, 4))])
+    b = np.hstack([shared, np.random.default_rng(2).normal(size=(80, 4))])
+    out = cell("mutual_knn", a, b, k=5, quantile=1.0, permutations=19, seed=0)
+    assert out["calibrated"] == pytest.approx(out["raw"] - out["null_mean"])
+    assert 0 < out["aristotelian"] <= 1 and out["aristotelian_tau"] < out["raw"]
+    assert out["aristotelian"] == pytest.approx((out["raw"] - out["aristotelian_tau"]) / (1 - out["aristotelian_tau"]))
