@@ -14,6 +14,10 @@ adds what the number of independent runs allows: a "reproduced" that rests on fe
 ``MIN_SEEDS`` runs is marked "one seed: provisional" (``provisional`` in the ledger).
 :func:`replicated_verdict` joins one claim's verdicts from independent replicates of a whole study
 (the master seeds of ``claims.replicates``): the replication rule, fixed before the replicate run.
+
+Issue 47 (``DECISION_RULE``): :func:`weigh` judges a claim from its replicates pooled into one test whose unit is the
+run, against the claim's smallest effect of interest (its manifest's ``decision``), with its power (MDE at 80 %);
+the registered rules above stay, and the ledger reports their verdict beside it.
 """
 
 from __future__ import annotations
@@ -24,7 +28,11 @@ import math
 import numpy as np
 
 __all__ = ["LABELS", "MIN_SEEDS", "PROVISIONAL", "verdict", "interval_verdict", "correlation_verdict", "correlation_row",
-           "seeds_verdict", "replication", "replicated_verdict"]
+           "seeds_verdict", "replication", "replicated_verdict",
+           # issue 47: verdicts that weigh the evidence
+           "DECISION_RULE", "KINDS", "POWER", "weighed_verdict", "weigh", "check_decision", "spearman_null",
+           "spearman_min_p", "pooled_spearman", "random_effects", "fisher_z_meta", "mde_correlation", "mde_difference",
+           "run_level_fields", "fisher_combined"]
 
 LABELS = ("reproduced", "not reproduced", "inconclusive", "not testable")
 MIN_SEEDS = 3  # "reproduced" needs at least this many agreeing independent runs
