@@ -57,7 +57,9 @@ def test_interval_kind_is_checked():
     (0.5, 0.05, 10, "not reproduced"),  # p must be below alpha
     (-0.5, 0.01, 10, "not reproduced"),
     (0.0, 0.01, 10, "not reproduced"),
-    (0.9, 0.001, 3, "not testable"),  # fewer units than min_n = 4
+    (0.9, 0.001, 3, "not testable"),  # the exact null's smallest two-sided p at n = 3: 2/6
+    (1.0, 0.0, 4, "not testable"),  # n = 4: 2/24 = 0.083, whatever a t-approximated p says (issue 47)
+    (1.0, 0.0, 5, "reproduced"),  # n = 5: 2/120 = 0.017 can pass
     (0.9, 0.001, None, "reproduced"),  # n not recorded: not checked
     (math.nan, 0.01, 10, "not testable"),
     (None, None, 10, "not testable"),
@@ -148,7 +150,8 @@ def test_tables_and_generated_blocks(tmp_path):
     led = L.build({"lte": {"metrics": lte}}, "offline", 0.05)
     text = L.table(led)
     assert "| `lte.samples_to_match` | thesis section 4.3.5 | reproduced (one seed: provisional) |" in text
-    assert "| 1.2 |  |  |  | training run | 1 |" in text  # value, no interval, no p, no n; one run
+    # value; no interval, p, n, SESOI, MDE; the LTE budgets' POST-HOC record marks the rule; one run
+    assert "| 1.2 |  |  |  |  |  | **post hoc** | training run | 1 |" in text
     doc = "a\n<!-- generated:claims -->\nold\n<!-- /generated:claims -->\nb\n"
     assert L.replace_block(doc, "claims", "new") == "a\n<!-- generated:claims -->\nnew\n<!-- /generated:claims -->\nb\n"
     with pytest.raises(UsageError, match="generated:claims"):

@@ -115,7 +115,7 @@ def test_amended_test_uses_the_gain_over_the_untrained_model():
     res = amended_language_vision(cross=table(outcome), competence=competence(np.arange(10)), runs=_runs(6),
                                   vision_models=["v_sup", "v_ssl"], predictors=["reducible_fraction", "mc_accuracy"],
                                   permutations=2000, seed=0)
-    assert res["unit"] == "run" and res["n"] == 6 and res["seeds"] == 2
+    assert res["unit"] == "run" and res["n"] == 6 and res["seeds"] == 6  # runs, not their 2 seed labels (issue 47)
     gains = [p["gain"] for p in res["points"]]
     assert gains == pytest.approx([-0.09, -0.08, -0.07, -0.06, -0.05, -0.04])  # every run below its untrained model
     assert res["gain_positive_runs"] == 0
@@ -136,7 +136,13 @@ def test_amended_test_verdicts_across_the_boundaries():
     assert res["spearman_r"] == pytest.approx(-1.0) and res["verdict"] == "not reproduced"
     three = amended_language_vision(cross=table(np.linspace(0, 0.1, 10)), competence=competence(np.arange(10)),
                                     runs=_runs(3), **kw)
-    assert three["verdict"] == "not testable"  # 3 runs: the rule needs 4
+    assert three["verdict"] == "not testable"  # 3 runs: Holm's p cannot reach alpha
+    four = amended_language_vision(cross=table(np.linspace(0, 0.1, 10)), competence=competence(np.arange(10)),
+                                   runs=_runs(4), **kw)
+    assert four["spearman_r"] == pytest.approx(1.0) and four["verdict"] == "not testable"  # best Holm p 2/24 = 0.083
+    five = amended_language_vision(cross=table(np.linspace(0, 0.1, 10)), competence=competence(np.arange(10)),
+                                   runs=_runs(5), **{**kw, "permutations": 10000})
+    assert five["verdict"] == "reproduced"  # 2/120 = 0.017 < 0.05
     flat = amended_language_vision(cross=table(np.linspace(0, 0.1, 10)), competence=competence(np.ones(10)),
                                    runs=_runs(6), **kw)
     assert flat["predictors"]["reducible_fraction"]["spearman_r"] is None and flat["verdict"] == "not testable"
@@ -158,3 +164,20 @@ def test_run_level_reads_checkpoints_as_clusters_of_their_run():
     assert missing["p_permutation"] is None and "differ in size" in missing["reason"]
     stray = run_level({"primary": "acc", "points": [*points, {"language": "other_30", "outcome": 0.0, "acc": 1.0}]}, runs)
     assert stray["p_permutation"] is None and "no <run>_<steps> checkpoint" in stray["reason"]
+
+
+def test_the_amended_verdict_reads_holm_not_the_raw_p():
+    """Issue 47: an audit removed Holm from the amended test and no test failed. At 7 runs the primary's one-sided
+    p lies between alpha / 2 and alpha here, so without Holm it would pass; with it (x2) it does not."""
+    from prh.studies.convergence.preregistered import amended_language_vision
+
+    # gains of the final checkpoints ranked 0, 1, 2, 4, 6, 5, 3 by competence 0..6: sum d^2 = 14, r = 0.75, exact
+    # one-sided p = 0.0331 (spearman_null(7))
+    outcome = [0.00, 0.01, 0.02, 0.04, 0.06, 0.05, 0.03, 0, 0, 0.0]
+    res = amended_language_vision(cross=table(outcome), competence=competence(np.arange(10)), runs=_runs(7),
+                                  vision_models=["v_sup", "v_ssl"], predictors=["reducible_fraction", "mc_accuracy"],
+                                  permutations=20000, seed=0)
+    assert res["spearman_r"] == pytest.approx(0.75)
+    assert res["p_permutation"] == pytest.approx(0.0331, abs=0.004)
+    assert res["p_holm"] == pytest.approx(2 * res["p_permutation"]) and res["p_holm"] >= 0.05  # both equal: Holm doubles
+    assert res["verdict"] == "not reproduced"

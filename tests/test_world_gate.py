@@ -162,7 +162,7 @@ def test_the_ledger_reads_the_gate(tmp_path):
             "settings": {"pass_fraction": 0.75, "min_discordant": 5},
             "models": {f"m{i}": {"seed": i % 2, "passed": i < 4} for i in range(6)}}
     row = results("offline", 0.05, metrics=metrics, platonic=None, world_gate=gate)["fig03_world_gate"]
-    assert row["verdict"] == "not reproduced" and row["n"] == 6 and row["seeds"] == 2
+    assert row["verdict"] == "not reproduced" and row["n"] == 6 and row["seeds"] == 6  # runs, not seed labels (issue 47)
     assert "6 of 6 runs judged" in row["note"]
     assert row["value"] == pytest.approx(4 / 6)
     row = results("offline", 0.05, metrics=metrics, platonic=None, world_gate={**gate, "kept": [], "passed": None})
@@ -185,3 +185,37 @@ def test_the_ledger_reads_the_gate(tmp_path):
     row = results("offline", 0.05, metrics=metrics, platonic=None,
                   world_gate={**judged, "n_judged": 0, "fraction_passed": None, "passed": None, "reason": "no model"})
     assert row["fig03_world_gate"]["verdict"] == "not testable"
+
+
+@pytest.mark.parametrize("wrong, testable", [(5, True), (4, False)])
+def test_the_testable_threshold_is_min_discordant_exactly(wrong, testable):
+    """Issue 47: an audit multiplied the gate's testable threshold by 3 and no test failed. A baseline wrong on exactly
+    min_discordant(0.05) = 5 test items leaves an attribute a model can win on (p = 2^-5 < 0.05); on 4 it does not."""
+    from prh.evaluation.probes import split_indices
+
+    scenes = _scenes()
+    labels = task_labels(scenes, ["count", "largest_color"])
+    shown = labels["count"] % 5
+    test = split_indices(len(scenes), seed=0)["test"]
+    flipped = shown.copy()
+    seen = np.unique(shown)  # flip to another count the probe has seen in training
+    flipped[test[:wrong]] = seen[(np.searchsorted(seen, shown[test[:wrong]]) + 1) % seen.size]
+    base = _features(scenes, informative=False, seed=1)
+    base[:, 0, :5] += 8 * np.eye(5)[flipped]  # the baseline decodes a wrong count on those test items only
+    base[:, 0, 5:15] += 8 * np.eye(10)[labels["largest_color"] % 10]  # and solves largest colour: nothing to win there
+    feats = {"base": base}
+    runs = {}
+    for i in range(3):  # models that decode both attributes at every layer they are read at: right on every item
+        m = _features(scenes, informative=False, seed=10 + i)
+        m[:, 1:, :5] += 8 * np.eye(5)[shown][:, None, :]
+        m[:, 1:, 5:15] += 8 * np.eye(10)[labels["largest_color"] % 10][:, None, :]
+        feats[f"m{i}"] = m
+        runs[f"r{i}"] = {"final": f"m{i}", "untrained": "base", "seed": i}
+    out = world_gate(scenes=scenes, features=feats, runs=runs, gate=GATE, seed=0)
+    count = out["models"]["m0"]["tasks"]["count"]
+    assert count["baseline_wrong"] == wrong and count["testable"] is testable
+    if testable:
+        assert count["p"] == pytest.approx(0.5 ** 5) and count["passed"] is True
+        assert out["n_judged"] == 3 and out["passed"] is True  # 3 judged runs: the smallest gate that can be judged
+    else:
+        assert count["passed"] is None and out["n_judged"] == 0 and out["passed"] is None

@@ -14,14 +14,25 @@ adds what the number of independent runs allows: a "reproduced" that rests on fe
 ``MIN_SEEDS`` runs is marked "one seed: provisional" (``provisional`` in the ledger).
 :func:`replicated_verdict` joins one claim's verdicts from independent replicates of a whole study
 (the master seeds of ``claims.replicates``): the replication rule, fixed before the replicate run.
+
+Issue 47 (``DECISION_RULE``): :func:`weigh` judges a claim from its replicates pooled into one test whose unit is the
+run, against the claim's smallest effect of interest (its manifest's ``decision``), with its power (MDE at 80 %);
+the registered rules above stay, and the ledger reports their verdict beside it.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 
+import numpy as np
+
 __all__ = ["LABELS", "MIN_SEEDS", "PROVISIONAL", "verdict", "interval_verdict", "correlation_verdict", "correlation_row",
-           "seeds_verdict", "replication", "replicated_verdict"]
+           "seeds_verdict", "replication", "replicated_verdict",
+           # issue 47: verdicts that weigh the evidence
+           "DECISION_RULE", "KINDS", "POWER", "weighed_verdict", "weigh", "check_decision", "spearman_null",
+           "spearman_min_p", "pooled_spearman", "random_effects", "fisher_z_meta", "mde_correlation", "mde_difference",
+           "run_level_fields", "fisher_combined"]
 
 LABELS = ("reproduced", "not reproduced", "inconclusive", "not testable")
 MIN_SEEDS = 3  # "reproduced" needs at least this many agreeing independent runs
@@ -55,11 +66,14 @@ def interval_verdict(kind: str, lo: float | None, hi: float | None, margin: floa
     return verdict(inside, conclusive=inside or outside)
 
 
-def correlation_verdict(r: float | None, p: float | None, n: int | None, *, alpha: float, min_n: int = 4) -> str:
-    """A "rises with" claim: reproduced when r > 0 with p < alpha; not testable with fewer than
-    ``min_n`` units (``n`` None: not recorded, not checked) or an undefined r or p (a constant variable)."""
+def correlation_verdict(r: float | None, p: float | None, n: int | None, *, alpha: float) -> str:
+    """A "rises with" claim: reproduced when r > 0 with p < alpha; not testable where the test cannot reach alpha
+    at n untied units (issue 47: the exact null's smallest two-sided p, ``spearman_min_p``, is not below alpha:
+    n <= 4 at 0.05, where a t-approximated p of r = 1 would read 0; ``n`` None: not recorded, not checked) or r
+    or p is undefined (a constant variable)."""
     defined = r is not None and p is not None and math.isfinite(r) and math.isfinite(p)
-    return verdict(bool(defined and r > 0 and p < alpha), testable=defined and (n is None or n >= min_n))
+    reachable = n is None or (n >= 2 and spearman_min_p([n]) < alpha)
+    return verdict(bool(defined and r > 0 and p < alpha), testable=defined and reachable)
 
 
 def seeds_verdict(effects, passed: bool | None, *, margin: float = 0.0) -> str:
@@ -121,3 +135,416 @@ def replicated_verdict(labels, effects=None) -> str:
     signs = {math.copysign(1.0, e) for _, e in tested if e is not None and math.isfinite(e) and e != 0}
     agree = len({x for x, _ in tested}) == 1 and tested[0][0] != "inconclusive" and len(signs) <= 1
     return verdict(tested[0][0] == "reproduced", conclusive=agree)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Issue 47: verdicts that weigh the evidence. The rule (DECISION_RULE), written before it was recomputed:
+#
+#   reproduced      the pooled two-sided test has p < alpha and its effect points the claimed way;
+#   not reproduced  the pooled (1 - alpha) interval lies wholly below the claim's SESOI (an effect as large as the
+#                   smallest one of interest is excluded; a significant effect the wrong way reads "not reproduced"
+#                   only through this, so "not reproduced" is never said while the interval holds the SESOI);
+#   inconclusive    everything else, a failed validity gate included;
+#   not testable    the test cannot pass at this n: its smallest achievable p under the exact null is >= alpha.
+#
+# "reproduced" is read first: a significant effect whose interval also lies below the SESOI (possible only at large
+# n) is reproduced, and its note says the effect is smaller than the SESOI.
+
+DECISION_RULE = ("reproduced: pooled two-sided p < alpha, effect in the claimed direction; not reproduced: the pooled "
+                 "(1 - alpha) interval lies wholly below the SESOI; not testable: the smallest p the exact null allows "
+                 "at this n is not below alpha; otherwise inconclusive (a failed validity gate included)")
+POWER = 0.8
+EXACT_MAX_N = 8  # Spearman's null is enumerated (n! orderings) up to this n, drawn above it
+
+
+def _z(q: float) -> float:
+    from scipy.stats import norm
+
+    return float(norm.ppf(q))
+
+
+def weighed_verdict(*, effect: float | None, p: float | None, interval, sesoi: float, alpha: float,
+                    min_p: float | None = None, gate: bool | None = True) -> str:
+    """The issue-47 decision rule (``DECISION_RULE``) on a pooled result.
+
+    ``effect``: the pooled estimate signed so that positive is the claimed direction; ``p``: the pooled two-sided p;
+    ``interval``: its (1 - alpha) interval on the same signed scale (None: none computable); ``sesoi`` > 0: the
+    smallest effect of interest on that scale; ``min_p``: the smallest two-sided p the exact null allows at this n
+    (None: not bounded, e.g. a continuous approximation); ``gate``: a validity gate (False: not passed ->
+    inconclusive; None: the gate could not be judged -> inconclusive)."""
+    if not (isinstance(sesoi, (int, float)) and math.isfinite(sesoi) and sesoi > 0):
+        raise ValueError(f"sesoi must be a positive number on the claim's scale, got {sesoi!r}")
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must lie in (0, 1), got {alpha!r}")
+    if min_p is not None and min_p >= alpha:  # p < alpha is out of reach
+        return verdict(None)
+    finite = effect is not None and p is not None and math.isfinite(effect) and math.isfinite(p)
+    if not finite:
+        return verdict(None)
+    if gate is not True:
+        return verdict(True, conclusive=False)
+    if p < alpha and effect > 0:
+        return verdict(True)
+    hi = None if interval is None or interval[1] is None else float(interval[1])
+    excluded = hi is not None and math.isfinite(hi) and hi < sesoi
+    return verdict(False, conclusive=excluded)
+
+
+def spearman_null(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The exact null of Spearman's r at ``n`` untied units: (values, probabilities) over all n! orderings
+    (3 <= n <= ``EXACT_MAX_N``)."""
+    if not 3 <= n <= EXACT_MAX_N:
+        raise ValueError(f"the exact Spearman null is enumerated for 3 <= n <= {EXACT_MAX_N}, got n={n}")
+    r, p = _spearman_null(int(n))
+    return r.copy(), p.copy()
+
+
+@functools.cache
+def _spearman_null(n: int) -> tuple[np.ndarray, np.ndarray]:
+    import itertools
+
+    perms = np.array(list(itertools.permutations(range(n))))
+    d2 = ((perms - np.arange(n)) ** 2).sum(axis=1)
+    values, counts = np.unique(d2, return_counts=True)
+    r = 1 - 6 * values / (n * (n * n - 1))
+    order = np.argsort(r)
+    return r[order], counts[order] / counts.sum()
+
+
+def _convolve(dists):
+    """The distribution of a sum of independent discrete variables, each (values, probabilities)."""
+    values, probs = np.array([0.0]), np.array([1.0])
+    for v, p in dists:
+        s = np.round((values[:, None] + v[None, :]).ravel(), 10)
+        q = (probs[:, None] * p[None, :]).ravel()
+        values, inv = np.unique(s, return_inverse=True)
+        probs = np.bincount(inv, weights=q)
+    return values, probs
+
+
+def spearman_min_p(ns, tests: int = 1, *, sides: int = 2) -> float:
+    """The smallest p a (pooled) Spearman test can reach over replicates of ``ns`` untied units each, Holm over
+    ``tests`` co-primary tests (its first step: ``tests`` x p): tests x sides x prod(1 / n_i!), capped at 1
+    (``sides`` 1: a one-sided test). One replicate of 4 runs, two predictors, one-sided: 2 / 24 = 0.083, so the
+    amended Fig 3 test can never fire at 0.05 on 4 runs; on 5 it can (2 / 120 = 0.017)."""
+    ns = [int(n) for n in ns]
+    if not ns or min(ns) < 2:
+        raise ValueError(f"every replicate needs n >= 2 units, got {ns}")
+    if sides not in (1, 2):
+        raise ValueError(f"sides must be 1 or 2, got {sides}")
+    return float(min(1.0, tests * sides / math.prod(math.factorial(n) for n in ns)))
+
+
+def pooled_spearman(rs, ns, *, permutations: int = 100_000, seed: int = 0) -> dict:
+    """One test of a "rises with" claim over independent replicates: the statistic is the sum of the replicates'
+    Spearman r (each signed in the claimed direction), its null the replicates' own permutation nulls, each
+    permuting that replicate's units only (stratified by replicate), summed. Exact (convolution of the n!
+    orderings) where every n <= ``EXACT_MAX_N``; otherwise ``permutations`` seeded draws, p = (1 + #) / (1 + P).
+    Assumes untied ranks (the ledger records r and n, not the data).
+
+    Returns ``statistic`` (sum of r), ``mean_r``, ``p_greater``, ``p_less``, ``p`` (two-sided: twice the smaller,
+    capped at 1), ``min_p`` (``spearman_min_p``), ``null`` ("exact" or "permutation (P draws)")."""
+    from prh.stats import TIE_TOL
+
+    rs, ns = [float(r) for r in rs], [int(n) for n in ns]
+    if not rs or len(rs) != len(ns):
+        raise ValueError(f"one r per replicate and one n per replicate, got {len(rs)} and {len(ns)}")
+    if any(not math.isfinite(r) or abs(r) > 1 + 1e-9 for r in rs) or min(ns) < 3:
+        raise ValueError(f"r must be finite in [-1, 1] and every n >= 3, got r={rs}, n={ns}")
+    s = sum(rs)
+    if max(ns) <= EXACT_MAX_N:
+        values, probs = _convolve([spearman_null(n) for n in ns])
+        ge = float(probs[values >= s - 1e-9].sum())
+        le = float(probs[values <= s + 1e-9].sum())
+        null = "exact"
+    else:
+        rng = np.random.default_rng(seed)
+        total = np.zeros(permutations)
+        for n in ns:
+            if n <= EXACT_MAX_N:
+                v, p = spearman_null(n)
+                total += rng.choice(v, size=permutations, p=p)
+                continue
+            ranks = np.arange(n, dtype=float) - (n - 1) / 2
+            scale = ranks @ ranks
+            for start in range(0, permutations, 2000):
+                m = min(2000, permutations - start)
+                total[start:start + m] += rng.permuted(np.broadcast_to(ranks, (m, n)), axis=1) @ ranks / scale
+        ge = (1 + int(np.sum(total >= s - TIE_TOL))) / (1 + permutations)
+        le = (1 + int(np.sum(total <= s + TIE_TOL))) / (1 + permutations)
+        null = f"permutation ({permutations} draws)"
+    return {"statistic": s, "mean_r": s / len(rs), "p_greater": ge, "p_less": le, "p": min(1.0, 2 * min(ge, le)),
+            "min_p": spearman_min_p(ns), "null": null}
+
+
+def random_effects(effects, ses, *, level: float = 0.95) -> dict:
+    """A random-effects meta-analysis of one effect per independent replicate: DerSimonian-Laird tau^2, and the
+    Hartung-Knapp-Sidik-Jonkman interval and p (t with k - 1 df; its variance never below DerSimonian-Laird's),
+    which keeps run-to-run variation in the interval at k = 3. One replicate: its own normal interval.
+
+    Returns ``estimate``, ``se``, ``interval``, ``p`` (two-sided), ``tau2``, ``k``, ``method``."""
+    from scipy.stats import t as student
+
+    y, se = np.asarray(effects, dtype=float), np.asarray(ses, dtype=float)
+    if y.ndim != 1 or y.size == 0 or y.shape != se.shape:
+        raise ValueError(f"one effect and one standard error per replicate, got {y.shape} and {se.shape}")
+    if not (np.all(np.isfinite(y)) and np.all(np.isfinite(se)) and np.all(se > 0)):
+        raise ValueError(f"effects must be finite and standard errors finite and > 0, got {y.tolist()}, {se.tolist()}")
+    if not 0 < level < 1:
+        raise ValueError(f"level must lie in (0, 1), got {level}")
+    k = y.size
+    w = 1 / se**2
+    fixed = float(w @ y / w.sum())
+    if k == 1:
+        half = _z(0.5 + level / 2) * float(se[0])
+        from scipy.stats import norm
+
+        p = float(2 * norm.sf(abs(fixed) / se[0]))
+        return {"estimate": fixed, "se": float(se[0]), "interval": [fixed - half, fixed + half], "p": p, "tau2": 0.0,
+                "k": 1, "method": "one replicate: normal interval"}
+    q = float(w @ (y - fixed) ** 2)
+    tau2 = max(0.0, (q - (k - 1)) / (w.sum() - (w**2).sum() / w.sum()))
+    ws = 1 / (se**2 + tau2)
+    mu = float(ws @ y / ws.sum())
+    var_dl = 1 / ws.sum()
+    var_hk = float(ws @ (y - mu) ** 2 / ((k - 1) * ws.sum()))
+    se_mu = math.sqrt(max(var_dl, var_hk))
+    crit = float(student.ppf(0.5 + level / 2, k - 1))
+    p = float(2 * student.sf(abs(mu) / se_mu, k - 1))
+    return {"estimate": mu, "se": se_mu, "interval": [mu - crit * se_mu, mu + crit * se_mu], "p": p, "tau2": tau2,
+            "k": k, "method": "random effects (DerSimonian-Laird tau^2, Hartung-Knapp t interval)"}
+
+
+SPEARMAN_Z_VAR = 1.06  # var(atanh r_s) ~ 1.06 / (n - 3) (Fieller, Hartley & Pearson 1957)
+
+
+def fisher_z_meta(rs, ns, *, level: float = 0.95) -> dict:
+    """``random_effects`` on Fisher's z of Spearman r (var 1.06 / (n - 3)), back on the r scale: ``estimate`` and
+    ``interval`` are r. A replicate with n <= 3 has no z variance and is left out (None if none is left)."""
+    keep = [(float(r), int(n)) for r, n in zip(rs, ns) if n is not None and n > 3]
+    if not keep:
+        return None
+    z = [math.atanh(max(-0.999999, min(0.999999, r))) for r, _ in keep]
+    se = [math.sqrt(SPEARMAN_Z_VAR / (n - 3)) for _, n in keep]
+    out = random_effects(z, se, level=level)
+    return {**out, "estimate": math.tanh(out["estimate"]), "interval": [math.tanh(v) for v in out["interval"]],
+            "method": out["method"] + " on Fisher z, var 1.06/(n-3)"}
+
+
+def mde_correlation(ns, *, alpha: float, power: float = POWER, tests: int = 1) -> float | None:
+    """The smallest correlation a pooled test over replicates of ``ns`` units detects with probability ``power`` at
+    two-sided ``alpha`` (Holm over ``tests``: alpha / tests at its first step). Fisher-z approximation (var
+    1.06 / (n - 3) per replicate, fixed effect): tanh((z_{1-alpha/(2 tests)} + z_power) / sqrt(sum (n_i - 3) / 1.06)).
+    None when no replicate has n > 3."""
+    info = sum((n - 3) / SPEARMAN_Z_VAR for n in ns if n is not None and n > 3)
+    if info <= 0:
+        return None
+    return float(math.tanh((_z(1 - alpha / (2 * tests)) + _z(power)) / math.sqrt(info)))
+
+
+def mde_difference(ses, *, alpha: float, power: float = POWER) -> float | None:
+    """The smallest mean difference a pooled test over replicates with standard errors ``ses`` detects with
+    probability ``power`` at two-sided ``alpha``: (z_{1-alpha/2} + z_power) x the fixed-effect pooled se (normal
+    approximation; run-to-run variation would raise it)."""
+    se = np.asarray([s for s in ses if s is not None and math.isfinite(s) and s > 0], dtype=float)
+    if se.size == 0:
+        return None
+    return float((_z(1 - alpha / 2) + _z(power)) / math.sqrt(float((1 / se**2).sum())))
+
+
+KINDS = ("correlation", "beats", "matches", "sign_flip", "descriptive")
+
+
+def check_decision(decision: dict, where: str = "claim") -> dict:
+    """A claim's issue-47 decision block (its manifest's ``decision``), checked: ``kind`` (one of ``KINDS``),
+    ``sesoi`` (> 0, on the scale of the claim's effect: r for a correlation, the difference for beats/matches),
+    ``reason`` (why that size), ``set`` (when, and what had been seen), optional ``direction`` (1 rises, -1 falls),
+    ``tests`` (the Holm family), ``interval_level`` (the level of the replicates' own intervals, beats/matches),
+    ``runs`` (the independent runs inside one replicate when its recorded p counts units clustered in them)."""
+    if not isinstance(decision, dict):
+        raise ValueError(f"{where}: decision must be a mapping, got {decision!r}")
+    known = {"kind", "sesoi", "reason", "set", "direction", "tests", "interval_level", "runs"}
+    extra = sorted(set(decision) - known)
+    if extra:
+        raise ValueError(f"{where}: decision has unknown keys {extra}; known: {sorted(known)}")
+    kind = decision.get("kind")
+    if kind not in KINDS:
+        raise ValueError(f"{where}: decision kind {kind!r} is not one of {KINDS}")
+    if kind not in ("descriptive", "sign_flip"):  # a sign-flip test of per-run effects needs no SESOI
+        s = decision.get("sesoi")
+        if isinstance(s, bool) or not isinstance(s, (int, float)) or not math.isfinite(s) or s <= 0:
+            raise ValueError(f"{where}: decision sesoi must be a number > 0, got {s!r}")
+    for key in ("reason", "set"):
+        if not isinstance(decision.get(key), str) or not decision[key].strip():
+            raise ValueError(f"{where}: decision needs a non-empty {key!r}")
+    if decision.get("direction", 1) not in (1, -1):
+        raise ValueError(f"{where}: decision direction must be 1 or -1, got {decision['direction']!r}")
+    tests = decision.get("tests", 1)
+    if isinstance(tests, bool) or not isinstance(tests, int) or tests < 1:
+        raise ValueError(f"{where}: decision tests must be an integer >= 1, got {tests!r}")
+    runs = decision.get("runs")
+    if runs is not None and (isinstance(runs, bool) or not isinstance(runs, int) or runs < 2):
+        raise ValueError(f"{where}: decision runs must be an integer >= 2, got {runs!r}")
+    return decision
+
+
+def _finite(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def weigh(decision: dict, entries, *, alpha: float) -> dict:
+    """The issue-47 verdict of one claim from its independent replicates (``entries``: each replicate's ledger
+    entry, ``value``, ``p``, ``n``, ``interval``, optional ``gate``; one entry for a study run once), under its
+    ``decision`` (``check_decision``).
+
+    correlation: the pooled test is ``pooled_spearman`` on each replicate's r x direction at its n (its p x
+    ``tests``: Holm's first step bounds the family's adjusted p); the interval ``fisher_z_meta``; the MDE
+    ``mde_correlation``; testable when ``spearman_min_p`` x tests < alpha. With ``runs`` set, the recorded
+    r and p count units clustered in that many runs: no test with the run as unit is recorded, so the verdict is
+    inconclusive (or not testable when even ``runs`` untied units per replicate could not reach alpha) and the MDE
+    is that of ``runs`` units. A replicate whose gate failed makes the verdict inconclusive.
+    beats / matches: ``random_effects`` on the replicates' mean differences, each se from its own interval
+    (width / (2 z), at ``interval_level``), judged by ``interval_verdict`` at the SESOI (the equivalence margin);
+    MDE ``mde_difference``. descriptive: not testable (no test whose unit is independent is made).
+
+    Returns ``verdict``, ``value`` (pooled, signed as recorded), ``interval``, ``p``, ``n`` (units per replicate),
+    ``replicates`` (those that tested it), ``sesoi``, ``mde``, ``method`` and ``note``."""
+    check_decision(decision)
+    kind, sesoi, tests = decision["kind"], decision.get("sesoi"), decision.get("tests", 1)
+    sign = decision.get("direction", 1)
+    entries = list(entries)
+    base = {"sesoi": sesoi, "mde": None, "value": None, "interval": None, "p": None, "n": None, "replicates": 0}
+    if kind == "descriptive":
+        values = [float(e["value"]) for e in entries if _finite(e.get("value"))]
+        return {**base, "verdict": verdict(None), "method": "descriptive",
+                "value": float(np.mean(values)) if values else None, "n": [e.get("n") for e in entries],
+                "note": "descriptive: its units share models, so no test with independent units is made"}
+    if kind == "sign_flip":
+        return _weigh_sign_flip(entries, alpha=alpha, base=base)
+    if kind == "correlation":
+        used = [e for e in entries if _finite(e.get("value")) and _finite(e.get("n")) and e["n"] >= 3]
+        if not used:
+            return {**base, "verdict": verdict(None), "method": "pooled Spearman", "note": "no replicate states r and n"}
+        ns = [int(e["n"]) for e in used]
+        gate = all(e.get("gate", True) is True for e in used)
+        # a replicate's results may say how many runs its units sit in (None: independent units, e.g. the paper
+        # suite's public checkpoints); otherwise the decision's offline count
+        runs = next((e["runs"] for e in used if "runs" in e), decision.get("runs"))
+        level = 1 - alpha
+        if runs is not None and all(_finite(e.get("run_p_greater")) and _finite(e.get("run_p_less")) for e in used):
+            # each replicate's run-level (cluster) permutation p, combined by Fisher's method, two-sided
+            k = len(used)
+            greater = fisher_combined([e["run_p_greater"] for e in used])
+            less = fisher_combined([e["run_p_less"] for e in used])
+            p = min(1.0, tests * 2 * min(greater, less))
+            from scipy.stats import chi2
+
+            best = min(1.0, tests * 2 * float(chi2.sf(2 * k * math.lgamma(runs + 1), 2 * k)))  # every p at 1/runs!
+            # the direction is the side whose combined p is smaller (sign-only: no interval is computed here)
+            direction = sign * (1.0 if greater < less else -1.0)
+            label = weighed_verdict(effect=direction, p=p, interval=None, sesoi=sesoi, alpha=alpha, min_p=best,
+                                    gate=gate)
+            return {**base, "verdict": label, "value": float(np.mean([e["value"] for e in used])), "p": p, "n": ns,
+                    "replicates": k, "mde": mde_correlation([runs] * k, alpha=alpha, tests=tests),
+                    "method": f"run-level permutation ({runs} runs as clusters) per replicate, Fisher-combined; "
+                              "no interval (the ledger cannot say not reproduced)",
+                    "note": f"run-level one-sided p per replicate: "
+                            + " / ".join(f"{e['run_p_greater']:.3g}" for e in used)}
+        if runs is not None:
+            k = len(used)
+            min_p = spearman_min_p([runs] * k, tests)
+            mde = mde_correlation([runs] * k, alpha=alpha, tests=tests)
+            label = verdict(None) if min_p >= alpha else verdict(True, conclusive=False)
+            return {**base, "verdict": label, "value": float(np.mean([e["value"] for e in used])), "n": ns,
+                    "replicates": k, "mde": mde, "method": f"no run-level test recorded ({runs} runs per replicate)",
+                    "note": f"the recorded p counts {ns[0]} units clustered in {runs} runs as independent; "
+                            "no test whose unit is the run is recorded"}
+        effects = [sign * float(e["value"]) for e in used]
+        pooled = pooled_spearman(effects, ns)
+        p = min(1.0, tests * pooled["p"])
+        meta = fisher_z_meta(effects, ns, level=level)
+        interval = None if meta is None else meta["interval"]
+        label = weighed_verdict(effect=pooled["mean_r"], p=p, interval=interval, sesoi=sesoi, alpha=alpha,
+                                min_p=min(1.0, tests * pooled["min_p"]), gate=gate)
+        value = sign * (meta["estimate"] if meta is not None else pooled["mean_r"])
+        shown = None if interval is None else sorted(sign * v for v in interval)
+        notes = [f"pooled sum of r {pooled['statistic']:.3g} over {len(used)} replicate(s), {pooled['null']} null"
+                 + (f", x{tests} (Holm)" if tests > 1 else "")]
+        if not gate:
+            notes.append("validity gate not passed")
+        if label == "reproduced" and interval is not None and interval[1] < sesoi:
+            notes.append("significant, but the whole interval lies below the SESOI")
+        return {**base, "verdict": label, "value": value, "interval": shown, "p": p, "n": ns, "replicates": len(used),
+                "mde": mde_correlation(ns, alpha=alpha, tests=tests),
+                "method": "stratified permutation on the summed r; interval: "
+                          + ("none (n <= 3)" if meta is None else meta["method"]),
+                "note": "; ".join(notes)}
+    # beats / matches: differences with their own intervals
+    level_in = decision.get("interval_level", 0.95)
+    used = [e for e in entries if _finite(e.get("value")) and e.get("interval") is not None
+            and all(_finite(v) for v in e["interval"]) and e["interval"][1] > e["interval"][0]]
+    if not used:
+        return {**base, "verdict": verdict(None), "method": "random effects", "note": "no replicate states an interval"}
+    zq = _z(0.5 + level_in / 2)
+    effects = [float(e["value"]) for e in used]
+    ses = [(e["interval"][1] - e["interval"][0]) / (2 * zq) for e in used]
+    meta = random_effects(effects, ses, level=1 - alpha)
+    lo, hi = meta["interval"]
+    return {**base, "verdict": interval_verdict(kind, lo, hi, sesoi), "value": meta["estimate"], "interval": [lo, hi],
+            "p": meta["p"], "n": [e.get("n") for e in used], "replicates": len(used),
+            "mde": mde_difference(ses, alpha=alpha),
+            "method": meta["method"] + f"; each replicate's se from its {level_in:g} interval (normal approximation)",
+            "note": None}
+
+
+def _weigh_sign_flip(entries, *, alpha: float, base: dict) -> dict:
+    """``weigh`` of a claim with one signed effect per independent run (``effects`` of each entry, runs of every
+    replicate together): the exact two-sided sign-flip test (``prh.stats.sign_flip``). reproduced: p < alpha with
+    a positive mean; not reproduced: p < alpha with a negative mean (significant the wrong way; no SESOI is
+    declared, so nothing else reads "not reproduced"); not testable: 2 x 2^-n >= alpha (5 runs cannot, 6 can);
+    else inconclusive. An entry without per-run effects (a ledger from before issue 47): ``verdict`` None, the
+    registered verdict stands. MDE: normal approximation, (z_{1-alpha/2} + z_0.8) x sd / sqrt(n), in the effect's
+    units."""
+    from prh.stats import sign_flip
+
+    effects = [float(x) for e in entries for x in (e.get("effects") or [])]
+    if not any(e.get("effects") for e in entries):
+        return {**base, "verdict": None, "method": "sign-flip test of per-run effects",
+                "note": "the records hold no per-run effects: the registered verdict stands until the next run"}
+    runs = len(effects)
+    if any(not math.isfinite(x) for x in effects):
+        return {**base, "verdict": verdict(None), "n": runs, "method": "sign-flip test of per-run effects",
+                "note": "a run's effect is undefined (it never reached the point compared)"}
+    res = sign_flip(effects)
+    p = min(1.0, 2 * min(res["p"], res["p_less"]))
+    sd = float(np.std(effects, ddof=1)) if runs > 1 else None
+    mde = None if not sd else float((_z(1 - alpha / 2) + _z(POWER)) * sd / math.sqrt(runs))
+    if 2 * res["min_p"] >= alpha:
+        label = verdict(None)
+    elif p < alpha:
+        label = verdict(res["mean"] > 0, conclusive=res["mean"] != 0)
+    else:
+        label = verdict(True, conclusive=False)
+    return {**base, "verdict": label, "value": res["mean"], "p": p, "n": runs, "replicates": len(entries), "mde": mde,
+            "method": f"exact two-sided sign-flip over {runs} runs (2^{runs} patterns); MDE: normal approximation",
+            "note": f"{sum(x > 0 for x in effects)} of {runs} runs in the claimed direction"}
+
+
+def run_level_fields(run_level: dict | None) -> dict:
+    """A ledger entry's fields from a run-level test (``prh.stats.checkpoint_run_level``): ``runs`` and the one-sided
+    ``run_p_greater`` / ``run_p_less``, which ``weigh`` pools over replicates; nothing where none was computed."""
+    if not run_level or run_level.get("p_greater") is None:
+        return {}
+    return {"runs": run_level["runs"], "run_p_greater": run_level["p_greater"], "run_p_less": run_level["p_less"],
+            "run_r": run_level.get("spearman_r")}
+
+
+def fisher_combined(pvalues) -> float:
+    """Fisher's combination of independent one-sided p-values: P(chi^2_{2k} >= -2 sum ln p) (conservative for the
+    discrete p of a permutation test)."""
+    from scipy.stats import chi2
+
+    p = np.asarray(pvalues, dtype=float)
+    if p.size == 0 or not np.all((p > 0) & (p <= 1)):
+        raise ValueError(f"p-values must lie in (0, 1], got {p.tolist()}")
+    return float(chi2.sf(-2 * np.log(p).sum(), 2 * p.size))

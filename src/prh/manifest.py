@@ -63,6 +63,13 @@ class ClaimSpec:
     statistic: str
     unit: str
     rule: str
+    # issue 47: the weighed decision (prh.claims.check_decision): kind, SESOI with its reason, when it was set;
+    # None keeps the registered rule alone
+    decision: dict | None = None
+    # a POST-HOC record of params.yaml behind the registered rule (date, what changed, what had been seen)
+    post_hoc: str | None = None
+    # a validity gate (issue 47): the ledger lists it in its own section and does not count it among the claims
+    validity_gate: bool = False
 
 
 @dataclass(frozen=True)
@@ -89,6 +96,14 @@ class Study:
         return [f"{self.name}.{c.key}" for c in self.claims]
 
 
+def _claim(study: str, doc: dict) -> ClaimSpec:
+    from prh.claims import check_decision
+
+    if doc.get("decision") is not None:
+        check_decision(doc["decision"], f"{study}.{doc.get('key')}")
+    return ClaimSpec(**doc)
+
+
 def load_study(path) -> Study:
     """A study's ``manifest.yaml``: figure inputs and verdict inputs are file names under its results
     folder, captions are relative to its report folder, ``draw`` names a function of ``prh.plots.<name>``."""
@@ -105,6 +120,6 @@ def load_study(path) -> Study:
         for f in doc.get("figures") or ())
     return Study(name=name, title=doc["title"], source=doc["source"], outputs=tuple(doc["outputs"]),
                  figures=figures, commands=tuple(doc["commands"]),
-                 claims=tuple(ClaimSpec(**c) for c in doc.get("claims") or ()),
+                 claims=tuple(_claim(name, c) for c in doc.get("claims") or ()),
                  suites=tuple(doc.get("suites", ("offline", "paper"))),
                  verdict_inputs=dict(doc.get("verdict_inputs") or {}))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.stats import rankdata, spearmanr
 
-__all__ = ["depth_trend", "spearman_permutation", "cluster_permutation", "holm"]
+__all__ = ["depth_trend", "spearman_permutation", "cluster_permutation", "checkpoint_run_level", "holm", "sign_flip"]
 
 ALTERNATIVES = ("greater", "less", "two-sided")
 # permuted r within this of the observed r counts as ">=": the identity permutation (and any that
@@ -126,6 +126,40 @@ def cluster_permutation(x, y, clusters, *, alternative: str = "greater") -> dict
             "permutations": total, "alternative": alternative}
 
 
+def checkpoint_run_level(names, x, y) -> dict:
+    """Spearman r over checkpoints named ``<run>_<steps>`` with p-values from permuting whole runs (issue 47: Fig 4 and
+    the platonic language reference counted every checkpoint as an independent model): step-0 checkpoints are left
+    out (the untrained model of a family belongs to no run's training), the rest must form at least 2 runs holding
+    the same steps; ``cluster_permutation`` both ways. Returns ``spearman_r`` (over the points kept), ``p_greater``,
+    ``p_less``, ``runs``, ``n``; or ``p_greater`` None with a ``reason``."""
+    import re
+
+    names, x, y = list(names), np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if not (len(names) == x.size == y.size):
+        raise ValueError(f"names, x and y must pair up, got {len(names)}, {x.size} and {y.size}")
+    parsed = [re.fullmatch(r"(.+)_(\d+)", str(n)) for n in names]
+    bad = [n for n, m in zip(names, parsed) if m is None]
+    if bad:
+        return {"p_greater": None, "p_less": None, "reason": f"{bad[:3]} are no <run>_<steps> checkpoints"}
+    keep = sorted((m.group(1), int(m.group(2)), i) for i, m in enumerate(parsed) if int(m.group(2)) > 0)
+    steps = {}
+    for run, step, _ in keep:
+        steps.setdefault(run, []).append(step)
+    if len(steps) < 2 or len({tuple(v) for v in steps.values()}) != 1 or len(next(iter(steps.values()))) < 2:
+        return {"p_greater": None, "p_less": None, "reason": f"the checkpoints form no equal runs: {steps}"}
+    if len(steps) > 8:
+        return {"p_greater": None, "p_less": None, "reason": f"{len(steps)} runs: the exact block permutation takes 2 to 8"}
+    idx = [i for *_, i in keep]
+    clusters = [run for run, *_ in keep]
+    try:
+        up = cluster_permutation(x[idx], y[idx], clusters, alternative="greater")
+        down = cluster_permutation(x[idx], y[idx], clusters, alternative="less")
+    except ValueError as err:  # e.g. a constant variable
+        return {"p_greater": None, "p_less": None, "reason": str(err)}
+    return {"spearman_r": up["spearman_r"], "p_greater": up["p_permutation"], "p_less": down["p_permutation"],
+            "runs": len(steps), "n": len(idx), "permutations": up["permutations"]}
+
+
 def holm(pvalues) -> list[float]:
     """Holm-Bonferroni adjusted p-values, in the input order.
 
@@ -142,3 +176,25 @@ def holm(pvalues) -> list[float]:
     out = np.empty(m)
     out[order] = adjusted
     return out.tolist()
+
+
+def sign_flip(effects, *, max_exact: int = 20) -> dict:
+    """The exact one-sided sign-flip test of independent per-run effects (positive = the claimed direction): under
+    the null each run's effect is symmetric about 0, so all 2^n sign patterns are equally likely, and
+    p = #{mean of the flipped effects >= the observed mean} / 2^n (the identity among them), ``p_less`` the
+    other way. Its smallest p is 2^-n: 4 runs cannot reach 0.05 (``min_p`` 0.0625), 5 can (0.031).
+
+    Returns ``mean``, ``p`` (greater), ``p_less``, ``n``, ``min_p``."""
+    import itertools
+
+    e = np.asarray(effects, dtype=float).ravel()
+    if e.size == 0 or not np.all(np.isfinite(e)):
+        raise ValueError(f"sign_flip needs one finite effect per run, got {e.tolist()}")
+    if e.size > max_exact:
+        raise ValueError(f"{e.size} runs: the exact sign-flip enumerates 2^n patterns, n <= {max_exact}")
+    signs = np.array(list(itertools.product((1.0, -1.0), repeat=e.size)))
+    means = signs @ e / e.size
+    m = float(e.mean())
+    total = signs.shape[0]
+    return {"mean": m, "p": int(np.sum(means >= m - TIE_TOL)) / total, "p_less": int(np.sum(means <= m + TIE_TOL)) / total,
+            "n": int(e.size), "min_p": 1 / total}

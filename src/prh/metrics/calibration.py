@@ -28,7 +28,7 @@ from tqdm import tqdm
 
 from prh.metrics.registry import cat_states, pair_scores, permute_state
 
-__all__ = ["best_pair", "permutation_null", "cell_seed"]
+__all__ = ["best_pair", "permutation_null", "aristotelian", "cell_seed"]
 
 # bytes of permuted B states scored in one batch (the permutations are vectorised in groups)
 NULL_CHUNK_BYTES = 256 << 20
@@ -62,6 +62,8 @@ def permutation_null(
     seed: int = 0,
     observed=None,
     progress: bool = False,
+    alpha: float = 0.05,
+    smax: float | None = 1.0,
 ) -> dict:
     """Permutation test of the best-layer-pair score of two models.
 
@@ -75,14 +77,16 @@ def permutation_null(
         Seeds the permutations: the same call gives the same numbers.
     observed : La × Lb array, optional
         The unpermuted score matrix, if already computed.
+    alpha, smax : the Aristotelian calibration's level and the metric's largest attainable score (``aristotelian``)
 
     Returns
     -------
     dict with ``permutations``, ``seed``, ``best_score``, ``best_pair``,
     ``null_max_mean``, ``null_max_std``, ``p_value`` (of the max over layer
-    pairs), ``corrected`` (best − null_max_mean), ``null_pair_mean`` (chance
-    level of the chosen layer pair alone) and ``p_value_pair`` (that pair's
-    permutation p-value, which ignores that the pair was chosen as the best).
+    pairs), ``corrected`` (best − null_max_mean: this project's "calibrated", named as what it is),
+    ``null_pair_mean`` (chance level of the chosen layer pair alone), ``p_value_pair`` (that pair's
+    permutation p-value, which ignores that the pair was chosen as the best) and ``aristotelian``
+    (:func:`aristotelian`: the calibrated score of Gröger, Wen & Brbić over the same permutations).
     """
     if permutations < 1:
         raise ValueError(f"permutations must be >= 1, got {permutations}")
@@ -120,4 +124,39 @@ def permutation_null(
         "corrected": float(best - np.nanmean(null_max)),
         "null_pair_mean": float(np.nanmean(null_pair)),
         "p_value_pair": float((1 + exceed_pair) / (1 + permutations)),
+        "aristotelian": aristotelian(best, null_max, alpha=alpha, smax=smax),
     }
+
+
+def aristotelian(observed: float, null, *, alpha: float = 0.05, smax: float | None = 1.0) -> dict:
+    """The calibrated score of the Aristotelian view (Gröger, Wen & Brbić; their package ``calibrated-similarity``,
+    ``calibrate_layers`` with ``agg="max"``, Algorithm 2) from an observed aggregate and its permutation null (one
+    permutation shared by every layer, as :func:`permutation_null` draws them)::
+
+        tau        = the ceil((1 − alpha)(K + 1))-th smallest of {observed} ∪ null (K = len(null))
+        p          = (1 + #{null ≥ observed}) / (K + 1)
+        calibrated = clip((observed − tau) / (smax − tau), 0, 1)   (smax None: max(observed − tau, 0))
+
+    Returns ``tau``, ``p``, ``calibrated``, ``alpha``, ``smax``; all None where the observed score is undefined.
+    tests/test_aristotelian.py feeds their package the same permutations and asserts the same numbers."""
+    import math
+
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must lie in (0, 1), got {alpha}")
+    if smax is not None and smax <= 0:
+        raise ValueError(f"smax must be positive, got {smax}")
+    null = np.asarray(null, dtype=np.float64).ravel()
+    if null.size == 0:
+        raise ValueError("the null needs at least one permutation")
+    if not np.isfinite(observed) or not np.all(np.isfinite(null)):
+        return {"tau": None, "p": None, "calibrated": None, "alpha": alpha, "smax": smax}
+    k = null.size
+    combined = np.sort(np.concatenate([[observed], null]))
+    idx = max(0, min(int(math.ceil((1.0 - alpha) * (k + 1))) - 1, k))
+    tau = float(combined[idx])
+    p = float((1 + np.sum(null >= observed)) / (k + 1))
+    if smax is None:
+        cal = max(float(observed) - tau, 0.0)
+    else:
+        cal = float(np.clip((observed - tau) / max(smax - tau, 1e-12), 0.0, 1.0))
+    return {"tau": tau, "p": p, "calibrated": cal, "alpha": alpha, "smax": smax}

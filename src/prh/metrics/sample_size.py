@@ -113,12 +113,19 @@ def cell(metric: str, a, b, *, k: int, quantile: float, permutations: int, seed:
         scores = pair_scores(metric, sa, sb).cpu().numpy()
         c = permutation_null(metric, sa, sb, permutations=permutations, seed=seed, observed=scores)
         out = {"raw": float(best_pair(scores)[0]), "null_mean": c["null_max_mean"], "null_std": c["null_max_std"],
-               "p": c["p_value"]}
+               "p": c["p_value"], **_aristotelian(c)}
     else:
         raise ValueError(f"metric {metric!r}: the sweep scores {[*KNN_SWEEP_METRICS, 'cka']}")
     chance = k / (n - 1) if metric == "mutual_knn" else None
     return {"metric": metric, "n": n, "k": k if metric != "cka" else None, **out,
             "calibrated": out["raw"] - out["null_mean"], "chance": chance}
+
+
+def _aristotelian(null: dict) -> dict:
+    """The Aristotelian calibrated score over the cell's own permutations (issue 47; ``permutation_null``), beside
+    ``calibrated`` (raw - null mean, this project's) which the pre-registered claims still read."""
+    a = null["aristotelian"]
+    return {"aristotelian": a["calibrated"], "aristotelian_tau": a["tau"]}
 
 
 def _prepared(a, quantile: float) -> np.ndarray:
@@ -153,7 +160,8 @@ def kernel_cell(metric: str, a, kernel, *, k: int, quantile: float, permutations
                                normalize=False)
         raw = float(pair_scores(metric, state_a, state_k)[0, 0])
         c = permutation_null(metric, state_a, state_k, permutations=permutations, seed=seed)
-        out = {"raw": raw, "null_mean": c["null_max_mean"], "null_std": c["null_max_std"], "p": c["p_value"]}
+        out = {"raw": raw, "null_mean": c["null_max_mean"], "null_std": c["null_max_std"], "p": c["p_value"],
+               **_aristotelian(c)}
     elif metric == "cka":
         x = _prepared(a, quantile)
         kc = kernel - kernel.mean(0) - kernel.mean(1)[:, None] + kernel.mean()

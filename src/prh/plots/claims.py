@@ -9,8 +9,8 @@ from prh.io import atomic_path
 
 __all__ = ["COLUMNS", "write_ledger"]
 
-COLUMNS = ["id", "source", "statement", "verdict", "provisional", "statistic", "value", "interval", "p", "n", "unit",
-           "seeds", "rule", "note"]
+COLUMNS = ["id", "source", "statement", "verdict", "verdict_registered", "provisional", "statistic", "value", "interval",
+           "p", "n", "sesoi", "mde", "unit", "seeds", "rule", "post_hoc", "validity_gate", "note"]  # issue 47's fields
 
 
 def write_ledger(ledger: dict, out) -> list[Path]:

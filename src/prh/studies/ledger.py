@@ -24,12 +24,12 @@ from pathlib import Path
 
 import numpy as np
 
-from prh.claims import LABELS, replicated_verdict, replication
+from prh.claims import LABELS, MIN_SEEDS, PROVISIONAL, replicated_verdict, replication, weigh
 from prh.errors import UsageError
 from prh.manifest import Study, load_study
 
-__all__ = ["STUDIES", "manifest", "declared", "manifests", "study_files", "workflow_files", "build", "join", "table", "replace_block",
-           "main"]
+__all__ = ["STUDIES", "manifest", "declared", "manifests", "study_files", "workflow_files", "build", "join", "weighed",
+           "reweigh", "table", "replace_block", "main"]
 
 # PRH paper, then the seeds in their numbering, then Huh's thesis, then alignment against N (issue 38)
 STUDIES = ("convergence", "downstream", "color", "density", "metric_agreement", "phase", "bridge", "transfer",
@@ -118,15 +118,71 @@ def build(files: dict[str, dict[str, str | Path]], suite: str, alpha: float, see
             if got["verdict"] not in LABELS:
                 raise ValueError(f"{name}.{spec.key}: verdict {got['verdict']!r} is not one of {LABELS}")
             interval = got.get("interval")
-            rows.append({
+            row = {
                 "id": f"{name}.{spec.key}", "study": name, "source": spec.source, "statement": spec.statement,
                 "statistic": spec.statistic, "value": _number(got.get("value")),
                 "interval": None if interval is None or None in interval else [float(v) for v in interval],
                 "p": _number(got.get("p")), "n": got.get("n"), "unit": spec.unit, "rule": spec.rule,
                 "verdict": got["verdict"], **replication(got["verdict"], got.get("seeds")),
-                "effect": _number(got.get("effect")), "note": got.get("note")})
-    counts = {label: sum(r["verdict"] == label for r in rows) for label in LABELS}
+                "effect": _number(got.get("effect")), "note": got.get("note")}
+            row["recorded"] = {"value": row["value"], "interval": row["interval"], "p": row["p"], "n": row["n"],
+                               **({"effects": got["effects"]} if got.get("effects") is not None else {}),
+                               "gate": got.get("gate", True),
+                               **{k: got[k] for k in ("runs", "run_p_greater", "run_p_less", "run_r") if k in got}}
+            rows.append(_with_post_hoc(weighed(row, spec.decision, alpha), spec))
+    counts = _counts(rows)
     return {"suite": suite, "alpha": alpha, "seed": seed, "claims": rows, "counts": counts, "missing": missing}
+
+
+WEIGHED_FIELDS = ("verdict_registered", "sesoi", "sesoi_reason", "mde", "method", "replicates", "post_hoc")
+
+
+def _counts(rows: list[dict]) -> dict:
+    """Verdicts per label over the claims; validity gates (issue 47) are not claims and are not counted."""
+    return {label: sum(r["verdict"] == label for r in rows if not r.get("validity_gate")) for label in LABELS}
+
+
+def _with_post_hoc(row: dict, spec) -> dict:
+    """``row`` whose ``post_hoc`` says every rule behind it that was set after results had been seen: its registered
+    rule's record (the manifest's ``post_hoc``, from params.yaml's POST-HOC comments) and issue 47's decision, if
+    the row was weighed under it; None where neither was."""
+    parts = [None if spec is None else spec.post_hoc, row.get("post_hoc")]  # weighed() sets the latter afresh
+    return {**row, "post_hoc": "; ".join(dict.fromkeys(p for p in parts if p)) or None,
+            "validity_gate": bool(spec is not None and spec.validity_gate)}
+
+
+def weighed(row: dict, decision: dict | None, alpha: float, entries: list[dict] | None = None) -> dict:
+    """``row`` (its ``verdict`` the registered rule's) with issue 47's weighed verdict beside it: ``verdict`` becomes
+    ``prh.claims.weigh`` over ``entries`` (the replicates' entries; default: the row alone), ``verdict_registered``
+    keeps the registered one; ``value``, ``interval``, ``p`` and ``n`` become the pooled ones, ``sesoi`` (with its
+    reason), ``mde`` (80 % power), ``method``, ``replicates`` and ``post_hoc`` (when the decision was set) are added.
+    A claim with no decision keeps its registered verdict, and says so in ``method``."""
+    registered = row.get("verdict_registered", row["verdict"])
+    if decision is None:
+        return {**row, "verdict_registered": registered, "sesoi": None, "sesoi_reason": None, "mde": None,
+                "method": "registered rule (no SESOI declared)", "replicates": row.get("replicates"), "post_hoc": None}
+    recorded = row.get("recorded") or {k: row.get(k) for k in ("value", "interval", "p", "n")}
+    single = entries is None
+    entries = [recorded] if single else entries
+    got = weigh(decision, entries, alpha=alpha)
+    if got["verdict"] is None:  # the records lack what the decision reads: the registered verdict stands, said so
+        return {**row, "verdict_registered": registered, "sesoi": None, "sesoi_reason": None, "mde": None,
+                "method": f"registered rule ({got['note']})", "replicates": row.get("replicates"), "post_hoc": None}
+    registered_note = row["note_registered"] if "note_registered" in row else row.get("note")
+    note = "; ".join(filter(None, [got["note"], registered_note])) or None
+    label = got["verdict"]
+    n = got["n"]
+    out = {**row, "verdict": label, "verdict_registered": registered, "value": _number(got["value"]),
+           "interval": got["interval"], "p": _number(got["p"]), "n": n[0] if isinstance(n, list) and len(n) == 1 else n,
+           "sesoi": got["sesoi"], "sesoi_reason": decision.get("reason"), "mde": _number(got["mde"]),
+           "method": got["method"], "replicates": got["replicates"], "post_hoc": decision["set"], "note": note,
+           "note_registered": registered_note}
+    if not single:  # replicates: provisional counts the replicates that tested it
+        out["provisional"] = PROVISIONAL if label in ("reproduced", "not reproduced") and got["replicates"] < MIN_SEEDS \
+            else None
+    else:
+        out.update(replication(label, row.get("seeds")))
+    return out
 
 
 def _t_interval(values: list[float], ci: float = 0.95) -> list[float] | None:
@@ -169,29 +225,80 @@ def join(ledger: dict, replicates: list[dict]) -> dict:
             rows.append({**row, "note": "; ".join(filter(None, [row.get("note"), note])) or None})
             continue
         per = [row, *others]
-        entries = [{"seed": s, **{k: r.get(k) for k in ("verdict", "value", "interval", "p", "n", "seeds", "effect", "note")}}
-                   for s, r in zip(seeds, per)]
-        label = replicated_verdict([r["verdict"] for r in per], [r.get("effect") for r in per])
-        tested = [e for e in entries if e["verdict"] != "not testable"]
+        keys = ("verdict", "verdict_registered", "value", "interval", "p", "n", "seeds", "effect", "note", "recorded")
+        entries = [{"seed": s, **{k: r.get(k) for k in keys}} for s, r in zip(seeds, per)]
+        for e in entries:  # a ledger from before issue 47: its verdict is the registered one, its numbers the recorded
+            e["verdict_registered"] = e["verdict_registered"] or e["verdict"]
+            e["recorded"] = e["recorded"] or {k: e[k] for k in ("value", "interval", "p", "n")}
+        label = replicated_verdict([e["verdict_registered"] for e in entries], [r.get("effect") for r in per])
+        tested = [e for e in entries if e["verdict_registered"] != "not testable"]
         values = [e["value"] for e in tested if isinstance(e["value"], (int, float)) and math.isfinite(e["value"])]
         stated = [e["seeds"] for e in tested if e["seeds"] is not None]
         runs = sum(stated) if stated else None
-        joined = "replicated: " + ", ".join(f"seed {e['seed']} {e['verdict']}" for e in entries)
+        joined = "replicated: " + ", ".join(f"seed {e['seed']} {e['verdict_registered']}" for e in entries)
         # the replicated verdict's unit is the independent run (where runs stand behind it; fixed checkpoints: none),
         # the study's own unit what each run counts; a study whose unit is already the run keeps it
         unit = row["unit"] if runs is None or row["unit"].startswith("training run") \
             else f"independent run (within one: {row['unit']})"
-        rows.append({**row, "unit": unit, "value": float(np.mean(values)) if values else None, "interval": _t_interval(values),
-                     "p": None, "verdict": label, **replication(label, runs), "effect": None, "per_seed": entries,
-                     "note": "; ".join(filter(None, [joined, row.get("note") and f"seed {seeds[0]}: {row['note']}"]))})
-    counts = {label: sum(r["verdict"] == label for r in rows) for label in LABELS}
+        spec = {c.key: c for c in declared(row["study"]).claims}.get(row["id"].split(".", 1)[1])
+        first = {**row, "unit": unit, "value": float(np.mean(values)) if values else None,
+                 "interval": _t_interval(values), "p": None, "verdict": label, "verdict_registered": label,
+                 **replication(label, runs), "effect": None, "per_seed": entries,
+                 "note": "; ".join(filter(None, [joined, row.get("note") and f"seed {seeds[0]}: {row['note']}"]))}
+        first.pop("recorded", None)
+        rows.append(_with_post_hoc(weighed(first, None if spec is None else spec.decision, ledger["alpha"],
+                                           [{"gate": True, **e["recorded"]} for e in entries]), spec))
+    counts = _counts(rows)
     missing = {f"seed{r['seed']}": r["missing"] for r in replicates if r.get("missing")}
     return {**ledger, "claims": rows, "counts": counts, "replicate_seeds": seeds, "replicates_missing": missing}
+
+
+def reweigh(ledger: dict) -> dict:
+    """``ledger`` (a joined or one-run ledger, e.g. docs/claims.json) with every verdict recomputed under the claims'
+    current decisions (issue 47) from what it records: each replicate's entry (``per_seed``: value, interval, p, n)
+    or the row's own numbers; no result is read again. The registered verdict stays as ``verdict_registered`` (a
+    ledger from before issue 47: its ``verdict``). A claim whose unit is the training run counts each replicate's
+    runs (its ``n``) as its independent runs, not its seed labels."""
+    rows, dropped = [], []
+    for row in ledger["claims"]:
+        spec = {c.key: c for c in declared(row["study"]).claims}.get(row["id"].split(".", 1)[1])
+        if spec is None:  # no longer a claim of its study (e.g. phase.T1_chaotic, C2c's number counted twice)
+            dropped.append(row["id"])
+            continue
+        decision = spec.decision
+        registered = row.get("verdict_registered") or row["verdict"]
+        per = row.get("per_seed")
+        if not per:  # a one-run row: its claim's unit and rule as its manifest now states them
+            fixed = {} if spec is None else {"unit": spec.unit, "rule": spec.rule}
+            if spec is not None and spec.unit.startswith("numerical check"):  # a tolerance check counts no runs
+                fixed.update(n=None, seeds=None, provisional=None)
+            rows.append(_with_post_hoc(weighed({**row, **fixed, "verdict": registered}, decision, ledger["alpha"]), spec))
+            continue
+        runs_are_units = row["unit"].startswith("training run")
+        entries = []
+        for e in per:
+            e = {**e, "verdict_registered": e.get("verdict_registered") or e["verdict"],
+                 "recorded": e.get("recorded") or {k: e.get(k) for k in ("value", "interval", "p", "n")}}
+            if runs_are_units and isinstance(e["recorded"].get("n"), int):
+                e["seeds"] = e["recorded"]["n"]
+            entries.append(e)
+        stated = [e["seeds"] for e in entries if e["verdict_registered"] != "not testable" and e["seeds"] is not None]
+        base = {**row, "verdict": registered, "per_seed": entries,
+                **replication(registered, sum(stated) if stated else row.get("seeds"))}
+        rows.append(_with_post_hoc(weighed(base, decision, ledger["alpha"], [{"gate": True, **e["recorded"]} for e in entries]),
+                                   spec))
+    counts = _counts(rows)
+    out = {**ledger, "claims": rows, "counts": counts}
+    if dropped or ledger.get("dropped"):
+        out["dropped"] = sorted(set(ledger.get("dropped") or []) | set(dropped))  # rows of claims no longer declared
+    return out
 
 
 def _fmt(x) -> str:
     if x is None:
         return ""
+    if isinstance(x, list):
+        return " / ".join(_fmt(v) for v in x)
     if isinstance(x, bool):
         return str(x)
     if isinstance(x, int):
@@ -209,16 +316,32 @@ def table(ledger: dict | None = None) -> str:
         return "\n".join(lines)
     seeds = ledger.get("replicate_seeds")
     lines = [f"Suite `{ledger['suite']}`" + (f", master seeds {', '.join(map(str, seeds))}" if seeds else "") + ": "
-             + ", ".join(f"{v} {k}" for k, v in ledger["counts"].items()) + ".", "",
-             "| claim | source | verdict | statistic | value | interval | p | n | unit | runs |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for r in ledger["claims"]:
+             + ", ".join(f"{v} {k}" for k, v in ledger["counts"].items()) + ". "
+             "Verdicts weigh the evidence (issue 47, `prh.claims.DECISION_RULE`): value, interval and p are the "
+             "replicates' pooled ones; SESOI is the smallest effect of interest, MDE the smallest effect the test "
+             "detects with 80 % power (Fisher-z or normal approximation); *registered* is the verdict under the rule "
+             "first registered; a rule marked **post hoc** was set after results had been seen (`post_hoc` in the "
+             "ledger).", "",
+             "| claim | source | verdict | registered | statistic | value | interval | p | n | SESOI | MDE | rule set "
+             "| unit | runs |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    gates = [r for r in ledger["claims"] if r.get("validity_gate")]
+    if gates:  # not claims (issue 47): said beside the counts, not counted, not in the claims' table
+        lines[0] += " Validity gates, not counted: " + "; ".join(
+            f"`{r['id']}` {r['verdict']} ({r['statistic']}: {_fmt(r['value'])}, n {_fmt(r['n'])}; {r['note'] or ''})"
+            .replace(" ()", "").replace("; )", ")") for r in gates) + "."
+    for r in [r for r in ledger["claims"] if not r.get("validity_gate")]:
         verdict = r["verdict"] + (f" ({r['provisional']})" if r["provisional"] else "")
         interval = "" if r["interval"] is None else f"[{_fmt(r['interval'][0])}, {_fmt(r['interval'][1])}]"
         per_seed = r.get("per_seed")
-        runs = _fmt(r.get("seeds")) + (" (" + " / ".join(e["verdict"] for e in per_seed) + ")" if per_seed else "")
-        lines.append(f"| `{r['id']}` | {r['source']} | {verdict} | {r['statistic']} | {_fmt(r['value'])} | "
-                     f"{interval} | {_fmt(r['p'])} | {_fmt(r['n'])} | {r['unit']} | {runs} |")
+        runs = _fmt(r.get("seeds")) + (" (" + " / ".join(e.get("verdict_registered") or e["verdict"]
+                                                         for e in per_seed) + ")" if per_seed else "")
+        registered = r.get("verdict_registered") or r["verdict"]
+        post_hoc = r.get("post_hoc")
+        rule_set = "" if post_hoc is None else "**post hoc**" if "POST-HOC" in post_hoc else "registered"
+        lines.append(f"| `{r['id']}` | {r['source']} | {verdict} | {registered} | {r['statistic']} | {_fmt(r['value'])} | "
+                     f"{interval} | {_fmt(r['p'])} | {_fmt(r['n'])} | {_fmt(r.get('sesoi'))} | {_fmt(r.get('mde'))} | "
+                     f"{rule_set} | {r['unit']} | {runs} |")
     return "\n".join(lines)
 
 
@@ -253,16 +376,22 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--replicate", action="append", default=[], metavar="LEDGER",
                    help="a replicate's ledger to join (repeatable; results/replicates/seed<S>/claims.json)")
     p.add_argument("--ledger", help="or: an existing ledger JSON to render")
+    p.add_argument("--reweigh", action="store_true",
+                   help="with --ledger: recompute its verdicts under the claims' decisions from what it records (issue 47)")
     p.add_argument("--out", help="the ledger JSON to write (results/claims.json)")
     p.add_argument("--readme", help="a Markdown file whose '<!-- generated:claims -->' block gets the table")
     a = p.parse_args(argv)
     sources = [bool(a.file), bool(a.in_dir), bool(a.ledger)]
+    if a.reweigh and not a.ledger:
+        raise UsageError("--reweigh recomputes an existing ledger: give it --ledger")
     if a.readme and not any(sources):
         ledger = None  # the manifests' table
     elif sum(sources) != 1:
         raise UsageError("give one of --file (repeated), --in and --ledger")
     elif a.ledger:
         ledger = read_json(a.ledger)
+        if a.reweigh:
+            ledger = reweigh(ledger)
     elif a.suite is None or a.alpha is None:
         raise UsageError("building a ledger needs --suite and --alpha (params.yaml suite and claims.alpha)")
     else:

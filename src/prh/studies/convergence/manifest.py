@@ -7,7 +7,7 @@ here is ``results``: the ledger's reading of the study's results (prh.studies.le
 from __future__ import annotations
 
 from prh.claims import correlation_row as correlation
-from prh.claims import verdict
+from prh.claims import run_level_fields, verdict
 from prh.errors import UsageError
 
 __all__ = ["results"]
@@ -29,14 +29,15 @@ def results(suite: str, alpha: float, *, metrics: dict, platonic: dict | None, w
     pre = metrics.get("language_vision_preregistered")  # offline only: the zoo's LMs are its units
     if pre is not None:
         out["fig03_preregistered"] = {"value": pre.get("spearman_r"), "p": pre.get("p_holm"), "n": pre.get("n"),
-                                      "seeds": seeds, "verdict": pre["verdict"],
+                                      "seeds": seeds, "verdict": pre["verdict"], "gate": pre.get("gate_passed"),
                                       "note": "; ".join(filter(None, [
                                           None if pre.get("gate_passed") else "validity gate not passed",
                                           _run_level(pre.get("run_level"))])) or None}
     amended = metrics.get("language_vision_amended")
     if amended is not None:
+        # its unit is the run: every run is an independent draw (issue 47: not the count of seed labels)
         out["fig03_amended"] = {"value": amended.get("spearman_r"), "p": amended.get("p_holm"), "n": amended.get("n"),
-                                "seeds": amended.get("seeds") if suite == "offline" else None,
+                                "seeds": amended.get("n") if suite == "offline" else None,
                                 "verdict": amended["verdict"], "note": amended.get("reason")}
     if world_gate is not None:  # offline only: the zoo's runs
         gate = world_gate
@@ -44,7 +45,7 @@ def results(suite: str, alpha: float, *, metrics: dict, platonic: dict | None, w
             raise UsageError("world_gate.json predates the gate's `judge` rule (issue 36): rerun it with "
                              "`snakemake --forcerun world_gate`")
         judged = [m for m in gate["models"].values() if m["passed"] is not None]
-        runs_seeds = len({m["seed"] for m in judged}) or None  # the seeds of the runs it judged
+        runs_seeds = len(judged) or None  # the independent runs it judged (issue 47: runs, not seed labels)
         written = gate.get("fraction_passed_as_written")
         untestable = gate.get("untestable") or []
         out["fig03_world_gate"] = {
@@ -60,4 +61,8 @@ def results(suite: str, alpha: float, *, metrics: dict, platonic: dict | None, w
     for modality in ("vision", "language"):
         if modality in ((platonic or {}).get("platonic") or {}):
             out[f"platonic_{modality}"] = correlation(platonic["platonic"][modality], alpha, seeds)
+            if modality == "language" and suite != "offline":
+                out["platonic_language"]["runs"] = None  # public checkpoints: independent models (issue 47)
+            elif modality == "language":
+                out["platonic_language"].update(run_level_fields(platonic["platonic"][modality].get("run_level")))
     return out

@@ -189,8 +189,9 @@ def amended_language_vision(*, cross: dict, competence: dict[str, dict[str, floa
     "seed": its training seed}}. Outcome of run r: the calibrated alignment (as registered) of its final
     checkpoint minus that of the untrained model, y_r = c(final_r) - c(untrained_r); predictors: the
     registered ones at the final checkpoint; the same permutation test and Holm. The verdict has no
-    gate (params.yaml says why); with fewer than 4 runs it is not testable. ``seeds`` counts the distinct
-    training seeds, the ledger marks a verdict on fewer than 3 provisional."""
+    gate (params.yaml says why); it is not testable where Holm's p cannot reach alpha at this many runs under the
+    exact null (``prh.claims.spearman_min_p``: 4 runs cannot, 5 can). ``seeds`` counts the runs (independent
+    draws; issue 47: not their seed labels); the ledger marks a verdict on fewer than 3 provisional."""
     if len(runs) < 3:
         raise ValueError(f"the amended test needs at least 3 training runs with an untrained reference, got {len(runs)}")
     finals = [r["final"] for r in runs.values()]
@@ -205,9 +206,14 @@ def amended_language_vision(*, cross: dict, competence: dict[str, dict[str, floa
                         permutations=permutations, alternative=alternative, seed=seed)
     primary = tests[predictors[0]]
     r = primary["spearman_r"]
-    label = verdict(r is not None and r > 0 and primary["p_holm"] < alpha, testable=r is not None and len(runs) >= 4)
+    # testable where Holm's p can reach alpha at this many runs under the exact null (issue 47; was: >= 4 runs,
+    # where 4 runs could never pass: 2 x 1/24 = 0.083)
+    from prh.claims import spearman_min_p
+
+    reachable = spearman_min_p([len(runs)], len(predictors), sides=1 if alternative != "two-sided" else 2) < alpha
+    label = verdict(r is not None and r > 0 and primary["p_holm"] < alpha, testable=r is not None and reachable)
     return {
-        "unit": "run", "n": len(runs), "seeds": len({r.get("seed") for r in runs.values()}),
+        "unit": "run", "n": len(runs), "seeds": len(runs),  # every run is an independent draw (issue 47)
         "outcome": "calibrated alignment of the run's final checkpoint minus the untrained same-size model's",
         "points": [{"run": run, "final": r["final"], "untrained": r["untrained"], "gain": gain[run],
                     "final_outcome": calibrated[r["final"]], "untrained_outcome": calibrated[r["untrained"]],

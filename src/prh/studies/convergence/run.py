@@ -306,8 +306,12 @@ def platonic_scores(*, feature_paths: list[str], scenes: list[dict], topk: int =
 def _platonic_correlations(vision: dict, lang: dict, competence: dict[str, float], lm_score: dict) -> dict:
     """Spearman / Pearson of each model's world alignment against competence (vision) and 1 - bpb (language)."""
     scored = [m for m in lang if lm_score.get(m) is not None]
+    from prh.stats import checkpoint_run_level
+
+    x, y = [lm_score[m] for m in scored], [lang[m]["score"] for m in scored]
     return {"vision": correlations([competence[m] for m in vision], [vision[m]["score"] for m in vision]),
-            "language": correlations([lm_score[m] for m in scored], [lang[m]["score"] for m in scored])}
+            # issue 47: the language models are checkpoints of a few runs; the run-level test beside the pooled one
+            "language": {**correlations(x, y), "run_level": checkpoint_run_level(scored, x, y)}}
 
 
 def run_platonic(*, vision_features: list[str], vision_scenes: str, language_features: list[str],

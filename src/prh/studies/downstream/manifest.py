@@ -6,11 +6,16 @@ here is ``results``: the ledger's reading of the study's results (prh.studies.le
 
 from __future__ import annotations
 
-from prh.claims import correlation_row
+from prh.claims import correlation_row, run_level_fields
 
 __all__ = ["results"]
 
 
 def results(suite: str, alpha: float, *, metrics: dict) -> dict:
     task, stats = next(iter(metrics["tasks"].items()))
-    return {"fig04": {**correlation_row(stats, alpha, 1 if suite == "offline" else None), "note": f"task {task}"}}
+    row = {**correlation_row(stats, alpha, 1 if suite == "offline" else None), "note": f"task {task}"}
+    if suite != "offline":
+        row["runs"] = None  # public checkpoints: independent models, not checkpoints of a few runs (issue 47)
+    else:
+        row.update(run_level_fields(stats.get("run_level")))
+    return {"fig04": row}

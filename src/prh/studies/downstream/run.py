@@ -42,6 +42,7 @@ import numpy as np
 
 from prh.evaluation.harness import CSV_COLUMNS, PAPER_TASKS
 from prh.io import add_path_options, named_paths, read_alignment, read_json, write_json
+from prh.stats import checkpoint_run_level
 from prh.studies.convergence.run import correlations
 from prh.studies.downstream.mc_items import ITEM_KINDS, LEVEL, TASK, load_items
 
@@ -169,6 +170,7 @@ def read_published_scores(path: str | Path) -> dict[str, dict]:
     return rows
 
 
+
 def figure4(*, downstream: dict, cross_alignment: dict, strongest_vision: str, bpb: dict, n_params: dict) -> dict:
     """Per task: each LM's alignment to the strongest vision model against its score.
 
@@ -213,7 +215,8 @@ def figure4(*, downstream: dict, cross_alignment: dict, strongest_vision: str, b
         x, y = [p["alignment"] for p in pts], [p["score"] for p in pts]
         slope, icpt = np.polyfit(x, y, 1) if len(pts) >= 2 and np.ptp(x) > 0 else (float("nan"), float("nan"))
         out[task] = {"points": pts, "fit": {"slope": float(slope), "intercept": float(icpt)},
-                     "correlations": correlations(x, y),
+                     "correlations": {**correlations(x, y),  # issue 47: the run as unit where models are checkpoints
+                                      "run_level": checkpoint_run_level([p["model"] for p in pts], x, y)},
                      "missing": [lm for lm in x_names if not (lm in downstream and ok(downstream[lm].get(task)))]}
     return {"strongest_vision": strongest_vision, "tasks": out, "n_ranked": len(rank),
             "not_aligned": sorted(m for m in downstream if m not in align)}

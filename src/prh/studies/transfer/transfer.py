@@ -44,6 +44,61 @@ def _m(values) -> float:
     return float(np.nanmean(v)) if np.isfinite(v).any() else float("nan")
 
 
+def rising(v) -> bool:
+    """Strictly rising: every step up. A tie is not a rise (issue 47: an audit allowed ties and no test failed)."""
+    return bool(np.all(np.diff(np.asarray(v, dtype=np.float64)) > 0))
+
+
+def _per_run(values) -> np.ndarray:
+    """One number per run (a list of run values)."""
+    return np.asarray(values, dtype=np.float64).reshape(len(values), -1)[:, 0]
+
+
+def run_effects(*, shallow: dict, deep: dict, fig2: dict) -> dict:
+    """Issue 47: each ordering claim's effect in every run of its own part, signed so that positive means the
+    ordering holds in that run (what ``prh.stats.sign_flip`` tests, the run as unit): peaks' claims over its
+    ``runs`` runs, Fig 2's over ``fig2_runs``. Fig 7 on the digits records only means (no per-run effect) and
+    Proposition 1 is a numerical check (no runs): neither is here."""
+    al = shallow["alignment"]["auc"]
+    a = {rep: {t: _per_run(v) for t, v in tasks.items()}
+         for rep, tasks in {"input": al["trained"]["input"], "init": al["init"]["hidden1"],
+                            "trained": al["trained"]["hidden1"]}.items()}
+    tr = {t: {rep: {k: _per_run(v) for k, v in d["per_run"].items()} for rep, d in shallow["transfer"][t].items()}
+          for t in ("T1", "T2")}
+    layers = deep["layers"]
+    deep_s = np.stack([_per_run(deep["alignment"]["auc"]["trained"][l]["S"]) for l in layers[1:]], axis=1)
+    deep_t1 = np.stack([_per_run(deep["alignment"]["auc"]["trained"][l]["T1"]) for l in layers[1:]], axis=1)
+    pk = {s: np.stack([_per_run(deep["alignment"]["auc"][s][l]["S"]) for l in layers], axis=1)
+          for s in ("init", "trained")}
+    p2 = {k: _per_run(v["auc"]) for k, v in fig2["panels"].items()}
+
+    def up(m):  # the smallest step along the layers, per run: > 0 iff that run rises strictly
+        return np.diff(m, axis=1).min(axis=1)
+
+    t1, t2 = tr["T1"], tr["T2"]
+    out = {
+        "fig10_source_alignment_rises": a["trained"]["S"] - np.maximum(a["input"]["S"], a["init"]["S"]),
+        "fig10_related_alignment_rises": a["trained"]["T1"] - np.maximum(a["input"]["T1"], a["init"]["T1"]),
+        "fig10_unrelated_alignment_below_input": a["input"]["T2"] - a["trained"]["T2"],
+        "fig11_related_faster": np.minimum(t1["input"]["train_auc"], t1["init"]["train_auc"]) - t1["trained"]["train_auc"],
+        "fig11_related_smaller_weights": np.minimum(t1["input"]["weight_norm_at_50pct"], t1["init"]["weight_norm_at_50pct"])
+        - t1["trained"]["weight_norm_at_50pct"],
+        "fig11_related_better_test": np.minimum(t1["input"]["best_test_mse"], t1["init"]["best_test_mse"])
+        - t1["trained"]["best_test_mse"],
+        "fig11_unrelated_slower_than_input": t2["trained"]["train_auc"] - t2["input"]["train_auc"],
+        "fig11_unrelated_worse_test": t2["trained"]["best_test_mse"] - np.maximum(t2["input"]["best_test_mse"],
+                                                                                   t2["init"]["best_test_mse"]),
+        "fig12_source_alignment_rises_with_depth": up(deep_s),
+        "fig12_related_alignment_not_rising_with_depth": -up(deep_t1),
+        "fig2_input_aligned_with_true_not_shuffled": p2["input_true"] - p2["input_shuffled"],
+        "fig2_alignment_emerges_on_shuffled_labels": p2["trained_shuffled"] - np.maximum(p2["init_shuffled"],
+                                                                                         p2["input_shuffled"]),
+        "fig7_peaks_later_layers_better_after_training": up(pk["trained"]),
+        "fig7_peaks_order_reversed_at_init": up(pk["init"][:, ::-1]),
+    }
+    return {k: [float(x) for x in v] for k, v in out.items()}
+
+
 def claims(*, shallow: dict, deep: dict, fig2: dict, fig7: dict) -> dict:
     """The paper's claims as booleans, each with the numbers it was decided on."""
     a = {rep: {t: _m(v) for t, v in tasks.items()}
@@ -57,9 +112,6 @@ def claims(*, shallow: dict, deep: dict, fig2: dict, fig7: dict) -> dict:
     p2 = {k: _m(v["auc"]) for k, v in fig2["panels"].items()}
     f7 = {s: [fig7[s][l]["auc"]["mean"][0] for l in fig7["layers"]] for s in ("init", "trained")}
     pk7 = {s: [_m(deep["alignment"]["auc"][s][l]["S"]) for l in deep["layers"]] for s in ("init", "trained")}
-
-    def rising(v):
-        return bool(np.all(np.diff(v) > 0))
 
     def row(ok, **numbers):
         return {"reproduced": bool(ok), "verdict": verdict(bool(ok)), **numbers}
@@ -215,6 +267,8 @@ def transfer_claims(paths: dict) -> dict:
         "paper": PAPER, "config": {**deep["config"], **digits["config"]}, "seed": deep["seed"], "device": digits["device"],
         "figure": 7, "dataset": digits["dataset"], "classification": fig7, "peaks_regression": peaks7})
     verdicts = claims(shallow=shallow, deep=deep, fig2=fig2, fig7=fig7)
+    for key, effects in run_effects(shallow=shallow, deep=deep, fig2=fig2).items():
+        verdicts[key]["run_effects"] = effects  # issue 47: the run as unit (prh.stats.sign_flip in the ledger)
     metrics = {
         "claims_reproduced": sum(v["reproduced"] for v in verdicts.values()),
         "claims_total": len(verdicts),

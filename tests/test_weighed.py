@@ -1,0 +1,424 @@
+"""Issue 47: verdicts that weigh the evidence (prh.claims.weigh and its parts), every boundary of the rule."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from prh.claims import (check_decision, fisher_z_meta, mde_correlation, mde_difference, pooled_spearman,
+                        random_effects, spearman_min_p, spearman_null, weigh, weighed_verdict)
+
+DEC = {"kind": "correlation", "sesoi": 0.3, "reason": "test", "set": "2026-11-27"}
+
+
+def test_the_exact_null_of_spearman_r():
+    r, p = spearman_null(4)
+    assert p.sum() == pytest.approx(1.0) and r[-1] == 1.0 and p[-1] == pytest.approx(1 / 24)
+    assert float(r @ p) == pytest.approx(0.0, abs=1e-12)  # symmetric about 0
+    assert float((r**2) @ p) == pytest.approx(1 / 3)  # var r_s = 1 / (n - 1)
+    with pytest.raises(ValueError, match="3 <= n <= 8"):
+        spearman_null(9)
+
+
+def test_pooled_sum_of_r_matches_the_audit():
+    """density.fig09: r = 0.60 / 0.71 / 0.60 at n = 6 levels; the audit's exact sum-of-r test gave p = 0.0055."""
+    out = pooled_spearman([0.6, 5 / 7, 0.6], [6, 6, 6])
+    assert out["null"] == "exact" and out["statistic"] == pytest.approx(1.9142857)
+    assert out["p_greater"] == pytest.approx(0.0055366, abs=1e-6)
+    assert out["p"] == pytest.approx(2 * out["p_greater"])
+    one = pooled_spearman([1.0], [5])  # the one best ordering of 120
+    assert one["p_greater"] == pytest.approx(1 / 120) and one["p"] == pytest.approx(2 / 120) == one["min_p"]
+
+
+def test_pooled_sum_of_r_by_permutation_is_seeded_and_near_exact():
+    a = pooled_spearman([0.5, 0.4], [12, 9], permutations=20_000, seed=3)
+    assert a == pooled_spearman([0.5, 0.4], [12, 9], permutations=20_000, seed=3)
+    assert a["null"] == "permutation (20000 draws)"
+    # the sum of r over untied replicates is near normal with variance sum 1 / (n - 1)
+    from scipy.stats import norm
+
+    approx = norm.sf(0.9 / math.sqrt(1 / 11 + 1 / 8))
+    assert a["p_greater"] == pytest.approx(approx, abs=0.006)
+    mixed = pooled_spearman([0.5, 0.4], [12, 5], permutations=20_000)  # n <= 8 drawn from its exact null
+    assert 0 < mixed["p_greater"] < 1
+    with pytest.raises(ValueError, match="one r per replicate"):
+        pooled_spearman([0.5], [6, 6])
+    with pytest.raises(ValueError, match="every n >= 3"):
+        pooled_spearman([0.5], [2])
+
+
+@pytest.mark.parametrize("ns, tests, testable", [
+    ([4], 1, False),  # 2 / 24 = 0.083
+    ([4], 2, False),  # Holm at 4 runs: 0.167 (the amended test with 4 runs can never fire)
+    ([5], 1, True),  # 2 / 120 = 0.0167
+    ([5], 2, True),  # 0.033
+    ([5], 3, False),  # 0.05 exactly: p < alpha is out of reach
+    ([5], 4, False),  # 0.067
+    ([3, 3], 1, False),  # 2 / 36 = 0.056
+    ([3, 3, 3], 1, True),  # 2 / 216 = 0.0093: three replicates of 3 runs can test what one cannot
+])
+def test_testable_comes_from_the_exact_null(ns, tests, testable):
+    min_p = spearman_min_p(ns, tests)
+    assert min_p == pytest.approx(min(1, tests * 2 / math.prod(math.factorial(n) for n in ns)))
+    got = weigh({**DEC, "tests": tests}, [{"value": 1.0, "n": n} for n in ns], alpha=0.05)["verdict"]
+    assert (got != "not testable") is testable
+    if testable:
+        assert got == "reproduced"  # every replicate perfectly ordered: the smallest p, below alpha
+
+
+@pytest.mark.parametrize("effect, p, interval, min_p, gate, label", [
+    (0.5, 0.049, [0.1, 0.8], None, True, "reproduced"),
+    (0.5, 0.05, [0.1, 0.8], None, True, "inconclusive"),  # p must be below alpha, not at it
+    (0.5, 0.05, [-0.1, 0.2999], None, True, "not reproduced"),  # interval wholly below the SESOI 0.3
+    (0.5, 0.05, [-0.1, 0.3], None, True, "inconclusive"),  # hi at the SESOI: the SESOI is not excluded
+    (-0.5, 0.001, [-0.9, -0.1], None, True, "not reproduced"),  # significant the wrong way, SESOI excluded
+    (-0.5, 0.001, [-0.9, 0.35], None, True, "inconclusive"),  # the wrong way, but the SESOI inside: never "not"
+    (0.0, 0.001, [-0.1, 0.1], None, True, "not reproduced"),  # no direction: not reproduced only by the interval
+    (0.5, 0.01, None, None, True, "reproduced"),
+    (0.5, 0.2, None, None, True, "inconclusive"),  # no interval: cannot exclude the SESOI
+    (0.5, 0.01, [0.1, 0.8], 0.0499, True, "reproduced"),  # min_p below alpha: can fire
+    (0.5, 0.01, [0.1, 0.8], 0.05, True, "not testable"),  # at alpha: p < alpha is out of reach
+    (0.5, 0.01, [0.1, 0.8], None, False, "inconclusive"),  # failed validity gate
+    (0.5, 0.01, [0.1, 0.8], None, None, "inconclusive"),  # gate not judged
+    (math.nan, 0.01, [0.1, 0.8], None, True, "not testable"),
+    (0.5, None, [0.1, 0.8], None, True, "not testable"),
+])
+def test_weighed_verdict_boundaries(effect, p, interval, min_p, gate, label):
+    assert weighed_verdict(effect=effect, p=p, interval=interval, sesoi=0.3, alpha=0.05, min_p=min_p, gate=gate) == label
+
+
+def test_weighed_verdict_refuses_bad_settings():
+    with pytest.raises(ValueError, match="sesoi"):
+        weighed_verdict(effect=0.5, p=0.01, interval=None, sesoi=0.0, alpha=0.05)
+    with pytest.raises(ValueError, match="alpha"):
+        weighed_verdict(effect=0.5, p=0.01, interval=None, sesoi=0.3, alpha=1.5)
+
+
+def test_never_not_reproduced_while_the_interval_holds_the_sesoi():
+    rng = np.random.default_rng(0)
+    seen = set()
+    for _ in range(400):
+        k = int(rng.integers(1, 4))
+        ns = rng.integers(4, 9, size=k).tolist()  # exact nulls (fast); the permutation path is tested above
+        rs = np.clip(rng.normal(0.1, 0.4, size=k), -0.99, 0.99).tolist()
+        out = weigh(DEC, [{"value": r, "n": n} for r, n in zip(rs, ns)], alpha=0.05)
+        seen.add(out["verdict"])
+        if out["verdict"] == "not reproduced":
+            assert out["interval"][1] < DEC["sesoi"], out
+        if out["verdict"] == "reproduced":
+            assert out["p"] < 0.05 and out["value"] > 0
+    assert {"reproduced", "not reproduced", "inconclusive"} <= seen
+
+
+def test_random_effects_known_numbers():
+    out = random_effects([0.2, 0.2, 0.2], [0.1, 0.1, 0.1])
+    assert out["tau2"] == 0 and out["estimate"] == pytest.approx(0.2)
+    from scipy.stats import t
+
+    # equal effects: the HK variance is 0, so the DerSimonian-Laird one (0.01 / 3) is used, with t on 2 df
+    assert out["interval"][1] - 0.2 == pytest.approx(t.ppf(0.975, 2) * math.sqrt(0.01 / 3))
+    het = random_effects([0.0, 0.5, 1.0], [0.1, 0.1, 0.1])
+    assert het["tau2"] == pytest.approx((2 * 0.25 / 0.01 - 2) / (300 - 30000 / 300))
+    one = random_effects([0.3], [0.1])
+    assert one["interval"] == pytest.approx([0.3 - 1.959964 * 0.1, 0.3 + 1.959964 * 0.1])
+    with pytest.raises(ValueError, match="standard errors"):
+        random_effects([0.1, 0.2], [0.1, 0.0])
+
+
+def test_fisher_z_interval_and_mde():
+    meta = fisher_z_meta([0.6, 5 / 7, 0.6], [6, 6, 6])
+    assert meta["interval"][0] < 0.3 < meta["interval"][1]  # density.fig09: three replicates of 6 cannot exclude 0.3
+    assert fisher_z_meta([0.9], [3]) is None  # n = 3: no z variance
+    # one replicate of 6: tanh((1.96 + 0.8416) / sqrt(3 / 1.06)) = 0.931 (a 6-point Spearman test detects little)
+    assert mde_correlation([6], alpha=0.05) == pytest.approx(0.9309, abs=1e-4)
+    assert mde_correlation([6, 6, 6], alpha=0.05) == pytest.approx(math.tanh(2.8016 / math.sqrt(9 / 1.06)), abs=1e-4)
+    assert mde_correlation([6], alpha=0.05, tests=2) > mde_correlation([6], alpha=0.05)
+    assert mde_correlation([3], alpha=0.05) is None
+    assert mde_difference([0.01, 0.01], alpha=0.05) == pytest.approx(2.8016 * 0.01 / math.sqrt(2), abs=1e-5)
+
+
+@pytest.mark.parametrize("bad, match", [
+    ({**DEC, "kind": "rises"}, "kind"),
+    ({**DEC, "sesoi": 0}, "sesoi"),
+    ({**DEC, "sesoi": True}, "sesoi"),
+    ({k: v for k, v in DEC.items() if k != "reason"}, "reason"),
+    ({**DEC, "set": " "}, "set"),
+    ({**DEC, "direction": 0}, "direction"),
+    ({**DEC, "tests": 0}, "tests"),
+    ({**DEC, "runs": 1}, "runs"),
+    ({**DEC, "margin": 1}, "unknown keys"),
+])
+def test_decisions_are_checked(bad, match):
+    with pytest.raises(ValueError, match=match):
+        check_decision(bad, "x.y")
+
+
+def test_weigh_differences_and_clusters():
+    beats = {**DEC, "kind": "beats", "sesoi": 0.02}
+    # three replicates whose own intervals are all above 0: pooled reproduced
+    up = [{"value": 0.05, "interval": [0.03, 0.07]}] * 3
+    assert weigh(beats, up, alpha=0.05)["verdict"] == "reproduced"
+    down = [{"value": -0.01, "interval": [-0.02, 0.0]}] * 3
+    out = weigh(beats, down, alpha=0.05)
+    assert out["verdict"] == "not reproduced" and out["interval"][1] < 0.02
+    matches = {**beats, "kind": "matches"}
+    assert weigh(matches, [{"value": 0.0, "interval": [-0.01, 0.01]}] * 3, alpha=0.05)["verdict"] == "reproduced"
+    assert weigh(beats, [{"value": 0.05}], alpha=0.05)["verdict"] == "not testable"
+    clustered = {**DEC, "runs": 6}
+    out = weigh(clustered, [{"value": 0.6, "n": 33, "p": 1e-4}] * 3, alpha=0.05)
+    assert out["verdict"] == "inconclusive" and out["mde"] == pytest.approx(mde_correlation([6] * 3, alpha=0.05))
+    assert weigh({**DEC, "runs": 4, "tests": 2}, [{"value": 0.6, "n": 30}], alpha=0.05)["verdict"] == "not testable"
+    gated = weigh(DEC, [{"value": 0.9, "n": 8, "gate": False}] * 3, alpha=0.05)
+    assert gated["verdict"] == "inconclusive" and "validity gate not passed" in gated["note"]
+    assert weigh({**DEC, "kind": "descriptive"}, [{"value": 0.4, "n": 462}], alpha=0.05)["verdict"] == "not testable"
+    falls = weigh({**DEC, "direction": -1}, [{"value": -0.9, "n": 8}] * 2, alpha=0.05)
+    assert falls["verdict"] == "reproduced" and falls["value"] < 0 and falls["interval"][0] < falls["value"]
+
+
+# --- the ledger: replicates pooled, not voted -------------------------------------------------------------------------
+
+def _density_ledger(tmp_path, seed, r, p, n):
+    from prh.studies import ledger as L
+
+    path = tmp_path / f"s{seed}" / "density" / "metrics.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(__import__("json").dumps({"trend": {"spearman_r": r, "spearman_p": p, "n_levels": n}}))
+    return L.build({"density": {"metrics": path}}, "offline", 0.05, seed)
+
+
+def test_join_pools_replicates_and_keeps_their_own_verdicts(tmp_path):
+    """density.fig09 as the replicate run found it: every seed 'not reproduced' at n = 6, pooled p = 0.011."""
+    from prh.studies import ledger as L
+
+    runs = [_density_ledger(tmp_path, s, r, p, 6) for s, r, p in ((0, 0.6, 0.208), (1000, 5 / 7, 0.111), (2000, 0.6, 0.208))]
+    one = runs[0]["claims"][0]
+    assert one["verdict_registered"] == "not reproduced" and one["verdict"] == "inconclusive"  # one seed, SESOI inside
+    assert one["provisional"] is None and one["recorded"]["p"] == 0.208
+    row = L.join(runs[0], runs[1:])["claims"][0]
+    assert row["verdict"] == "reproduced" and row["verdict_registered"] == "not reproduced"
+    assert row["p"] == pytest.approx(2 * 0.0055366, abs=1e-6) and row["replicates"] == 3 and row["provisional"] is None
+    assert row["sesoi"] == 0.3 and row["mde"] == pytest.approx(mde_correlation([6, 6, 6], alpha=0.05))
+    assert [e["verdict_registered"] for e in row["per_seed"]] == ["not reproduced"] * 3
+    # both rules set after a look: the registered one's record (issue 35) and issue 47's decision
+    assert row["post_hoc"].startswith("POST-HOC (recorded 2026-11-26, issue 35")
+    assert "POST-HOC (recorded 2026-11-27, issue 47)" in row["post_hoc"]
+    assert L.reweigh(L.join(runs[0], runs[1:]))["claims"][0] == row  # reweighing a new ledger changes nothing
+
+
+def test_one_testing_replicate_is_provisional_however_many_runs_it_holds(tmp_path):
+    """The audit's case: [reproduced, not testable, not testable] read 'reproduced', not provisional. Now one
+    replicate tested it, so it is provisional."""
+    from prh.studies import ledger as L
+
+    runs = [_density_ledger(tmp_path, 0, 1.0, 0.001, 6), _density_ledger(tmp_path, 1000, 1.0, 0.0, 2),
+            _density_ledger(tmp_path, 2000, 1.0, 0.0, 2)]
+    row = L.join(runs[0], runs[1:])["claims"][0]
+    assert [e["verdict_registered"] for e in row["per_seed"]] == ["reproduced", "not testable", "not testable"]
+    assert row["verdict"] == "reproduced" and row["replicates"] == 1 and row["provisional"] == "one seed: provisional"
+
+
+def test_reweigh_reads_a_ledger_from_before_issue_47():
+    """docs/claims.json's rows as the replicate run wrote them: the registered verdict stays beside the new one, and a
+    claim whose unit is the training run counts runs (each replicate's n), not seed labels."""
+    from prh.studies import ledger as L
+
+    per = [{"seed": s, "verdict": "not reproduced", "value": r, "interval": None, "p": 1.0, "n": 6, "seeds": 2,
+            "effect": None, "note": None} for s, r in ((0, -0.0286), (1000, -0.6), (2000, -0.3714))]
+    row = {"id": "convergence.fig03_amended", "study": "convergence", "unit": "training run", "verdict": "not reproduced",
+           "seeds": 6, "provisional": None, "value": -0.33, "interval": [-1.05, 0.38], "p": None, "n": 6,
+           "note": "replicated", "per_seed": per}
+    out = L.reweigh({"alpha": 0.05, "claims": [row], "counts": {}})
+    new = out["claims"][0]
+    assert new["verdict_registered"] == "not reproduced" and new["verdict"] == "inconclusive"
+    assert new["interval"][0] < 0.3 < new["interval"][1]  # the SESOI is inside: never "not reproduced"
+    assert new["seeds"] == 18 and new["replicates"] == 3
+    assert new["p"] == pytest.approx(min(1, 2 * pooled_spearman([-0.0286, -0.6, -0.3714], [6, 6, 6])["p"]))
+    assert out["counts"]["inconclusive"] == 1
+
+
+def test_the_committed_ledger_obeys_the_rule(repo_root):
+    """docs/claims.json: no 'not reproduced' whose interval holds its SESOI; every weighed row has a SESOI, a reason,
+    an MDE (where its n allows one) and the registered verdict beside it."""
+    import json
+
+    ledger = json.loads((repo_root / "docs" / "claims.json").read_text())
+    weighed_rows = [r for r in ledger["claims"] if r.get("sesoi") is not None]
+    assert len(weighed_rows) == 16  # 17 decisions, one of them descriptive (no SESOI)
+    for r in weighed_rows:
+        assert r["sesoi_reason"] and r["verdict_registered"] and r["post_hoc"], r["id"]
+        assert r["mde"] is not None, r["id"]
+        if r["verdict"] == "not reproduced":
+            assert r["interval"] is not None and r["interval"][1] < r["sesoi"], r["id"]
+
+
+# --- transfer: the run as unit ----------------------------------------------------------------------------------------
+
+def test_rising_needs_every_step_up():
+    """Issue 47: an audit allowed ties in transfer's "rising" rule and no test failed."""
+    from prh.studies.transfer.transfer import rising
+
+    assert rising([0.1, 0.2, 0.3]) is True
+    assert rising([0.1, 0.2, 0.2]) is False  # a tie is not a rise
+    assert rising([0.2, 0.2]) is False
+    assert rising([0.3, 0.2, 0.4]) is False
+
+
+@pytest.mark.parametrize("effects, p, p_less", [
+    ([1.0] * 5, 1 / 32, 1.0),  # every run the claimed way: 2^-5
+    ([1.0] * 4, 1 / 16, 1.0),
+    ([1.0, 1.0, 1.0, 1.0, -1.0], 6 / 32, 31 / 32),  # mean 0.6: patterns with mean >= 0.6 are the 1 + 5 one-flips
+    ([0.0, 0.0], 1.0, 1.0),
+])
+def test_sign_flip_is_exact(effects, p, p_less):
+    from prh.stats import sign_flip
+
+    out = sign_flip(effects)
+    assert out["p"] == pytest.approx(p) and out["p_less"] == pytest.approx(p_less)
+    assert out["min_p"] == 0.5 ** len(effects)
+    with pytest.raises(ValueError, match="finite"):
+        sign_flip([1.0, math.nan])
+
+
+@pytest.mark.parametrize("effects, label", [
+    ([0.1] * 6, "reproduced"),  # two-sided 2 x 2^-6 = 0.031
+    ([0.1] * 5, "not testable"),  # 2 x 2^-5 = 0.0625: five runs cannot reach 0.05 two-sided
+    ([-0.1] * 6, "not reproduced"),  # significant the wrong way
+    ([0.1, 0.1, 0.1, 0.1, 0.1, -0.1], "inconclusive"),  # p = 2 x 7/64 = 0.22
+    ([0.1] * 5 + [math.nan], "not testable"),  # a run that never got there
+])
+def test_sign_flip_decision_boundaries(effects, label):
+    dec = {"kind": "sign_flip", "reason": "r", "set": "s"}
+    assert weigh(dec, [{"effects": effects}], alpha=0.05)["verdict"] == label
+    assert weigh(dec, [{"value": 1.0}], alpha=0.05)["verdict"] is None  # no per-run effects: the registered rule stands
+
+
+def _transfer_inputs(runs, lift):
+    """Peaks, deep-peaks and Fig 2 records of ``runs`` runs: trained alignment above input and init by ``lift``."""
+    base = np.linspace(0.1, 0.2, runs)
+    tasks = lambda v: {t: (v + i * 0.01).tolist() for i, t in enumerate(("S", "T1", "T2"))}  # noqa: E731
+    auc = {"trained": {"input": tasks(base), "hidden1": tasks(base + lift)}, "init": {"hidden1": tasks(base - 0.05)}}
+    per_run = lambda d: {"per_run": {k: (base + d).tolist() for k in  # noqa: E731
+                                     ("train_auc", "best_test_mse", "weight_norm_at_50pct")}}
+    shallow = {"alignment": {"auc": auc},
+               "transfer": {t: {"input": per_run(0.1), "init": per_run(0.1), "trained": per_run(0.0)} for t in ("T1", "T2")}}
+    layers = ["input", "hidden1", "hidden2", "hidden3"]
+    deep = {"layers": layers, "alignment": {"auc": {s: {l: tasks(base + k * lift) for k, l in enumerate(layers)}
+                                                    for s in ("init", "trained")}}}
+    fig2 = {"panels": {k: {"auc": (base + d).tolist()} for k, d in
+                       (("input_true", 0.3), ("input_shuffled", 0.0), ("init_shuffled", 0.0), ("trained_shuffled", lift))}}
+    return shallow, deep, fig2
+
+
+def test_transfer_effects_are_per_run_and_the_ledger_tests_them():
+    from prh.studies.transfer.manifest import results
+    from prh.studies.transfer.transfer import run_effects
+
+    shallow, deep, fig2 = _transfer_inputs(6, 0.02)
+    eff = run_effects(shallow=shallow, deep=deep, fig2=fig2)
+    assert eff["fig10_source_alignment_rises"] == pytest.approx([0.02] * 6)  # trained - max(input, init), per run
+    assert eff["fig11_related_faster"] == pytest.approx([0.1] * 6)
+    assert eff["fig12_source_alignment_rises_with_depth"] == pytest.approx([0.02] * 6)
+    assert eff["fig7_peaks_order_reversed_at_init"] == pytest.approx([-0.02] * 6)  # init rises with depth here
+    assert "prop1_closed_form_matches_gd" not in eff and "fig7_order_reversed_at_init" not in eff
+    claims = {k: {"verdict": "reproduced", "reproduced": True, "run_effects": v} for k, v in eff.items()}
+    claims["prop1_closed_form_matches_gd"] = {"verdict": "reproduced", "reproduced": True, "max_rel_error": 1e-14}
+    rows = results("offline", 0.05, metrics={"claims": claims}, peaks={"config": {"runs": 6}})
+    assert rows["fig10_source_alignment_rises"]["n"] == rows["fig10_source_alignment_rises"]["seeds"] == 6
+    assert rows["prop1_closed_form_matches_gd"]["n"] is None and rows["prop1_closed_form_matches_gd"]["seeds"] is None
+    from prh.studies import ledger as L
+
+    spec = {c.key: c for c in L.declared("transfer").claims}
+    row = L.weighed({"verdict": "reproduced", "note": None, "seeds": 6,
+                     "recorded": {"effects": eff["fig7_peaks_order_reversed_at_init"]}},
+                    spec["fig7_peaks_order_reversed_at_init"].decision, 0.05)
+    assert row["verdict"] == "not reproduced" and row["verdict_registered"] == "reproduced"
+    fig2_row = L.weighed({"verdict": "reproduced", "note": None, "seeds": 5,
+                          "recorded": {"effects": [0.1] * 5}}, spec["fig2_input_aligned_with_true_not_shuffled"].decision, 0.05)
+    assert fig2_row["verdict"] == "not testable" and fig2_row["n"] == 5  # Fig 2's own 5 runs
+
+
+# --- checkpoints of a few runs: the run as unit -----------------------------------------------------------------------
+
+def test_checkpoint_run_level_permutes_whole_runs():
+    from prh.stats import checkpoint_run_level
+
+    steps = (30, 100, 300)
+    names = [f"r{i}_{s}" for i in range(4) for s in steps] + ["r0_0", "r2_0"]  # two untrained step-0 models
+    x = [i + s / 1000 for i in range(4) for s in steps] + [9.0, 9.0]
+    y = list(x[:12]) + [-5.0, -5.0]  # the untrained points would pull r down if they counted
+    out = checkpoint_run_level(names, x, y)
+    assert out["runs"] == 4 and out["n"] == 12 and out["spearman_r"] == pytest.approx(1.0)
+    assert out["p_greater"] == pytest.approx(1 / 24) and out["p_less"] == pytest.approx(1.0)  # 4! block orders
+    assert checkpoint_run_level(["a", "b", "c"], [1, 2, 3], [1, 2, 3])["p_greater"] is None
+    uneven = checkpoint_run_level(["r0_30", "r0_100", "r1_30"], [1, 2, 3], [1, 2, 3])
+    assert uneven["p_greater"] is None and "no equal runs" in uneven["reason"]
+
+
+def test_fisher_combination_and_run_level_pooling():
+    from prh.claims import fisher_combined
+
+    assert fisher_combined([0.05]) == pytest.approx(0.05)  # one p: itself
+    assert fisher_combined([0.1, 0.1]) == pytest.approx(0.01 * (1 - math.log(0.01)))  # chi^2_4 tail
+    with pytest.raises(ValueError, match="p-values"):
+        fisher_combined([0.0])
+    dec = {**DEC, "runs": 6}
+    rows = [{"value": 0.5, "n": 33, "runs": 6, "run_p_greater": 0.02, "run_p_less": 0.99, "run_r": 0.5}] * 3
+    out = weigh(dec, rows, alpha=0.05)
+    assert out["verdict"] == "reproduced" and out["p"] == pytest.approx(2 * fisher_combined([0.02] * 3))
+    one = weigh(dec, rows[:1], alpha=0.05)  # one replicate: two-sided 0.04 < 0.05
+    assert one["verdict"] == "reproduced" and one["p"] == pytest.approx(0.04)
+    weak = [{**rows[0], "run_p_greater": 0.2, "run_p_less": 0.8}]
+    assert weigh(dec, weak, alpha=0.05)["verdict"] == "inconclusive"  # no interval: never "not reproduced" here
+    wrong = [{**rows[0], "run_p_greater": 0.999, "run_p_less": 0.002}] * 3
+    assert weigh(dec, wrong, alpha=0.05)["verdict"] == "inconclusive"  # significant the wrong way, but no interval
+    assert weigh({**DEC, "runs": 3}, [{**rows[0], "runs": 3}], alpha=0.05)["verdict"] == "not testable"  # 2/3! > alpha
+
+
+def test_fig04_offline_reads_its_run_level_test(tmp_path):
+    import json
+
+    from prh.studies import ledger as L
+
+    stats = {"spearman_r": 0.6, "spearman_p": 0.0003, "n": 33,
+             "run_level": {"spearman_r": 0.55, "p_greater": 0.0139, "p_less": 0.99, "runs": 6, "n": 30}}
+    path = tmp_path / "downstream" / "metrics.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"strongest_vision": "v", "tasks": {"shapes_mc_acc_norm": stats}}))
+    row = L.build({"downstream": {"metrics": path}}, "offline", 0.05, 0)["claims"][0]
+    assert row["verdict_registered"] == "reproduced" and row["verdict"] == "reproduced"
+    assert row["p"] == pytest.approx(0.0278) and row["recorded"]["runs"] == 6
+    paper = L.build({"downstream": {"metrics": path}}, "paper", 0.05)["claims"][0]
+    assert "run-level" not in paper["method"] and paper["recorded"]["runs"] is None  # public models: independent
+
+
+def test_validity_gates_are_not_counted_among_the_claims():
+    import json
+
+    from prh.studies import ledger as L
+
+    gate = {"id": "convergence.fig03_world_gate", "study": "convergence", "unit": "training run",
+            "verdict": "not reproduced", "seeds": 6, "provisional": None, "value": 0.0, "interval": None, "p": None,
+            "n": 6, "note": None, "source": "s", "statistic": "fraction", "rule": "r"}
+    claim = {**gate, "id": "convergence.fig02_competence", "verdict": "inconclusive", "n": 14, "value": 0.5}
+    out = L.reweigh({"suite": "offline", "alpha": 0.05, "claims": [gate, claim], "counts": {}})
+    assert [r["validity_gate"] for r in out["claims"]] == [True, False]
+    assert out["counts"]["not reproduced"] == 0  # the gate's label is not a claim's
+    text = L.table(out)
+    assert "Validity gates, not counted: `convergence.fig03_world_gate` not reproduced" in text.splitlines()[0]
+    assert "| `convergence.fig03_world_gate` |" not in text
+    json.dumps(out)
+
+
+def test_phase_c1_shows_its_medians_and_t1_chaotic_is_c2c():
+    from prh.studies.phase.manifest import results
+
+    claims = {"C1_alignment_gap": {"statistic": 0.2, "p_value": 0.001, "verdict": "not reproduced",
+                                   "median_cross": 0.041, "median_within_vision": 0.95, "median_within_language": 0.62},
+              "C2c_every_vision_family_below_chaotic": {"statistic": 0.65, "verdict": "not reproduced"},
+              "T1_every_family_chaotic": {"statistic": 0.65, "verdict": "not reproduced"}}
+    out = results("offline", 0.05, metrics={"claims": claims, "n_cross_pairs": 98, "n_models": 21})
+    assert "median retrieval cross 0.041 (rule: < cross_max)" in out["C1"]["note"]
+    assert "language 0.62 (rule: > within_min)" in out["C1"]["note"]
+    assert "T1_chaotic" not in out and out["C2c"]["value"] == 0.65
