@@ -45,7 +45,9 @@ REFERENCES = {**{f"suites.*.{key}": "dataset" for key in ("paired_dataset", "vis
               "phase.language_models.*": "model set", "downstream.language_models.*": "model set",
               "downstream.vision_models.*": "model set", "convergence.preregistered.vision_models": "model set",
               "bridge.*.strongest_vision": "model", "color.images.*": "dataset", "sample_size.dataset.*": "dataset",
-              "sample_size.vision_models.*": "model", "sample_size.language_models.*": "model"}
+              "sample_size.vision_models.*": "model", "sample_size.language_models.*": "model",
+              "lte.paper.datasets": "dataset", "downstream.strongest_vision": "model",
+              "density.captioner": "model", "zoo.vision.*.data": "dataset", "zoo.language.*.data": "dataset"}
 # values a referring key may hold besides a name (color.images: the photos packaged with scikit-image and -learn)
 REFERENCE_LITERALS = {"color.images": ("packaged",)}
 
@@ -90,6 +92,10 @@ def check_references(cfg: dict, *, layers: list[tuple[str, dict]] | None = None)
             refer(f"model_sets.{set_name}", m, "model")
     for key, value, kind in _named_references(cfg):
         refer(key, value, kind)
+    # color.language_models: per suite, a model-set name or a list of model names
+    for suite, value in ((cfg.get("color") or {}).get("language_models") or {}).items():
+        for m in value if isinstance(value, list) else [value]:
+            refer(f"color.language_models.{suite}", m, "model" if isinstance(value, list) else "model set")
     for kind, names in unknown.items():
         if len(names) == 1:
             (name, where), = names.items()
@@ -300,6 +306,10 @@ def check_config(cfg: dict, *, layers: list[tuple[str, dict]] | None = None) -> 
     raising one ``ConfigError`` that names the key and where it was set. A zoo run's checkpoints beyond its steps
     come before references: they rename the run's models, so the sets naming them would be the wrong key to blame."""
     validate_schema(cfg, layers=layers)
+    if (cfg.get("cluster") or {}).get("rates_file"):
+        from prh.cluster import read_rates
+
+        read_rates(cfg["cluster"]["rates_file"])  # what every dry run's plan cost reads: unreadable, named now
     _raise(_checkpoint_problems(cfg), layers, cfg)
     return check_limits(check_references(cfg, layers=layers), layers=layers)
 
