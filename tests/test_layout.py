@@ -27,7 +27,7 @@ LAYERS = [
     {"prh.io", "prh.errors", "prh.device", "prh.stats", "prh.bench", "prh.manifest", "prh.claims"},
     {"prh.config", "prh.metrics", "prh.pin", "prh.cluster"},
     {"prh.data"},
-    {"prh.models", "prh.batching", "prh.standin", "prh.checks"},
+    {"prh.models", "prh.batching", "prh.standin", "prh.checks", "prh.lock"},
     {"prh.features", "prh.extract", "prh.evaluation"},
     {"prh.studies"},
     {"prh.plots", "prh.figures"},

@@ -17,8 +17,8 @@ inside a job, some after the most expensive work (issue 37):
 Each problem names its key and the layer that set it (params.yaml, a ``--configfile``, ``--config``).
 Hub datasets without an ``n`` cap are not checked (their size is known only after the download).
 ``check_config`` is the one pass the Snakefile and ``prh check-config`` run: schema (types, ranges, name
-patterns, unique lists; defaults filled), references (names that exist), then these limits. ``check_lock``
-is ``make pull``'s: the params ``dvc.lock`` recorded against params.yaml now.
+patterns, unique lists; defaults filled), references (names that exist), then these limits. ``make pull``'s check
+of ``dvc.lock`` is ``prh.lock``.
 
     prh check-config                                        # params.yaml
     prh check-config --configfile presets/replay.yaml --config suite=paper
@@ -33,8 +33,8 @@ from prh.config import (all_datasets, all_models, config_layers, merge, source_n
                         where_set)
 from prh.errors import ConfigError, did_you_mean, problems_message
 
-__all__ = ["check_config", "check_references", "check_limits", "check_bins", "check_device", "check_lock", "n_probe_tasks",
-           "main", "lock_main", "REFERENCES", "REFERENCE_LITERALS"]
+__all__ = ["check_config", "check_references", "check_limits", "check_bins", "check_device", "n_probe_tasks",
+           "main", "REFERENCES", "REFERENCE_LITERALS"]
 
 
 # names that refer to a dataset, a model set or a model ("*": every key at that level; a model set's members too)
@@ -341,59 +341,3 @@ def main(argv: list[str] | None = None) -> None:
         cfg = merge(cfg, values)
     check_config(cfg, layers=layers)
     print(f"{source_name(layers)}: ok")
-
-
-def _same(old, new) -> bool:
-    """Equal values; a number DVC wrote as YAML 1.2 (``2e-05``) reads back through PyYAML (YAML 1.1) as a string."""
-    if isinstance(old, list) and isinstance(new, list):
-        return len(old) == len(new) and all(_same(a, b) for a, b in zip(old, new))
-    if isinstance(old, str) and isinstance(new, (int, float)) and not isinstance(new, bool):
-        try:
-            return float(old) == float(new)
-        except ValueError:
-            return False
-    return old == new
-
-
-def _leaf_diff(old, new, path: str = "") -> list[str]:
-    """Dotted keys whose values differ between two nested mappings (a key on one side only counts)."""
-    if isinstance(old, dict) and isinstance(new, dict):
-        return [d for k in sorted(set(old) | set(new), key=str)
-                for d in _leaf_diff(old.get(k, "<absent>"), new.get(k, "<absent>"), f"{path}.{k}" if path else str(k))]
-    return [] if _same(old, new) else [f"{path}: {old!r} in dvc.lock, {new!r} now"]
-
-
-def check_lock(*, params: str = "params.yaml", lock: str = "dvc.lock") -> list[str]:
-    """Before ``make pull`` stamps pulled results as up to date: the params each stage of ``lock`` was built with must
-    equal ``params`` now. Raise one ``ConfigError`` listing every differing key (leaf by leaf); return the stages
-    checked ([] without a lock file: nothing was built, nothing to pull)."""
-    import yaml
-
-    from prh.config import load
-
-    if not Path(lock).exists():
-        return []
-    now = load(params)
-    stages = (yaml.safe_load(Path(lock).read_text()) or {}).get("stages") or {}
-    diffs = []
-    for stage, spec in stages.items():
-        built = ((spec or {}).get("params") or {}).get(Path(params).name) or {}
-        diffs += [f"{stage}: {d}" for d in _leaf_diff(built, {k: now.get(k, "<absent>") for k in built})]
-    if diffs:
-        raise ConfigError(problems_message(
-            f"{params} differs from the params {lock} says the results were built with, so stamping pulled results "
-            f"as up to date would pair them with settings they were not made with; either restore the params "
-            f"(`git checkout {params}`), pull, then edit again and run `make figures`, or rebuild without pulling "
-            f"(`dvc repro`). Differences ({len(diffs)})", diffs))
-    return list(stages)
-
-
-def lock_main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(prog="prh check-lock", description="refuse to stamp pulled results when params.yaml "
-                                "differs from the params dvc.lock records (make pull runs it first)")
-    p.add_argument("--params", default="params.yaml")
-    p.add_argument("--lock", default="dvc.lock")
-    a = p.parse_args(argv)
-    stages = check_lock(params=a.params, lock=a.lock)
-    print(f"{a.params}: as {a.lock} records it ({len(stages)} stage{'s' * (len(stages) != 1)})" if stages
-          else f"{a.lock}: absent, nothing to compare")

@@ -25,11 +25,13 @@ per process here and writes nothing (benchmarks/README.md, issue 39).
 from __future__ import annotations
 
 import atexit
+import functools
 import importlib
 import os
 import sys
 import threading
 import time
+from pathlib import Path
 
 from prh.bench import RUSAGE_ENV, record_rusage
 from prh.errors import DEBUG_ENV, did_you_mean, user_errors
@@ -38,7 +40,7 @@ from prh.errors import DEBUG_ENV, did_you_mean, user_errors
 STAGES: dict[str, dict[str, tuple[str, str]]] = {
     "config": {
         "check-config": ("prh.checks:main", "check a config as the Snakefile does: schema, names, data limits"),
-        "check-lock": ("prh.checks:lock_main", "params.yaml equals what dvc.lock built with (make pull runs it)"),
+        "check-lock": ("prh.lock:main", "params.yaml equals what dvc.lock built with (make pull runs it)"),
     },
     "data": {
         "make-shapes": ("prh.data.shapes:main", "generate a shapes-world dataset (images, captions, scenes)"),
@@ -108,6 +110,68 @@ STAGES: dict[str, dict[str, tuple[str, str]]] = {
     },
 }
 COMMANDS: dict[str, str] = {name: target for cmds in STAGES.values() for name, (target, _) in cmds.items()}
+
+
+_SRC = Path(__file__).resolve().parents[1]  # src/, which holds the package prh/
+
+
+def _module_file(module: str) -> Path | None:
+    base = _SRC.joinpath(*module.split("."))
+    return next((f for f in (base.with_suffix(".py"), base / "__init__.py") if f.is_file()), None)
+
+
+# modules that load others by name (importlib): what they may load (others: every module of their own package)
+_LOADS_BY_NAME = {"prh.figures": "prh/plots/*.py", "prh.studies.ledger": "prh/studies/*/manifest.py"}
+
+
+@functools.lru_cache(maxsize=None)
+def _imports(path: Path) -> tuple[str, ...]:
+    """Every module name ``path`` imports (absolute imports; ``from a import b`` gives a and a.b)."""
+    import ast
+
+    names = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names += [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+    return tuple(names)
+
+
+def code_files(command: str) -> list[Path]:
+    """The library files a command runs: ``prh/cli.py``, its module and every ``prh`` module that imports,
+    transitively (function-level imports too, and the packages above each). A module that imports ``importlib``
+    (the lazy metric modules, the figure registry's plot functions, the ledger's manifests) brings every module of
+    its package, which it may load by name."""
+    todo, seen, files = [COMMANDS[command].split(":")[0]], set(), {Path(__file__).resolve()}
+    while todo:
+        module = todo.pop()
+        if module in seen or not (module == "prh" or module.startswith("prh.")):
+            continue
+        seen.add(module)
+        path = _module_file(module)
+        if path is None:  # ``from prh.x import name``: name is not a module
+            continue
+        files.add(path)
+        todo += [module.rsplit(".", i)[0] for i in range(1, module.count(".") + 1)]  # parent packages run first
+        todo += _imports(path)
+        if "importlib" in _imports(path):
+            pattern = _LOADS_BY_NAME.get(module, path.parent.relative_to(_SRC).as_posix() + "/**/*.py")
+            todo += [".".join(f.relative_to(_SRC).with_suffix("").parts).removesuffix(".__init__")
+                     for f in _SRC.glob(pattern) if "__pycache__" not in f.parts]
+    # the data files a module reads beside it (a study's manifest.yaml: its claims and thresholds)
+    return sorted(files | {y for f in files for y in f.parent.glob("*.yaml")})
+
+
+def code_hash(*commands: str) -> str:
+    """SHA-256 (16 hex digits) of the library files ``commands`` run (``code_files``): a rule's param, so that
+    Snakemake reruns exactly the jobs whose library code changed (its ``code`` trigger sees only the rule's own)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for f in sorted({f for c in commands for f in code_files(c)}):
+        digest.update(f.relative_to(_SRC).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
 
 
 def usage() -> str:
