@@ -301,10 +301,38 @@ def check_device(cfg: dict, *, local: bool) -> None:
                           "set `device: auto` (CUDA when present, else CPU) or `device: cpu`, or run on a GPU machine")
 
 
+MAX_INT = 2**63 - 1  # int64: what numpy and torch count and index in
+MAX_SEED = 2**32 - 1  # numpy's legacy seeding (np.random.seed, RandomState) and sklearn's random_state
+
+
+def _number_problems(node, key: str = "") -> list[tuple[str, str]]:
+    """(dotted key, problem) of every number no run can use: NaN or infinity anywhere, an integer beyond int64, a seed
+    beyond 2**32 - 1."""
+    import math
+
+    if isinstance(node, dict):
+        return [p for k, v in node.items() for p in _number_problems(v, f"{key}.{k}" if key else str(k))]
+    if isinstance(node, list):
+        return [p for v in node for p in _number_problems(v, key)]
+    if isinstance(node, float) and not math.isfinite(node):
+        return [(key, f"{node!r} is not a number a run can use; give a finite value")]
+    if isinstance(node, int) and not isinstance(node, bool):
+        if abs(node) > MAX_INT:
+            return [(key, f"{node} is beyond the 64-bit integers numpy and torch compute with (at most {MAX_INT})")]
+        if key.rsplit(".", 1)[-1].endswith("seed") and not 0 <= node <= MAX_SEED:
+            return [(key, f"a seed must be between 0 and {MAX_SEED} (numpy's limit), not {node}")]
+    return []
+
+
 def check_config(cfg: dict, *, layers: list[tuple[str, dict]] | None = None) -> dict:
     """Schema (defaults filled in place), references, then limits: the checks before any job, in that order, each
     raising one ``ConfigError`` that names the key and where it was set. A zoo run's checkpoints beyond its steps
     come before references: they rename the run's models, so the sets naming them would be the wrong key to blame."""
+    numbers = _number_problems(cfg)
+    if numbers:  # before the schema: NaN passes every minimum and maximum (comparisons with NaN are false)
+        layers_ = layers or [("params.yaml", cfg)]
+        raise ConfigError(problems_message(f"{source_name(layers_)} is invalid", [
+            f"  {key}: {msg}{where_set(key.split('.'), layers_)}" for key, msg in numbers]))
     validate_schema(cfg, layers=layers)
     if (cfg.get("cluster") or {}).get("rates_file"):
         from prh.cluster import read_rates
