@@ -133,7 +133,7 @@ def test_check_lock_refuses_params_that_differ_from_the_lock(cfg, tmp_path):
     lock.write_text(yaml.safe_dump({"stages": {"workflow": {"params": {"params.yaml": {"datasets": built["datasets"]}}}}}))
     assert check_lock(params=str(params), lock=str(lock)) == ["workflow"]
     # nothing to compare is a failure, in one line naming the file (a typo in --lock used to pass)
-    for bad, text in ((tmp_path / "none.lock", "does not exist"), (tmp_path, "not a file")):
+    for bad, text in ((tmp_path / "none.lock", "does not exist"), (tmp_path, "a directory")):
         with pytest.raises(ConfigError, match=text):
             check_lock(params=str(params), lock=str(bad))
     for body, text in (("- a\n- b\n", "not a DVC lock file"), ("stages: {workflow: {deps: []}}\n", "nothing to compare"),

@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 
 from prh.bench import RUSAGE_ENV, record_rusage
-from prh.errors import DEBUG_ENV, did_you_mean, user_errors
+from prh.errors import DEBUG_ENV, UsageError, did_you_mean, user_errors
 
 # stage -> {command: ("module:function", one line of help)}, in pipeline order.
 STAGES: dict[str, dict[str, tuple[str, str]]] = {
@@ -201,7 +201,11 @@ def main(argv: list[str] | None = None) -> None:
     start, status = time.perf_counter(), 1
     try:
         with user_errors(prefix=f"prh {name}: "):
-            getattr(importlib.import_module(module), func)(rest)
+            try:
+                getattr(importlib.import_module(module), func)(rest)
+            except (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError) as e:
+                # a path the user gave that is missing, a directory or unreadable: one line, as a PRHError
+                raise UsageError(str(e) if e.filename is None else f"{e.filename}: {e.strerror}") from e
         status = 0
     except SystemExit as stop:
         status = 0 if stop.code is None else stop.code if isinstance(stop.code, int) else 1
@@ -225,6 +229,10 @@ def entry() -> None:
         code = 0
     except SystemExit as stop:
         code = stop.code
+    except BrokenPipeError:  # the reader went away (`prh plot --list | head -1`): stop, as a shell tool does
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more to flush into the pipe
+        print(f"prh {' '.join(sys.argv[1:2])}: stopped, its output was closed (broken pipe)", file=sys.stderr)
+        code = 141  # 128 + SIGPIPE, the status of a tool the signal stopped
     if code is None:
         code = 0
     elif not isinstance(code, int):

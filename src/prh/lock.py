@@ -41,8 +41,8 @@ def _read_lock(lock: str) -> dict:
     import yaml
 
     path = Path(lock)
-    if not path.is_file():
-        raise ConfigError(f"{lock}: {'not a file' if path.exists() else 'does not exist'}, so there is nothing to "
+    if not path.exists() or path.is_dir():  # (a pipe, `--lock <(...)`, is read like a file)
+        raise ConfigError(f"{lock}: {'a directory' if path.exists() else 'does not exist'}, so there is nothing to "
                           "compare the params with; pull needs the dvc.lock of the results (check out the commit "
                           "that built them, or correct --lock)")
     try:

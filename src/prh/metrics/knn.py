@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import torch
 
+from prh.errors import UsageError
 from prh.metrics.knn_fast import BLOCK_ELEMENTS, block_rows_for, knn_fast, top_k_ordered
 from prh.metrics.names import KNN_METRICS
 
@@ -97,7 +98,7 @@ def knn(x: torch.Tensor, topk: int, *, block_rows: int | None = None,
     """
     n = x.shape[0]
     if not 1 <= topk <= n - 1:
-        raise ValueError(f"topk must be between 1 and N-1 = {n - 1}, got {topk}")
+        raise UsageError(f"topk must be between 1 and N-1 = {n - 1} (the items the features hold), got {topk}")
     precision = resolve_precision(precision, x.device)
     if precision != "fp32":
         idx, sims, _ = knn_fast(x, topk, block_rows=block_rows, precision=precision)

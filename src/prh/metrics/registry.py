@@ -23,7 +23,7 @@ from tqdm import tqdm
 
 from prh.metrics import kernel
 from prh.metrics import knn as knn_lib
-from prh.errors import FeaturesError
+from prh.errors import FeaturesError, UsageError
 from prh.metrics.names import KNN_METRICS, SUPPORTED_METRICS, check_metric
 from prh.metrics.sanity import REMEDY, constant_layer, layer_problem
 
@@ -214,7 +214,7 @@ def layer_state_set(metrics, h: torch.Tensor, *, topk: int = 10, cca_dim: int = 
     out = {}
     if any(m in KNN_METRICS or m == "cknna" for m in metrics):
         if "cknna" in metrics and (topk < 2 or n < 4):
-            raise ValueError(f"cknna needs topk >= 2 and N >= 4, got topk={topk}, N={n}")
+            raise UsageError(f"cknna needs topk >= 2 and N >= 4, got topk={topk}, N={n}")
         idx, sims = knn_lib.knn(h, topk, block_rows=block_rows, precision=knn_precision)
         out.update({m: idx for m in metrics if m in KNN_METRICS})
         if "cknna" in metrics:
