@@ -97,3 +97,12 @@ def test_check_lock_compares_the_code_too(tmp_path):
     (tmp_path / "code" / "a.py").write_text("x = 2\n")
     with pytest.raises(ConfigError, match="workflow: code: modified since dvc.lock"):
         check_lock(params=str(tmp_path / "params.yaml"), lock=lock)
+
+
+def test_make_push_writes_the_lock_before_it_pushes():
+    """After a first `make figures` there is no dvc.lock and `dvc push` sends nothing: `make push` runs `dvc repro`
+    first (it plans nothing for up-to-date results, and writes the lock), and the README says `make push`."""
+    recipe = (ROOT / "Makefile").read_text().split("\npush:", 1)[1].split("\n\n", 1)[0]
+    assert recipe.index("dvc repro") < recipe.index("dvc push")
+    assert "commit" not in recipe  # `dvc commit` would certify results nobody checked against params and code
+    assert "make push" in (ROOT / "README.md").read_text()
