@@ -10,7 +10,7 @@ import sys
 import pytest
 import torch
 
-from prh.errors import FeaturesError
+from prh.errors import CorruptFileError, FeaturesError
 from prh.io import save_features
 from prh.metrics.engine import alignment_tables
 from prh.metrics.registry import layer_states
@@ -96,3 +96,16 @@ def test_prh_align_prints_one_line(tmp_path):
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
     errors = [line for line in proc.stderr.splitlines() if line.strip() and "it/s]" not in line]  # progress bars aside, one line
     assert len(errors) == 1 and "b.safetensors (model b), layer 1" in errors[0], proc.stderr
+
+
+def test_a_truncated_features_file_does_not_break_the_plan(tmp_path):
+    """`snakemake -n` sizes an align job from the files' headers: a truncated file used to end the dry run in a
+    92-line traceback; it counts 0 there, and the job itself names the file."""
+    from prh.metrics.memory import align_memory_mb
+
+    path = tmp_path / "cut.safetensors"
+    save_features(path, _feats(), {"model": "cut"})
+    path.write_bytes(path.read_bytes()[:20])
+    assert align_memory_mb(x_features=[str(path)], y_features=[str(path)], metric="mutual_knn") > 0
+    with pytest.raises(CorruptFileError, match="cut.safetensors"):
+        alignment_tables(["mutual_knn"], x_names=["cut"], x_features=[str(path)], topk=3)
