@@ -91,7 +91,7 @@ from prh.cli import COMMANDS, code_hash
 for _rule in workflow.rules:
     _text = " ".join([_rule.shellcmd or ""] + [p for p in _rule.params if isinstance(p, str)])
     _commands = sorted(set(re.findall(r"\bprh(?:\.cli)? ([a-z][a-z0-9-]*)", _text)) & set(COMMANDS))
-    if _commands:
+    if _commands and "prh_code" not in _rule.params.keys():  # (a replicate module runs this file again)
         _rule.set_params(prh_code=code_hash(*_commands))
 
 
