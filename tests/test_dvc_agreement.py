@@ -106,3 +106,28 @@ def test_make_push_writes_the_lock_before_it_pushes():
     assert recipe.index("dvc repro") < recipe.index("dvc push")
     assert "commit" not in recipe  # `dvc commit` would certify results nobody checked against params and code
     assert "make push" in (ROOT / "README.md").read_text()
+
+
+def test_the_effective_config_is_recorded_and_compared_after_a_pull(tmp_path):
+    """dvc.lock records params.yaml alone: results built with a preset (`make replicate`) were stamped as params.yaml's.
+    The run records its effective config (a DVC out, a target of every run) and `make pull` compares it."""
+    from prh.checks import check_config
+    from prh.config import load, merge
+    from prh.io import write_json
+    from prh.lock import check_effective
+
+    stage = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["workflow"]
+    assert any("results/config.json" in out for out in stage["outs"])
+    recipe = (ROOT / "Makefile").read_text().split("\npull:", 1)[1].split("\n\n", 1)[0]
+    assert recipe.index("dvc pull") < recipe.index("check-lock --effective results/config.json") < recipe.index("--touch")
+
+    params = str(ROOT / "params.yaml")
+    recorded = tmp_path / "config.json"
+    assert check_effective(str(recorded), params=params) is False  # results from before it was recorded
+    write_json(recorded, check_config(load(params)))
+    assert check_effective(str(recorded), params=params)
+    preset = ROOT / "presets" / "replicate.yaml"
+    write_json(recorded, check_config(merge(load(params), load(preset))))
+    with pytest.raises(ConfigError, match=r"claims\.replicates: \[.*\] in config\.json, \[\] now"):
+        check_effective(str(recorded), params=params)
+    assert check_effective(str(recorded), params=params, configfiles=[str(preset)])  # pulled with the same layers

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from prh.errors import ConfigError, problems_message
 
-__all__ = ["check_lock", "main"]
+__all__ = ["check_lock", "check_effective", "main"]
 
 
 def _same(old, new) -> bool:
@@ -27,12 +27,13 @@ def _same(old, new) -> bool:
     return old == new
 
 
-def _leaf_diff(old, new, path: str = "") -> list[str]:
+def _leaf_diff(old, new, path: str = "", *, where: str = "dvc.lock") -> list[str]:
     """Dotted keys whose values differ between two nested mappings (a key on one side only counts)."""
     if isinstance(old, dict) and isinstance(new, dict):
         return [d for k in sorted(set(old) | set(new), key=str)
-                for d in _leaf_diff(old.get(k, "<absent>"), new.get(k, "<absent>"), f"{path}.{k}" if path else str(k))]
-    return [] if _same(old, new) else [f"{path}: {old!r} in dvc.lock, {new!r} now"]
+                for d in _leaf_diff(old.get(k, "<absent>"), new.get(k, "<absent>"), f"{path}.{k}" if path else str(k),
+                                    where=where)]
+    return [] if _same(old, new) else [f"{path}: {old!r} in {where}, {new!r} now"]
 
 
 def _read_lock(lock: str) -> dict:
@@ -117,11 +118,48 @@ def check_lock(*, params: str = "params.yaml", lock: str = "dvc.lock", code: boo
     return compared
 
 
+def check_effective(recorded: str, *, params: str = "params.yaml", configfiles=()) -> bool:
+    """After a pull: the effective config the results record (``results/config.json``: presets and --config applied,
+    defaults filled) must equal the one ``params`` (and ``configfiles``) give now, or stamping them would pair them with
+    settings they were not made with (dvc.lock records params.yaml alone). One ``ConfigError`` lists every differing
+    key. False when ``recorded`` does not exist (results from before it was recorded: nothing to compare)."""
+    from prh.checks import check_config
+    from prh.config import config_layers, merge
+    from prh.io import read_json
+
+    if not Path(recorded).exists():
+        return False
+    layers = config_layers(base=params, configfiles=configfiles)
+    cfg: dict = {}
+    for _, values in layers:
+        cfg = merge(cfg, values)
+    now = check_config(cfg, layers=layers)
+    diffs = _leaf_diff(read_json(recorded), now, where=Path(recorded).name)
+    if diffs:
+        layered = " ".join(f"--configfile {f}" for f in configfiles)
+        raise ConfigError(problems_message(
+            f"{recorded} says the results were built with a config that differs from {params}{' ' + layered if layered else ''} "
+            f"(a preset, --configfile or --config), so stamping them as up to date would pair them with settings they "
+            f"were not made with; pull with those layers (`prh check-lock --effective {recorded} --configfile FILE`, "
+            f"then `snakemake --touch --forceall --configfile FILE`) or rebuild (`make figures`). Differences "
+            f"({len(diffs)})", diffs))
+    return True
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="prh check-lock", description="refuse to stamp pulled results when params.yaml "
                                 "differs from the params dvc.lock records (make pull runs it first)")
     p.add_argument("--params", default="params.yaml")
     p.add_argument("--lock", default="dvc.lock")
+    p.add_argument("--effective", metavar="CONFIG_JSON", help="instead: compare the effective config the results "
+                   "record (results/config.json, after a pull) with params.yaml and any --configfile")
+    p.add_argument("--configfile", action="append", default=[], help="a file layered on params.yaml (with --effective)")
     a = p.parse_args(argv)
+    if a.effective:
+        done = check_effective(a.effective, params=a.params, configfiles=a.configfile)
+        print(f"{a.effective}: the config of {a.params} " + ("(" + ", ".join(a.configfile) + ") " if a.configfile else "")
+              + "as the results record it" if done else f"{a.effective}: absent (results from before it was "
+              "recorded); only the params dvc.lock records were compared")
+        return
     stages = check_lock(params=a.params, lock=a.lock)
     print(f"{a.params}: as {a.lock} records it ({len(stages)} stage{'s' * (len(stages) != 1)})")
