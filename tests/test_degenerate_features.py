@@ -22,12 +22,12 @@ def _feats(seed=0):
     return torch.randn(N, L, D, generator=torch.Generator().manual_seed(seed))
 
 
-def _align(tmp_path, bad, metric="mutual_knn", dtype="float32"):
+def _align(tmp_path, bad, metric="mutual_knn", dtype="float32", cca_dim=10):
     good_path, bad_path = tmp_path / "good.safetensors", tmp_path / "bad.safetensors"
     save_features(good_path, _feats(1), {"model": "good"})
     save_features(bad_path, bad, {"model": "diverged"})
     return alignment_tables([metric], x_names=["good"], x_features=[str(good_path)], y_names=["diverged"],
-                            y_features=[str(bad_path)], topk=3, dtype=dtype)
+                            y_features=[str(bad_path)], topk=3, dtype=dtype, cca_dim=cca_dim)
 
 
 def _one_nan_row():
@@ -56,7 +56,7 @@ def test_alignment_refuses_features_unfit_to_score(tmp_path, case):
 
 def test_svcca_names_the_file(tmp_path):
     with pytest.raises(FeaturesError, match=r"bad\.safetensors \(model diverged\)"):
-        _align(tmp_path, _one_nan_row(), metric="svcca")
+        _align(tmp_path, _one_nan_row(), metric="svcca", cca_dim=4)
 
 
 def test_what_is_fit_still_scores(tmp_path):
@@ -109,3 +109,10 @@ def test_a_truncated_features_file_does_not_break_the_plan(tmp_path):
     assert align_memory_mb(x_features=[str(path)], y_features=[str(path)], metric="mutual_knn") > 0
     with pytest.raises(CorruptFileError, match="cut.safetensors"):
         alignment_tables(["mutual_knn"], x_names=["cut"], x_features=[str(path)], topk=3)
+
+
+def test_svcca_names_the_file_whose_width_is_below_cca_dim(tmp_path):
+    from prh.errors import UsageError
+
+    with pytest.raises(UsageError, match=r"bad\.safetensors \(model diverged\): svcca keeps cca_dim = 10 directions"):
+        _align(tmp_path, _feats(), metric="svcca")  # D = 8 features

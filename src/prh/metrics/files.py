@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-from prh.errors import FeaturesError
+from prh.errors import FeaturesError, UsageError
 from prh.io import features_layout, features_meta_path, read_features_layer, read_json
 from prh.metrics.registry import (
     KNN_METRICS,
@@ -58,6 +58,9 @@ def file_layer_states(metrics, path, *, quantile: float = 0.95, n_items: int | N
         raise ValueError(f"layer_dims {list(dims)} in {meta_path} does not fit features of shape {layout['shape']}")
     if not 0 < quantile <= 1:
         raise ValueError(f"q must be in (0, 1], got {quantile}")
+    if "svcca" in metrics and not 1 <= cca_dim <= min(n, min(dims)):
+        raise UsageError(f"{where}: svcca keeps cca_dim = {cca_dim} directions, more than its {n} items or "
+                         f"{min(dims)} features (narrowest layer) give; lower alignment.cca_dim (--cca-dim)")
 
     def checked(layer):  # NaN or inf rows refused before they reach the clamp quantile (issue 49)
         x = read_features_layer(path, layer, n_items=n, layout=layout)
