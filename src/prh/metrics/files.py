@@ -58,9 +58,9 @@ def file_layer_states(metrics, path, *, quantile: float = 0.95, n_items: int | N
         raise ValueError(f"layer_dims {list(dims)} in {meta_path} does not fit features of shape {layout['shape']}")
     if not 0 < quantile <= 1:
         raise ValueError(f"q must be in (0, 1], got {quantile}")
-    if "svcca" in metrics and not 1 <= cca_dim <= min(n, min(dims)):
+    if "svcca" in metrics and not 1 <= cca_dim <= min(n, width):  # (kernel.svcca_state's own limit)
         raise UsageError(f"{where}: svcca keeps cca_dim = {cca_dim} directions, more than its {n} items or "
-                         f"{min(dims)} features (narrowest layer) give; lower alignment.cca_dim (--cca-dim)")
+                         f"{width} features give; lower alignment.cca_dim (--cca-dim)")
 
     def checked(layer):  # NaN or inf rows refused before they reach the clamp quantile (issue 49)
         x = read_features_layer(path, layer, n_items=n, layout=layout)
