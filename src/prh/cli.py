@@ -125,39 +125,47 @@ _LOADS_BY_NAME = {"prh.figures": "prh/plots/*.py", "prh.studies.ledger": "prh/st
 
 
 @functools.lru_cache(maxsize=None)
-def _imports(path: Path) -> tuple[str, ...]:
-    """Every module name ``path`` imports (absolute imports; ``from a import b`` gives a and a.b)."""
+def _imports(path: Path) -> tuple[tuple[str, bool], ...]:
+    """Every module ``path`` imports (absolute imports), each with whether the importer reads the module's own
+    namespace: ``import a`` or ``from a import name`` does; ``from a import submodule`` reads only the submodule."""
     import ast
 
-    names = []
+    found = []
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
-            names += [a.name for a in node.names]
+            found += [(a.name, True) for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            names += [node.module] + [f"{node.module}.{a.name}" for a in node.names]
-    return tuple(names)
+            subs = [f"{node.module}.{a.name}" for a in node.names]
+            found += [(node.module, not all(_module_file(m) for m in subs))] + [(m, True) for m in subs]
+    return tuple(found)
 
 
 def code_files(command: str) -> list[Path]:
-    """The library files a command runs: ``prh/cli.py``, its module and every ``prh`` module that imports,
-    transitively (function-level imports too, and the packages above each). A module that imports ``importlib``
-    (the lazy metric modules, the figure registry's plot functions, the ledger's manifests) brings every module of
-    its package, which it may load by name."""
-    todo, seen, files = [COMMANDS[command].split(":")[0]], set(), {Path(__file__).resolve()}
+    """The library files a command runs: its module and every ``prh`` module that imports, transitively
+    (function-level imports too, and the packages above each). A module that imports ``importlib`` (the lazy metric
+    modules, the figure registry's plot functions, the ledger's manifests) brings every module it may load by name
+    (its package's, or ``_LOADS_BY_NAME``), where the importer reads its namespace (``from prh.metrics import
+    mutual_knn``, not ``from prh.metrics.knn import knn``). Not this dispatcher: it computes nothing, and a new
+    command would rerun every job."""
+    todo = [(COMMANDS[command].split(":")[0], True)]
+    seen: dict[str, bool] = {__name__: True}  # module -> its namespace was read (its by-name loads followed)
+    files: set[Path] = set()
     while todo:
-        module = todo.pop()
-        if module in seen or not (module == "prh" or module.startswith("prh.")):
-            continue
-        seen.add(module)
+        module, namespace = todo.pop()
+        if not (module == "prh" or module.startswith("prh.")) or (module in seen and (seen[module] or not namespace)):
+            continue  # not ours, or seen already (with its namespace read, or without it and not now either)
+        first = module not in seen
+        seen[module] = namespace
         path = _module_file(module)
         if path is None:  # ``from prh.x import name``: name is not a module
             continue
-        files.add(path)
-        todo += [module.rsplit(".", i)[0] for i in range(1, module.count(".") + 1)]  # parent packages run first
-        todo += _imports(path)
-        if "importlib" in _imports(path):
+        if first:
+            files.add(path)
+            todo += [(module.rsplit(".", i)[0], False) for i in range(1, module.count(".") + 1)]  # parents run first
+            todo += [(m, ns) for m, ns in _imports(path)]
+        if namespace and any(m == "importlib" for m, _ in _imports(path)):
             pattern = _LOADS_BY_NAME.get(module, path.parent.relative_to(_SRC).as_posix() + "/**/*.py")
-            todo += [".".join(f.relative_to(_SRC).with_suffix("").parts).removesuffix(".__init__")
+            todo += [(".".join(f.relative_to(_SRC).with_suffix("").parts).removesuffix(".__init__"), True)
                      for f in _SRC.glob(pattern) if "__pycache__" not in f.parts]
     # the data files a module reads beside it (a study's manifest.yaml: its claims and thresholds)
     return sorted(files | {y for f in files for y in f.parent.glob("*.yaml")})
