@@ -11,7 +11,7 @@ STAMP  := $(VENV)/.installed
 # Rules call `prh`, and `dvc repro` calls `snakemake`: both must be found on PATH.
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: install figures test repro pull replicate clean-results
+.PHONY: install figures test repro pull push replicate clean-results
 
 install: $(STAMP)
 
@@ -43,11 +43,21 @@ repro: $(STAMP)
 # built in; --touch marks them up to date so Snakemake plans no job for them, and
 # --forceall makes it record every job's parameters too (plain --touch skips the jobs
 # it would not run, so a later parameter change of a job without inputs went unnoticed).
-# prh check-lock first: stamping results built with other params would hide the difference (issue 37).
+# prh check-lock first: stamping results built with other params would hide the difference (issue 37); after the
+# pull, the effective config the results record (presets and --config included) against params.yaml's (issue 49).
 pull: $(STAMP)
 	$(BIN)/prh check-lock
 	$(BIN)/dvc pull
+	$(BIN)/prh check-lock --effective results/config.json
 	$(BIN)/snakemake --touch --forceall --cores 1 --quiet
+
+# Upload results/ to the DVC remote. `dvc push` sends what dvc.lock records, and after a first `make figures` there
+# is no dvc.lock yet ("Everything is up to date", nothing sent): `dvc repro` writes it first, running Snakemake,
+# which plans nothing for up-to-date results (and rebuilds any that params or code have made stale), so the lock
+# never certifies results it did not check (issue 49).
+push: $(STAMP)
+	$(BIN)/dvc repro
+	$(BIN)/dvc push
 
 clean-results:
 	rm -rf results .snakemake

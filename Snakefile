@@ -83,6 +83,19 @@ include: "workflow/rules/claims.smk"
 include: "workflow/rules/figures.smk"
 
 
+# Library code (issue 49): Snakemake's `code` trigger sees a rule's own text, not the library its `prh` command
+# runs. Each such rule gets a param, the hash of the library files its commands run (prh.cli.code_hash: the
+# command's module and what it imports): editing src/prh/metrics/knn.py reruns the jobs that compute k-NN, and
+# only those, before dvc.lock records the new src/prh.
+from prh.cli import COMMANDS, code_hash
+
+for _rule in workflow.rules:
+    _text = " ".join([_rule.shellcmd or ""] + [p for p in _rule.params if isinstance(p, str)])
+    _commands = sorted(set(re.findall(r"\bprh(?:\.cli)?(?: --gpus \S+)? ([a-z][a-z0-9-]*)", _text)) & set(COMMANDS))
+    if _commands and "prh_code" not in _rule.params.keys():  # (a replicate module runs this file again)
+        _rule.set_params(prh_code=code_hash(*_commands))
+
+
 rule all:
     input:
         TARGETS,

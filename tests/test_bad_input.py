@@ -19,7 +19,7 @@ def table_rows() -> list[tuple[str, str]]:
     block = generated_block((ROOT / "docs" / "trust.md").read_text(), "bad-input")
     rows = [ROW.match(line.strip()) for line in block.splitlines() if line.startswith("| `")]
     assert all(rows), "every row is | `command` | `text` |"
-    return [(m["cmd"], m["out"].replace("\\|", "|")) for m in rows]
+    return [(m["cmd"].replace("\\|", "|"), m["out"].replace("\\|", "|")) for m in rows]
 
 
 ROWS = table_rows()
@@ -35,6 +35,12 @@ def test_the_table_covers_the_issue():
     commands = " ".join(c for c, _ in ROWS)
     for needed in ("suite=ofline", "allow_unpinned=true", "topk: 999", "batch_sizes", "bins", "check-lock", "plot"):
         assert needed in commands
+    # issue 49: prh align's bad inputs, check-config on a directory or UTF-16, make-shapes --n 0, a dvc.lock that is
+    # missing, conflicted or a list, a closed pipe, NaN features, duplicate keys, NaN and huge numbers in the config
+    for needed in ("--x-features missing", "--x-features docs", "--topk 9", "a.st b.st", "--metric cknna", "--out docs",
+                   "check-config docs", "utf-16", "make-shapes --n 0", "--lock missing.lock", "<<<<<<<", "'- a",
+                   "| true", "float(\"nan\")", "seed: 7", ".nan", "seed=1200"):
+        assert needed in commands, needed
 
 
 @pytest.mark.parametrize("command, expected", ROWS, ids=[c[:60] for c, _ in ROWS])

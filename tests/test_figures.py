@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import re
+from pathlib import Path
 
 import pytest
 import yaml
@@ -70,3 +71,15 @@ def test_list_prints_every_figure(capsys):
     main(["--list"])
     out = capsys.readouterr().out.splitlines()
     assert [line.split("\t")[0] for line in out] == list(FIGURES)
+
+
+def test_alignment_heatmap_draws_null_cells(tmp_path):
+    """One dead model (null scores and layer pairs) used to break the figure job with a TypeError (issue 49): the
+    cells are drawn blank and marked n/a, the rest as before."""
+    from prh.plots.alignment import plot_alignment
+
+    table = {"scores": [[0.5, None], [None, None]], "best_pairs": [[[0, 1], None], [None, None]],
+             "x_names": ["a", "b"], "y_names": ["c", "d"], "settings": {"metric": "mutual_knn", "topk": 3, "n": 10}}
+    written = plot_alignment(table, str(tmp_path / "t.pdf"))
+    assert all(p.exists() and p.stat().st_size > 0 for p in map(Path, written))
+    plot_alignment({**table, "scores": [[None, None], [None, None]], "best_pairs": None}, str(tmp_path / "u.pdf"))

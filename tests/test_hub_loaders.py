@@ -206,8 +206,8 @@ def test_offline_paper_check_lists_every_missing_hub_item_at_once(tmp_path, offl
     assert "5 hub items of the paper suite are not in the Hugging Face cache" in message
     for line in ("model vit-tiny: timm/vit_tiny_patch16_224.augreg_in21k (revision main): `hf download timm/vit",
                  f"model bloom: bigscience/bloomz-560m (revision {REV_A}): `hf download bigscience/bloomz-560m",
-                 "dataset wit: minhuh/prh (revision wit_1024): `python -c \"import datasets; "
-                 "datasets.load_dataset('minhuh/prh', revision='wit_1024')\"`",
+                 "dataset wit: minhuh/prh (revision wit_1024): `python -c 'import datasets; "
+                 "datasets.load_dataset(\"minhuh/prh\", revision=\"wit_1024\")'`",
                  "dataset cifar: uoft-cs/cifar10", f"dataset places: folder {tmp_path / 'places'} does not exist"):
         assert line in message
     assert "dvc pull results/data" in message and "make pull" in message and "shapes" not in message

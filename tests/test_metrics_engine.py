@@ -177,7 +177,7 @@ def test_a_set_against_itself_is_computed_once_and_has_a_unit_diagonal(tmp_path)
 def test_table_rejects_feature_files_with_different_items(tmp_path):
     paths = write_models(tmp_path)
     save_features(tmp_path / "short.safetensors", torch.randn(20, 2, 4), {"model": "short"})
-    with pytest.raises(ValueError, match="same items"):
+    with pytest.raises(SystemExit, match="same items"):  # a user error: one line (issue 49), no traceback
         prh_main(["align", "--metric", "mutual_knn", "--topk", "10", "--quantile", "0.95", "--x-names", "a", "b", "--x-features", str(paths["m_small"]), str(tmp_path / "short.safetensors"), "--out", str(tmp_path / "o.json")])
 
 

@@ -21,7 +21,8 @@ from test_workflow import copy_repo, run
 from tiny_models import save_language_model
 
 from prh import config
-from prh.checks import check_config, check_device, check_lock
+from prh.checks import check_config, check_device
+from prh.lock import check_lock
 from prh.errors import ConfigError, CorruptFileError, did_you_mean
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -131,7 +132,16 @@ def test_check_lock_refuses_params_that_differ_from_the_lock(cfg, tmp_path):
     built["datasets"]["shapes_vision"]["n"] = 1000
     lock.write_text(yaml.safe_dump({"stages": {"workflow": {"params": {"params.yaml": {"datasets": built["datasets"]}}}}}))
     assert check_lock(params=str(params), lock=str(lock)) == ["workflow"]
-    assert check_lock(params=str(params), lock=str(tmp_path / "none.lock")) == []
+    # nothing to compare is a failure, in one line naming the file (a typo in --lock used to pass)
+    for bad, text in ((tmp_path / "none.lock", "does not exist"), (tmp_path, "a directory")):
+        with pytest.raises(ConfigError, match=text):
+            check_lock(params=str(params), lock=str(bad))
+    for body, text in (("- a\n- b\n", "not a DVC lock file"), ("stages: {workflow: {deps: []}}\n", "nothing to compare"),
+                       ("<<<<<<< HEAD\nstages: {}\n=======\nstages: {}\n>>>>>>> other\n", "merge-conflict markers"),
+                       ("stages: [\n", "not valid YAML")):
+        (tmp_path / "bad.lock").write_text(body)
+        with pytest.raises(ConfigError, match=text):
+            check_lock(params=str(params), lock=str(tmp_path / "bad.lock"))
     # DVC writes params as YAML 1.2: 2e-05 unquoted, which PyYAML (YAML 1.1) reads back as a string: still equal
     params.write_text("lr: 2.0e-5\n")
     lock.write_text("stages:\n  workflow:\n    params:\n      params.yaml:\n        lr: 2e-05\n")

@@ -272,13 +272,13 @@ def test_changing_one_param_replans_only_its_jobs(smoke):
     # every metric is passed k; and the headline table of the whole language zoo), the
     # two headline figures, and the experiments that read those tables (Figs 2-4, 9, 12-14) with
     # their figures, and the claims ledger that reads their metrics; not the locality of Fig 10 (its ks are
-    # its own), not the zoo or features
+    # its own), not the zoo or features; and the record of the effective config (results/config.json)
     assert jobs == {"align_all_metrics": 2, "align": 1, "plot_alignment": 2, "convergence": 1, "plot_convergence_fig02_competence_alignment": 1,
                     "plot_convergence_fig02_model_map": 1, "plot_convergence_fig03_language_vision": 1, "plot_convergence_fig03_preregistered": 1,
                     "density": 1, "plot_density_fig09_caption_density": 1, "downstream": 1, "plot_downstream_fig04": 1,
                     "metric_agreement": 1, "plot_metric_agreement_fig12": 1, "plot_metric_agreement_fig13_cross_metrics": 1,
                     "plot_metric_agreement_fig14_cross_metrics": 1, "claims_ledger": 1, "plot_claims_ledger": 1,
-                    "all": 1}, jobs
+                    "effective_config": 1, "all": 1}, jobs
     assert planned_jobs(smoke) == {}
 
 
@@ -331,7 +331,7 @@ def test_dvc_push_clone_pull_plans_nothing(smoke, tmp_path):
     (clone / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     assert planned_jobs(clone) == {"simplicity_experiment": 1, "simplicity_metrics": 1,
                                    "plot_simplicity_fig2_2_random_net_rank": 1, "claims_ledger": 1,
-                                   "plot_claims_ledger": 1, "all": 1}
+                                   "plot_claims_ledger": 1, "effective_config": 1, "all": 1}
     status = run(["dvc", "status"], clone).stdout
     assert "workflow" in status and "simplicity" in status, status
 

@@ -17,8 +17,8 @@ inside a job, some after the most expensive work (issue 37):
 Each problem names its key and the layer that set it (params.yaml, a ``--configfile``, ``--config``).
 Hub datasets without an ``n`` cap are not checked (their size is known only after the download).
 ``check_config`` is the one pass the Snakefile and ``prh check-config`` run: schema (types, ranges, name
-patterns, unique lists; defaults filled), references (names that exist), then these limits. ``check_lock``
-is ``make pull``'s: the params ``dvc.lock`` recorded against params.yaml now.
+patterns, unique lists; defaults filled), references (names that exist), then these limits. ``make pull``'s check
+of ``dvc.lock`` is ``prh.lock``.
 
     prh check-config                                        # params.yaml
     prh check-config --configfile presets/replay.yaml --config suite=paper
@@ -33,8 +33,8 @@ from prh.config import (all_datasets, all_models, config_layers, merge, source_n
                         where_set)
 from prh.errors import ConfigError, did_you_mean, problems_message
 
-__all__ = ["check_config", "check_references", "check_limits", "check_bins", "check_device", "check_lock", "n_probe_tasks",
-           "main", "lock_main", "REFERENCES", "REFERENCE_LITERALS"]
+__all__ = ["check_config", "check_references", "check_limits", "check_bins", "check_device", "n_probe_tasks",
+           "main", "REFERENCES", "REFERENCE_LITERALS"]
 
 
 # names that refer to a dataset, a model set or a model ("*": every key at that level; a model set's members too)
@@ -45,7 +45,9 @@ REFERENCES = {**{f"suites.*.{key}": "dataset" for key in ("paired_dataset", "vis
               "phase.language_models.*": "model set", "downstream.language_models.*": "model set",
               "downstream.vision_models.*": "model set", "convergence.preregistered.vision_models": "model set",
               "bridge.*.strongest_vision": "model", "color.images.*": "dataset", "sample_size.dataset.*": "dataset",
-              "sample_size.vision_models.*": "model", "sample_size.language_models.*": "model"}
+              "sample_size.vision_models.*": "model", "sample_size.language_models.*": "model",
+              "lte.paper.datasets": "dataset", "downstream.strongest_vision": "model",
+              "density.captioner": "model", "zoo.vision.*.data": "dataset", "zoo.language.*.data": "dataset"}
 # values a referring key may hold besides a name (color.images: the photos packaged with scikit-image and -learn)
 REFERENCE_LITERALS = {"color.images": ("packaged",)}
 
@@ -90,6 +92,10 @@ def check_references(cfg: dict, *, layers: list[tuple[str, dict]] | None = None)
             refer(f"model_sets.{set_name}", m, "model")
     for key, value, kind in _named_references(cfg):
         refer(key, value, kind)
+    # color.language_models: per suite, a model-set name or a list of model names
+    for suite, value in ((cfg.get("color") or {}).get("language_models") or {}).items():
+        for m in value if isinstance(value, list) else [value]:
+            refer(f"color.language_models.{suite}", m, "model" if isinstance(value, list) else "model set")
     for kind, names in unknown.items():
         if len(names) == 1:
             (name, where), = names.items()
@@ -295,11 +301,43 @@ def check_device(cfg: dict, *, local: bool) -> None:
                           "set `device: auto` (CUDA when present, else CPU) or `device: cpu`, or run on a GPU machine")
 
 
+MAX_INT = 2**63 - 1  # int64: what numpy and torch count and index in
+MAX_SEED = 2**32 - 1  # numpy's legacy seeding (np.random.seed, RandomState) and sklearn's random_state
+
+
+def _number_problems(node, key: str = "") -> list[tuple[str, str]]:
+    """(dotted key, problem) of every number no run can use: NaN or infinity anywhere, an integer beyond int64, a seed
+    beyond 2**32 - 1."""
+    import math
+
+    if isinstance(node, dict):
+        return [p for k, v in node.items() for p in _number_problems(v, f"{key}.{k}" if key else str(k))]
+    if isinstance(node, list):
+        return [p for v in node for p in _number_problems(v, key)]
+    if isinstance(node, float) and not math.isfinite(node):
+        return [(key, f"{node!r} is not a number a run can use; give a finite value")]
+    if isinstance(node, int) and not isinstance(node, bool):
+        if abs(node) > MAX_INT:
+            return [(key, f"{node} is beyond the 64-bit integers numpy and torch compute with (at most {MAX_INT})")]
+        if key.rsplit(".", 1)[-1].endswith("seed") and not 0 <= node <= MAX_SEED:
+            return [(key, f"a seed must be between 0 and {MAX_SEED} (numpy's limit), not {node}")]
+    return []
+
+
 def check_config(cfg: dict, *, layers: list[tuple[str, dict]] | None = None) -> dict:
     """Schema (defaults filled in place), references, then limits: the checks before any job, in that order, each
     raising one ``ConfigError`` that names the key and where it was set. A zoo run's checkpoints beyond its steps
     come before references: they rename the run's models, so the sets naming them would be the wrong key to blame."""
+    numbers = _number_problems(cfg)
+    if numbers:  # before the schema: NaN passes every minimum and maximum (comparisons with NaN are false)
+        layers_ = layers or [("params.yaml", cfg)]
+        raise ConfigError(problems_message(f"{source_name(layers_)} is invalid", [
+            f"  {key}: {msg}{where_set(key.split('.'), layers_)}" for key, msg in numbers]))
     validate_schema(cfg, layers=layers)
+    if (cfg.get("cluster") or {}).get("rates_file"):
+        from prh.cluster import read_rates
+
+        read_rates(cfg["cluster"]["rates_file"])  # what every dry run's plan cost reads: unreadable, named now
     _raise(_checkpoint_problems(cfg), layers, cfg)
     return check_limits(check_references(cfg, layers=layers), layers=layers)
 
@@ -331,59 +369,3 @@ def main(argv: list[str] | None = None) -> None:
         cfg = merge(cfg, values)
     check_config(cfg, layers=layers)
     print(f"{source_name(layers)}: ok")
-
-
-def _same(old, new) -> bool:
-    """Equal values; a number DVC wrote as YAML 1.2 (``2e-05``) reads back through PyYAML (YAML 1.1) as a string."""
-    if isinstance(old, list) and isinstance(new, list):
-        return len(old) == len(new) and all(_same(a, b) for a, b in zip(old, new))
-    if isinstance(old, str) and isinstance(new, (int, float)) and not isinstance(new, bool):
-        try:
-            return float(old) == float(new)
-        except ValueError:
-            return False
-    return old == new
-
-
-def _leaf_diff(old, new, path: str = "") -> list[str]:
-    """Dotted keys whose values differ between two nested mappings (a key on one side only counts)."""
-    if isinstance(old, dict) and isinstance(new, dict):
-        return [d for k in sorted(set(old) | set(new), key=str)
-                for d in _leaf_diff(old.get(k, "<absent>"), new.get(k, "<absent>"), f"{path}.{k}" if path else str(k))]
-    return [] if _same(old, new) else [f"{path}: {old!r} in dvc.lock, {new!r} now"]
-
-
-def check_lock(*, params: str = "params.yaml", lock: str = "dvc.lock") -> list[str]:
-    """Before ``make pull`` stamps pulled results as up to date: the params each stage of ``lock`` was built with must
-    equal ``params`` now. Raise one ``ConfigError`` listing every differing key (leaf by leaf); return the stages
-    checked ([] without a lock file: nothing was built, nothing to pull)."""
-    import yaml
-
-    from prh.config import load
-
-    if not Path(lock).exists():
-        return []
-    now = load(params)
-    stages = (yaml.safe_load(Path(lock).read_text()) or {}).get("stages") or {}
-    diffs = []
-    for stage, spec in stages.items():
-        built = ((spec or {}).get("params") or {}).get(Path(params).name) or {}
-        diffs += [f"{stage}: {d}" for d in _leaf_diff(built, {k: now.get(k, "<absent>") for k in built})]
-    if diffs:
-        raise ConfigError(problems_message(
-            f"{params} differs from the params {lock} says the results were built with, so stamping pulled results "
-            f"as up to date would pair them with settings they were not made with; either restore the params "
-            f"(`git checkout {params}`), pull, then edit again and run `make figures`, or rebuild without pulling "
-            f"(`dvc repro`). Differences ({len(diffs)})", diffs))
-    return list(stages)
-
-
-def lock_main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(prog="prh check-lock", description="refuse to stamp pulled results when params.yaml "
-                                "differs from the params dvc.lock records (make pull runs it first)")
-    p.add_argument("--params", default="params.yaml")
-    p.add_argument("--lock", default="dvc.lock")
-    a = p.parse_args(argv)
-    stages = check_lock(params=a.params, lock=a.lock)
-    print(f"{a.params}: as {a.lock} records it ({len(stages)} stage{'s' * (len(stages) != 1)})" if stages
-          else f"{a.lock}: absent, nothing to compare")

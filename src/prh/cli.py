@@ -25,21 +25,23 @@ per process here and writes nothing (benchmarks/README.md, issue 39).
 from __future__ import annotations
 
 import atexit
+import functools
 import importlib
 import os
 import sys
 import threading
 import time
+from pathlib import Path
 
 from prh.bench import RUSAGE_ENV, record_rusage
-from prh.errors import DEBUG_ENV, did_you_mean, user_errors
+from prh.errors import DEBUG_ENV, UsageError, did_you_mean, user_errors
 from prh.gpus import GPUS_FLAG, exec_holding_gpus, setup_job
 
 # stage -> {command: ("module:function", one line of help)}, in pipeline order.
 STAGES: dict[str, dict[str, tuple[str, str]]] = {
     "config": {
         "check-config": ("prh.checks:main", "check a config as the Snakefile does: schema, names, data limits"),
-        "check-lock": ("prh.checks:lock_main", "params.yaml equals what dvc.lock built with (make pull runs it)"),
+        "check-lock": ("prh.lock:main", "params.yaml equals what dvc.lock built with (make pull runs it)"),
         "preflight": ("prh.preflight:main", "paper suite: gated access, datasets, downloads, a batch per model family"),
     },
     "data": {
@@ -114,6 +116,76 @@ STAGES: dict[str, dict[str, tuple[str, str]]] = {
 COMMANDS: dict[str, str] = {name: target for cmds in STAGES.values() for name, (target, _) in cmds.items()}
 
 
+_SRC = Path(__file__).resolve().parents[1]  # src/, which holds the package prh/
+
+
+def _module_file(module: str) -> Path | None:
+    base = _SRC.joinpath(*module.split("."))
+    return next((f for f in (base.with_suffix(".py"), base / "__init__.py") if f.is_file()), None)
+
+
+# modules that load others by name (importlib): what they may load (others: every module of their own package)
+_LOADS_BY_NAME = {"prh.figures": "prh/plots/*.py", "prh.studies.ledger": "prh/studies/*/manifest.py"}
+
+
+@functools.lru_cache(maxsize=None)
+def _imports(path: Path) -> tuple[tuple[str, bool], ...]:
+    """Every module ``path`` imports (absolute imports), each with whether the importer reads the module's own
+    namespace: ``import a`` or ``from a import name`` does; ``from a import submodule`` reads only the submodule."""
+    import ast
+
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found += [(a.name, True) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            subs = [f"{node.module}.{a.name}" for a in node.names]
+            found += [(node.module, not all(_module_file(m) for m in subs))] + [(m, True) for m in subs]
+    return tuple(found)
+
+
+def code_files(command: str) -> list[Path]:
+    """The library files a command runs: its module and every ``prh`` module that imports, transitively
+    (function-level imports too, and the packages above each). A module that imports ``importlib`` (the lazy metric
+    modules, the figure registry's plot functions, the ledger's manifests) brings every module it may load by name
+    (its package's, or ``_LOADS_BY_NAME``), where the importer reads its namespace (``from prh.metrics import
+    mutual_knn``, not ``from prh.metrics.knn import knn``). Not this dispatcher: it computes nothing, and a new
+    command would rerun every job."""
+    todo = [(COMMANDS[command].split(":")[0], True)]
+    seen: dict[str, bool] = {__name__: True}  # module -> its namespace was read (its by-name loads followed)
+    files: set[Path] = set()
+    while todo:
+        module, namespace = todo.pop()
+        if not (module == "prh" or module.startswith("prh.")) or (module in seen and (seen[module] or not namespace)):
+            continue  # not ours, or seen already (with its namespace read, or without it and not now either)
+        first = module not in seen
+        seen[module] = namespace
+        path = _module_file(module)
+        if path is None:  # ``from prh.x import name``: name is not a module
+            continue
+        if first:
+            files.add(path)
+            todo += [(module.rsplit(".", i)[0], False) for i in range(1, module.count(".") + 1)]  # parents run first
+            todo += [(m, ns) for m, ns in _imports(path)]
+        if namespace and any(m == "importlib" for m, _ in _imports(path)):
+            pattern = _LOADS_BY_NAME.get(module, path.parent.relative_to(_SRC).as_posix() + "/**/*.py")
+            todo += [(".".join(f.relative_to(_SRC).with_suffix("").parts).removesuffix(".__init__"), True)
+                     for f in _SRC.glob(pattern) if "__pycache__" not in f.parts]
+    # the data files a module reads beside it (a study's manifest.yaml: its claims and thresholds)
+    return sorted(files | {y for f in files for y in f.parent.glob("*.yaml")})
+
+
+def code_hash(*commands: str) -> str:
+    """SHA-256 (16 hex digits) of the library files ``commands`` run (``code_files``): a rule's param, so that
+    Snakemake reruns exactly the jobs whose library code changed (its ``code`` trigger sees only the rule's own)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for f in sorted({f for c in commands for f in code_files(c)}):
+        digest.update(f.relative_to(_SRC).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
 def usage() -> str:
     width = max(map(len, COMMANDS)) + 2
     lines = ["usage: prh <command> [args]"]
@@ -147,7 +219,11 @@ def main(argv: list[str] | None = None) -> None:
     start, status = time.perf_counter(), 1
     try:
         with user_errors(prefix=f"prh {name}: "):
-            getattr(importlib.import_module(module), func)(rest)
+            try:
+                getattr(importlib.import_module(module), func)(rest)
+            except (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError) as e:
+                # a path the user gave that is missing, a directory or unreadable: one line, as a PRHError
+                raise UsageError(str(e) if e.filename is None else f"{e.filename}: {e.strerror}") from e
         status = 0
     except SystemExit as stop:
         status = 0 if stop.code is None else stop.code if isinstance(stop.code, int) else 1
@@ -171,6 +247,10 @@ def entry() -> None:
         code = 0
     except SystemExit as stop:
         code = stop.code
+    except BrokenPipeError:  # the reader went away (`prh plot --list | head -1`): stop, as a shell tool does
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more to flush into the pipe
+        print(f"prh {' '.join(sys.argv[1:2])}: stopped, its output was closed (broken pipe)", file=sys.stderr)
+        code = 141  # 128 + SIGPIPE, the status of a tool the signal stopped
     if code is None:
         code = 0
     elif not isinstance(code, int):

@@ -19,6 +19,7 @@ from pathlib import Path
 import yaml
 
 from prh.errors import ConfigError, problems_message
+from prh.yamlfile import safe_load
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = ROOT / "workflow" / "schemas" / "params.schema.yaml"
@@ -29,13 +30,23 @@ def load(path: str | Path = "params.yaml", *, empty_ok: bool = False) -> dict:
     path = Path(path)
     if not path.exists():
         raise ConfigError(f"config file {path} does not exist")
+    if path.is_dir():
+        raise ConfigError(f"config file {path} is a directory; give a YAML file (params.yaml, presets/<name>.yaml)")
     try:
-        with open(path) as f:
-            cfg = yaml.safe_load(f)
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"config file {path} is not UTF-8 text (byte {e.start}: {e.reason}); save it as UTF-8 "
+                          "(a UTF-16 file starts with the bytes FF FE or FE FF)") from None
+    except OSError as e:
+        raise ConfigError(f"config file {path} cannot be read ({e.strerror or e}); check its permissions") from None
+    try:
+        cfg = safe_load(text)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"{path}, line {mark.line + 1}, column {mark.column + 1}" if mark else str(path)
         what = " ".join(str(getattr(e, "problem", None) or e).split())
+        if isinstance(e, yaml.constructor.ConstructorError):  # a key twice, an alias bomb (prh.yamlfile)
+            raise ConfigError(f"{where}: {what}") from None
         raise ConfigError(f"{where}: not valid YAML ({what}); fix the file there (a tab for indentation, an "
                           "unclosed bracket or quote, or a missing space after ':' are the usual causes)") from None
     if cfg is None and empty_ok:
@@ -221,7 +232,7 @@ def _describe(err, origin: str | None = None) -> str:
         return f"  {where}: {err.message}; allowed keys: {', '.join(allowed)}"
     if err.validator == "pattern" and isinstance(err.instance, str):
         return (f"  {where}: {err.instance!r} is not a valid name: use letters, digits and . _ - only, starting with a "
-                "letter or digit (names become folder names and shell arguments)")
+                "letter or digit, at most 100 characters (names become folder names and shell arguments)")
     if err.validator == "uniqueItems" and isinstance(err.instance, list):
         twice = sorted({repr(v) for i, v in enumerate(err.instance) if v in err.instance[:i]})
         return (f"  {where}: lists {', '.join(twice)} more than once; give each entry once (a model listed twice is "
@@ -277,7 +288,12 @@ def _with_defaults(validator_cls):
                     instance.setdefault(key, sub["default"])
         yield from validate_props(validator, properties, instance, schema)
 
-    return __import__("jsonschema").validators.extend(validator_cls, {"properties": set_defaults})
+    # "integer" means an int: jsonschema also takes a float with no fraction (1.2e29, 1e20), which then overflows
+    # torch's seeds or numpy's counts (issue 49)
+    checker = validator_cls.TYPE_CHECKER.redefine(
+        "integer", lambda _, x: isinstance(x, int) and not isinstance(x, bool))
+    return __import__("jsonschema").validators.extend(validator_cls, {"properties": set_defaults},
+                                                     type_checker=checker)
 
 
 def all_models(cfg: dict) -> dict[str, dict]:

@@ -6,7 +6,7 @@ import contextlib
 import os
 
 __all__ = ["PRHError", "ConfigError", "ModelNotAvailableError", "DatasetNotAvailableError", "CorruptFileError",
-           "UsageError", "did_you_mean", "problems_message", "user_errors", "debugging", "DEBUG_ENV"]
+           "FeaturesError", "UsageError", "did_you_mean", "problems_message", "user_errors", "debugging", "DEBUG_ENV"]
 
 DEBUG_ENV = "PRH_DEBUG"  # set (to anything but 0 or empty) for tracebacks of user errors (prh --debug does the same)
 
@@ -48,6 +48,11 @@ class ModelNotAvailableError(PRHError):
 
 class DatasetNotAvailableError(ModelNotAvailableError):
     """A hub dataset is neither in the local cache nor downloadable (no network / offline)."""
+
+
+class FeaturesError(PRHError):
+    """Features unfit to score (NaN or inf rows, a constant model, values that overflow normalisation); the message
+    names the file, model, layer and rows."""
 
 
 class CorruptFileError(PRHError):

@@ -37,12 +37,26 @@ from prh.features import (
     preprocess_images,
     resize_side,
 )
+from prh.errors import FeaturesError
 from prh.io import none_or, read_json, read_jsonl, save_features
+from prh.metrics.sanity import check_features
 from prh.models import loaders
 
 
 def _partial_dir(out) -> Path:
     return Path(str(out) + ".partial")
+
+
+def _check_before_save(feats, out, meta: dict) -> None:
+    """NaN or inf rows, or a model constant in every layer, are refused before anything is written (issue 49);
+    the finished batches go too, so the rerun extracts again instead of resuming the same numbers."""
+    import torch
+
+    try:
+        check_features(torch.as_tensor(feats), where=f"{out} (model {meta['model']})", layer_dims=meta.get("layer_dims"))
+    except FeaturesError:
+        remove_checkpoint(_partial_dir(out))
+        raise
 
 
 def _read_images(data) -> np.ndarray:
@@ -144,6 +158,7 @@ def extract_vision_dataset(*, model, data, out, name=None, revision=None, batch_
         "layer_dims": [layer_dims[i] for i in indices], "layers": layers, "layer_indices": indices, **kw,
         **resolution,
     }
+    _check_before_save(feats, out, meta)
     save_features(out, feats, meta)
     remove_checkpoint(_partial_dir(out))
     del net
@@ -210,6 +225,7 @@ def extract_language_dataset(*, model, data, out, name=None, revision=None, pool
             per_item = (bits_per_byte(net, tok, texts, **common) if tail is None
                         else bpb_from_nats(nats, texts, counts))
             meta.update(bpb=float(per_item.mean()), bpb_per_item=per_item.tolist())
+        _check_before_save(feats, path, meta)
         save_features(path, feats, meta)
         remove_checkpoint(_partial_dir(path))
     del net

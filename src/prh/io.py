@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import hashlib
 import json
 import math
@@ -58,6 +59,8 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     On an exception the temporary file is removed and ``path`` is left untouched.
     """
     path = Path(path)
+    if path.is_dir():  # else os.replace names the temporary file, not the output (`prh align --out <dir>`)
+        raise IsADirectoryError(errno.EISDIR, "the output is a directory; give a file path", str(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
@@ -308,6 +311,8 @@ def features_layout(path: str | os.PathLike) -> dict:
     if not path.exists():
         raise FileNotFoundError(f"features file {path} does not exist: run the workflow (snakemake {path}) "
                                 "(features are not versioned by DVC: `make pull` fetches the alignment tables computed from them)")
+    if path.is_dir():
+        raise IsADirectoryError(errno.EISDIR, "a directory, not a features file (.safetensors)", str(path))
     size = path.stat().st_size
     try:
         with open(path, "rb") as f:

@@ -41,7 +41,7 @@ __all__ = ["HARNESS_SPLITS", "entry_spec", "entry_splits", "hub_entries", "pin_r
 
 # the splits lm-evaluation-harness's task reads (its yaml: few-shot examples, then the scored split)
 HARNESS_SPLITS = {"hellaswag": ("train", "validation"), "gsm8k": ("train", "test")}
-SHA_RE = re.compile(r"^[0-9a-f]{40}$")
+SHA_RE = re.compile(r"[0-9a-f]{40}")
 _REPO_RE = re.compile(r"""\b(?:repo|source):\s*(["']?)([^\s,{}"'#]+)\1""")
 _REV_RE = re.compile(r"""(\brevision:\s*)(["']?)([^\s,{}"'#]+)\2""")
 
@@ -113,7 +113,7 @@ def entry_splits(cfg: dict, entry: dict) -> list[str]:
 def unpinned_entries(cfg: dict) -> list[dict]:
     """The hub entries of ``cfg`` (``hub_entries(cfg, include_unset=True)``) whose revision is not a
     commit SHA: anything but 40 lowercase hex digits (a branch, a tag, or null) can move."""
-    return [e for e in hub_entries(cfg, include_unset=True) if not SHA_RE.match(str(e["revision"]))]
+    return [e for e in hub_entries(cfg, include_unset=True) if not SHA_RE.fullmatch(str(e["revision"]))]
 
 
 def check_pinned(cfg: dict, *, params: str = "params.yaml") -> dict:
@@ -232,7 +232,7 @@ def pin_revisions(params_path: str | Path, *, api=None, dry_run: bool = False) -
     cache: dict[tuple[str, str, str], str] = {}
     for e in entries:
         rev = str(e["revision"])
-        if SHA_RE.match(rev):
+        if SHA_RE.fullmatch(rev):
             e["sha"] = rev
             continue
         look = (e["kind"], e["repo_id"], rev)

@@ -7,8 +7,9 @@ from prh.studies.bridge.design import expand_arms, select_arms
 BRIDGE = f"{R}/experiments/bridge"
 BRIDGE_CFG = config.get("bridge") or {}
 BRIDGE_SUITE = BRIDGE_CFG.get(SUITE) or {}
-BRIDGE_ARMS = select_arms(expand_arms(BRIDGE_SUITE.get("arms"), BRIDGE_SUITE.get("sweeps")),
-                          BRIDGE_SUITE.get("run_arms"), where=f"bridge.{SUITE}.run_arms")
+with user_errors():  # an unknown arm or key: one line, as the config check's
+    BRIDGE_ARMS = select_arms(expand_arms(BRIDGE_SUITE.get("arms"), BRIDGE_SUITE.get("sweeps")),
+                              BRIDGE_SUITE.get("run_arms"), where=f"bridge.{SUITE}.run_arms")
 # images.npy and meta.json of the stage-1 (train_data) and stage-2 (probe_data) datasets
 BRIDGE_DATA = {key: {"images": f"{R}/data/{BRIDGE_SUITE[key]}/images.npy", "meta": f"{R}/data/{BRIDGE_SUITE[key]}/meta.json"}
                for key in ("train_data", "probe_data") if key in BRIDGE_SUITE}
@@ -81,7 +82,7 @@ rule bridge_outliers:
     output:
         f"{BRIDGE}/outliers.json",
     params:
-        models=" ".join(f"{k}={v}" for k, v in BRIDGE_OUTLIER_MODELS.items()),
+        models=" ".join(shlex.quote(f"{k}={v}") for k, v in BRIDGE_OUTLIER_MODELS.items()),
         families=json_param(BRIDGE_FAMILIES),
         config=json_param(BRIDGE_CFG.get("outliers") or {}),
     log:

@@ -8,6 +8,8 @@
 # S, results under results/replicates/seed<S>), asked only for the ledger of the `claims.replicated`
 # (training-based) studies. The run's own ledger then joins them: each replicated claim's verdict is the
 # agreement of the independent replicates (prh.claims.replicated_verdict).
+import hashlib
+
 from prh.config import replicate_config
 from prh.studies.ledger import workflow_files
 
@@ -53,3 +55,25 @@ rule claims_ledger:
 
 
 TARGETS += [rules.claims_ledger.output.ledger, *figure_targets("claims_ledger")]
+
+
+# The effective config (issue 49): params.yaml with every preset, --configfile and --config applied and the schema's
+# defaults filled, as this run used it; a DVC out. dvc.lock records params.yaml alone, so results built with a preset
+# (`make replicate`) or --config were stamped as params.yaml's: `make pull` now compares this file with the config
+# it would stamp them with (`prh check-lock --effective results/config.json`). Its param is the config's hash, so any
+# change rewrites it.
+rule effective_config:
+    output:
+        f"{R}/config.json",
+    params:
+        # the config's hash, not the config: a dry run prints a changed param's old and new values
+        sha256=hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest(),
+    benchmark:
+        bench_path("effective_config")
+    run:
+        from prh.io import write_json
+
+        write_json(output[0], config)
+
+
+TARGETS.append(rules.effective_config.output[0])

@@ -58,7 +58,7 @@ rule summarise_captions:
     conda:
         CONDA_ENV
     shell:
-        "prh --gpus {resources.gpu} summarise-captions --data {params.data} --model {params.model} --revision {params.revision:q}"
+        "prh --gpus {resources.gpu} summarise-captions --data {params.data} --model {params.model:q} --revision {params.revision:q}"
         " --num-words {params.num_words} --batch-size {params.batch_size}"
         " {params.options} --seed {params.seed} --device {params.device} {params.device_map} --out {params.out} > {log} 2>&1"
 

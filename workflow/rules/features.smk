@@ -27,7 +27,7 @@ ZOO_CHECKPOINT = {mod: {m: {"config": f"{model_dir(m)}/config.json",
                             **({"weights": f"{model_dir(m)}/model.safetensors"} if mod == "vision" else {})}
                         for m, s in MODELS.items() if s["source"] == "zoo"} for mod in ("vision", "language")}
 MODEL_ARG = {m: model_dir(m) if s["source"] == "zoo" else s["repo"] for m, s in MODELS.items()}
-REVISION_ARG = {m: f"--revision {s['revision']}" if s.get("revision") and s["source"] != "zoo" else ""
+REVISION_ARG = {m: f"--revision {shlex.quote(s['revision'])}" if s.get("revision") and s["source"] != "zoo" else ""
                 for m, s in MODELS.items()}
 EXTRACT_RUNTIME = {m: 20 if s["source"] == "zoo" else int(30 + 4 * (float(s.get("n_params") or 0) / 1e9))
                    for m, s in MODELS.items()}
@@ -79,7 +79,7 @@ rule extract_vision:
     conda:
         CONDA_ENV
     shell:
-        "prh --gpus {resources.gpu} extract-vision --model {params.model} {params.revision} --data {params.data}"
+        "prh --gpus {resources.gpu} extract-vision --model {params.model:q} {params.revision} --data {params.data}"
         " --out {output.feats} --name {wildcards.model} --batch-size {params.batch_size}"
         " --layers {params.layers} --device {params.device} --dtype {params.dtype} {params.budget} > {log} 2>&1"
 
@@ -116,7 +116,7 @@ rule extract_language:
     conda:
         CONDA_ENV
     shell:
-        "prh --gpus {resources.gpu} extract-language --model {params.model} {params.revision} --data {params.data}"
+        "prh --gpus {resources.gpu} extract-language --model {params.model:q} {params.revision} --data {params.data}"
         " --out {output.feats} --name {wildcards.model} --batch-size {params.batch_size}"
         " --pooling {params.pooling} {params.options} --device {params.device} {params.devices}"
         " > {log} 2>&1"

@@ -88,10 +88,10 @@ rule hub_dataset:
         CONDA_ENV
     shell:
         "prh fetch-dataset --repo {params.spec[repo]:q} --revision {params.spec[revision]:q}"
-        " --config {params.spec[config]} --split {params.spec[split]}"
-        " --image-column {params.spec[image_column]} --text-column {params.spec[text_column]}"
-        " --label-column {params.spec[label_column]} --n {params.spec[n]} --seed {params.spec[seed]}"
-        " --image-size {params.spec[image_size]} --out {params.out}"
+        " --config {params.spec[config]:q} --split {params.spec[split]:q}"
+        " --image-column {params.spec[image_column]:q} --text-column {params.spec[text_column]:q}"
+        " --label-column {params.spec[label_column]:q} --n {params.spec[n]} --seed {params.spec[seed]}"
+        " --image-size {params.spec[image_size]} --out {params.out:q}"
         " --carve {params.carve:q} --data-files {params.data_files:q} > {log} 2>&1"
 
 
@@ -112,8 +112,8 @@ rule lm_sample:
     conda:
         CONDA_ENV
     shell:
-        "prh sample-lm-text --repo {params.lm[repo]} --revision {params.lm[revision]} --split {params.lm[split]}"
-        " --text-column {params.lm[text_column]} --n-bytes {params.lm[n_bytes]}"
+        "prh sample-lm-text --repo {params.lm[repo]:q} --revision {params.lm[revision]:q} --split {params.lm[split]:q}"
+        " --text-column {params.lm[text_column]:q} --n-bytes {params.lm[n_bytes]}"
         " --chunk-chars {params.lm[chunk_chars]} --shuffle-buffer {params.lm[shuffle_buffer]}"
         " --seed {params.lm[seed]} --out {params.out} > {log} 2>&1"
 

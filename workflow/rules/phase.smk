@@ -43,7 +43,7 @@ rule phase_model:
         model=one_of(PHASE_MODELS),
     params:
         path=lambda w: PHASE_PATH[w.model],
-        revision=lambda w: f"--revision {MODELS[w.model]['revision']}" if MODELS[w.model].get("revision") else "",
+        revision=lambda w: f"--revision {shlex.quote(MODELS[w.model]['revision'])}" if MODELS[w.model].get("revision") else "",
         modality=lambda w: MODELS[w.model]["modality"],
         data=lambda w, input: os.path.dirname(input.images),
         config=PHASE_CONFIG["model"],
@@ -60,7 +60,7 @@ rule phase_model:
     conda:
         CONDA_ENV
     shell:
-        "OMP_NUM_THREADS={threads} prh --gpus {resources.gpu} run-phase-model --name {wildcards.model} --path {params.path} {params.revision}"
+        "OMP_NUM_THREADS={threads} prh --gpus {resources.gpu} run-phase-model --name {wildcards.model} --path {params.path:q} {params.revision}"
         " --modality {params.modality} --data {params.data} --out {output.ntk} --config {params.config}"
         " --seed {params.seed} > {log} 2>&1"
 

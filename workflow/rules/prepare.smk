@@ -40,4 +40,4 @@ for _ds_name, _ds_spec in config["datasets"].items():
         conda:
             CONDA_ENV
         shell:
-            "prh {params.args} --out {params.out} > {log} 2>&1"
+            "prh {params.args} --out {params.out:q} > {log} 2>&1"

@@ -222,7 +222,11 @@ def read_rates(path: str | Path) -> dict:
     the file. An unknown key or a utilisation outside (0, 1] is an error naming the file."""
     from prh.errors import ConfigError
 
-    data = json.loads(Path(path).read_text())
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise ConfigError(f"rates file {str(path)!r} cannot be read ({type(e).__name__}: {e}); write it with "
+                          f"benchmarks/bench_device.py --json FILE, or unset cluster.rates_file") from None
     rates = data.get("rates") if isinstance(data, dict) else None
     if not isinstance(rates, dict) or not rates:
         raise ConfigError(f"{path}: no `rates` mapping; write it with benchmarks/bench_device.py --json {path}")

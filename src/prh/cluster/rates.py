@@ -51,7 +51,7 @@ def vit_tokens(arch: str, stored: int) -> int:
     """(side / patch)^2 + 1 tokens of a timm ViT: patch and side from the name (``vit_base_patch16_224``: 16, 224;
     no patch: 16), side capped by the stored size; a name without a size (DINOv2) reads the stored 518 px."""
     patch = int(m.group(1)) if (m := re.search(r"patch(\d+)", arch)) else 16
-    side = min(stored, int(m.group(1))) if (m := re.search(r"_(\d{3,4})$", arch)) else stored
+    side = min(stored, int(m.group(1))) if (m := re.search(r"_(\d{3,4})\Z", arch)) else stored
     return (side // patch) ** 2 + 1
 
 

@@ -61,7 +61,7 @@ def _bridge_arm(wc: dict, config: dict, results) -> tuple:
     b = config["bridge"][config["suite"]]
     c, arm = b.get("config") or {}, (b.get("arms") or {}).get(wc["arm"])
     if arm is None:
-        m = re.search(r"_k(all|\d+)_s\d+(?:_e(\d+))?$", wc["arm"])
+        m = re.search(r"_k(all|\d+)_s\d+(?:_e(\d+))?\Z", wc["arm"])
         arm = {"blocks": m.group(1), "epochs": m.group(2)}
     depth, width = TRANSFORMERS.get(c.get("source", "minilm"), (0, 0))
     p = 12 * depth * width ** 2 or float(config["paper"]["models"][c["source"]]["n_params"])

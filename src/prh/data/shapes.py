@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from prh.config import schema_defaults
+from prh.errors import UsageError
 from prh.data.captions import LEVELS, caption
 from prh.data.vocabulary import BACKGROUNDS, COLORS, MAX_OBJECTS, SHAPES, SIZES
 from prh.io import json_object, read_json, read_jsonl, sha256_file, write_json, write_jsonl, write_npy
@@ -273,7 +274,7 @@ def build_dataset(out: str | Path, *, n: int, seed: int, world: dict | None = No
     from tqdm import tqdm
 
     if n < 1:
-        raise ValueError(f"n must be a positive number of items, got {n}")
+        raise UsageError(f"n must be a positive number of items, got {n}")
     w = world_config(world)
     out = Path(out)
     s = w["image_size"]

@@ -27,6 +27,7 @@ import torch
 from tqdm import tqdm
 
 from prh.device import resolve_device
+from prh.errors import UsageError
 from prh.io import write_json
 from prh.metrics.calibration import best_pair, cell_seed, permutation_null
 from prh.metrics.files import DTYPES, file_layer_states
@@ -245,7 +246,8 @@ def alignment_tables(
         # one layer of the file in memory at a time (file_layer_states), whatever its number of layers
         states, item_counts[name], _ = file_layer_states(metrics, path, quantile=quantile, n_items=n_items, **kw)
         if len(set(item_counts.values())) > 1:
-            raise ValueError(f"all feature files must have the same items; item counts per model: {item_counts}")
+            raise UsageError(f"all feature files must hold the same items; item counts per model: {item_counts} "
+                             "(extract every model on the same dataset, or pass --n-items)")
         return states
 
     # The neighbour-list states of every y model as one stack of layers (each x layer's position

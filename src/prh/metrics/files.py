@@ -7,8 +7,11 @@ states of one or more metrics while holding one N × D layer, not the file; it s
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 
+from prh.errors import FeaturesError, UsageError
 from prh.io import features_layout, features_meta_path, read_features_layer, read_json
 from prh.metrics.registry import (
     KNN_METRICS,
@@ -17,6 +20,7 @@ from prh.metrics.registry import (
     layer_state_set,
     stack_states,
 )
+from prh.metrics.sanity import REMEDY, constant_layer, layer_problem
 
 __all__ = ["DTYPES", "QUANTILE_CHUNK", "clamp_bound", "file_layer_states"]
 
@@ -25,26 +29,44 @@ DTYPES = {"float32": torch.float32, "float64": torch.float64}
 QUANTILE_CHUNK = 1 << 22
 
 
-def clamp_bound(path, *, quantile: float = 0.95, n_items: int | None = None) -> tuple:
-    """``(c, n, n_layers, layout)`` of a features file: c, the ``quantile`` of |x| over its first ``n_items``
-    items' real entries (``layer_dims`` of its meta excluding zero padding; None for ``quantile`` 1), streamed
-    from disk one layer at a time. ``file_layer_states`` and ``knn_shard`` clamp every layer to ±c."""
+def _layout(path, n_items):
+    """(layout, n, n_layers, width, dims, where) of a features file: its first ``n_items`` items, the meta's
+    ``layer_dims`` (real entries, no zero padding) and how errors name it (file and model)."""
     layout = features_layout(path)
     n_all, n_layers, width = layout["shape"]
     if n_items is not None and not 1 <= n_items <= n_all:
         raise ValueError(f"n_items={n_items} must be between 1 and the {n_all} items of {path}")
     n = n_all if n_items is None else n_items
     meta_path = features_meta_path(path)
-    dims = (read_json(meta_path) if meta_path.exists() else {}).get("layer_dims") or [width] * n_layers
+    meta = read_json(meta_path) if meta_path.exists() else {}
+    dims = meta.get("layer_dims") or [width] * n_layers
     if len(dims) != n_layers or max(dims) > width:
         raise ValueError(f"layer_dims {list(dims)} in {meta_path} does not fit features of shape {layout['shape']}")
+    return layout, n, n_layers, width, dims, f"{path} (model {meta.get('name') or meta.get('model') or Path(path).stem})"
+
+
+def _checked_layer(path, layer, *, n, layout, dims, where):
+    """One layer, NaN or inf rows refused before they reach the clamp quantile (issue 49)."""
+    x = read_features_layer(path, layer, n_items=n, layout=layout)
+    problem = layer_problem(x[:, :dims[layer]], normalize=False)
+    if problem:
+        raise FeaturesError(f"{where}, layer {layer}: {problem}; {REMEDY}")
+    return x
+
+
+def clamp_bound(path, *, quantile: float = 0.95, n_items: int | None = None) -> tuple:
+    """``(c, n, n_layers, layout)`` of a features file: c, the ``quantile`` of |x| over its first ``n_items``
+    items' real entries (``layer_dims`` of its meta excluding zero padding; None for ``quantile`` 1), streamed
+    from disk one layer at a time, each checked for NaN and inf. ``file_layer_states`` and ``knn_shard`` clamp every
+    layer to ±c."""
+    layout, n, n_layers, width, dims, where = _layout(path, n_items)
     if not 0 < quantile <= 1:
         raise ValueError(f"q must be in (0, 1], got {quantile}")
 
     def chunks():
         rows = max(1, QUANTILE_CHUNK // width)
         for layer, d in enumerate(dims):
-            x = read_features_layer(path, layer, n_items=n, layout=layout)
+            x = _checked_layer(path, layer, n=n, layout=layout, dims=dims, where=where)
             yield from (x[i:i + rows, :d] for i in range(0, n, rows))
 
     return (abs_quantile(chunks, quantile) if quantile < 1 else None), n, n_layers, layout
@@ -66,14 +88,25 @@ def file_layer_states(metrics, path, *, quantile: float = 0.95, n_items: int | N
     k-NN metrics share one tensor of lists. Returns ``(states, n_items, n_layers)``.
     """
     metrics = list(metrics)
+    layout, n, n_layers, width, dims, where = _layout(path, n_items)
+    if "svcca" in metrics and not 1 <= cca_dim <= min(n, width):  # (kernel.svcca_state's own limit)
+        raise UsageError(f"{where}: svcca keeps cca_dim = {cca_dim} directions, more than its {n} items or "
+                         f"{width} features give; lower alignment.cca_dim (--cca-dim)")
     c, n, n_layers, layout = clamp_bound(path, quantile=quantile, n_items=n_items)
-    per_layer = []
+    per_layer, constant = [], 0
     for layer in range(n_layers):
-        x = read_features_layer(path, layer, n_items=n, layout=layout)
+        x = _checked_layer(path, layer, n=n, layout=layout, dims=dims, where=where)
         x = as_tensor(x if c is None else x.clamp(-c, c), ndim=2, name=str(path), dtype=dtype)
-        per_layer.append(layer_state_set(metrics, x, topk=topk, cca_dim=cca_dim, normalize=normalize, device=device,
-                                         block_rows=block_rows, knn_precision=knn_precision))
+        constant += constant_layer(x[:, :dims[layer]])
+        try:
+            per_layer.append(layer_state_set(metrics, x, topk=topk, cca_dim=cca_dim, normalize=normalize,
+                                             device=device, block_rows=block_rows, knn_precision=knn_precision))
+        except FeaturesError as e:  # overflow in the working dtype, a failed SVD: named by file, model and layer
+            raise FeaturesError(f"{where}, layer {layer}: {str(e).removeprefix('features unfit to score: ')}") from None
         del x
+    if n_layers and constant == n_layers:
+        raise FeaturesError(f"{where}: every layer is one constant vector for all {n} items (the model carries no "
+                            f"information: it would score as chance); {REMEDY}")
     knn_lists = [m for m in metrics if m in KNN_METRICS]
     shared = stack_states(knn_lists[0], [s[knn_lists[0]] for s in per_layer]) if knn_lists else None
     states = {m: shared if m in KNN_METRICS else stack_states(m, [s[m] for s in per_layer]) for m in metrics}

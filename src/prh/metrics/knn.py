@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import torch
 
+from prh.errors import UsageError
 from prh.metrics.knn_fast import BLOCK_ELEMENTS, block_rows_for, knn_fast, top_k_ordered
 from prh.metrics.names import KNN_METRICS
 
@@ -102,7 +103,7 @@ def knn(x: torch.Tensor, topk: int, *, block_rows: int | None = None,
     """
     n = x.shape[0]
     if not 1 <= topk <= n - 1:
-        raise ValueError(f"topk must be between 1 and N-1 = {n - 1}, got {topk}")
+        raise UsageError(f"topk must be between 1 and N-1 = {n - 1} (the items the features hold), got {topk}")
     first, last = (0, n) if rows is None else rows
     if not 0 <= first < last <= n:
         raise ValueError(f"rows must be (start, stop) with 0 <= start < stop <= N = {n}, got {rows}")

@@ -7,8 +7,7 @@ rules name).
 
 from __future__ import annotations
 
-import os
-
+from prh.errors import PRHError
 from prh.io import features_layout
 from prh.metrics.names import KNN_METRICS, check_metric
 
@@ -29,7 +28,8 @@ def align_memory_mb(*, x_features: list[str], y_features: list[str], metric, top
     into one stack of layers), and one x model's. Per layer and item: 8 k bytes of k-NN lists (shared by the four
     k-NN metrics), 24 k for cknna (indices, values, back-pointers), 4 N for each CKA (an
     N × N Gram per layer), 4 cca_dim for svcca. Independent of how many layers are read at
-    once, since only one is. A file that does not exist yet (a dry run) counts 0.
+    once, since only one is. A file that does not exist yet (a dry run), or cannot be read (truncated by a killed
+    copy: the job itself names it), counts 0, so `snakemake -n` plans instead of printing a traceback.
     """
     metrics = [metric] if isinstance(metric, str) else list(metric)
     for m in metrics:
@@ -39,9 +39,10 @@ def align_memory_mb(*, x_features: list[str], y_features: list[str], metric, top
     size = ITEMSIZE[dtype]
 
     def sizes(path):
-        if not os.path.exists(path):
+        try:
+            n, n_layers, width = features_layout(path)["shape"]
+        except (OSError, PRHError):  # not made yet (a dry run), or truncated: the job names it, the plan goes on
             return 0.0, 0.0, 0.0
-        n, n_layers, width = features_layout(path)["shape"]
         lists = 8 * topk * any(m in KNN_METRICS for m in metrics) + 24 * topk * ("cknna" in metrics)
         dense = sum({"cka": 4 * n, "unbiased_cka": 4 * n, "svcca": 4 * cca_dim}.get(m, 0) for m in metrics)
         return n * width * size / 2**20, n_layers * n * lists / 2**20, n_layers * n * dense / 2**20

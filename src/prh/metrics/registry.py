@@ -23,7 +23,9 @@ from tqdm import tqdm
 
 from prh.metrics import kernel
 from prh.metrics import knn as knn_lib
+from prh.errors import FeaturesError, UsageError
 from prh.metrics.names import KNN_METRICS, SUPPORTED_METRICS, check_metric
+from prh.metrics.sanity import REMEDY, constant_layer, layer_problem
 
 __all__ = [
     "SUPPORTED_METRICS",
@@ -170,6 +172,9 @@ def layer_states(
     check_metric(metric)
     x = as_tensor(feats, ndim=3, name="feats", dtype=dtype, device="cpu")
     n_layers = x.shape[1]
+    if n_layers and all(constant_layer(x[:, layer, :]) for layer in range(n_layers)):
+        raise FeaturesError(f"features unfit to score: every layer is one constant vector for all {x.shape[0]} items "
+                            f"(it would score as chance); {REMEDY}")
     kw = dict(topk=topk, cca_dim=cca_dim, normalize=normalize, device=device, block_rows=block_rows)
     per_layer = [layer_state(metric, x[:, layer, :], **kw)
                  for layer in tqdm(range(n_layers), desc=f"{metric} states", disable=not progress, leave=False)]
@@ -200,13 +205,16 @@ def layer_state_set(metrics, h: torch.Tensor, *, topk: int = 10, cca_dim: int = 
             f"{grams[0]} needs an N x N Gram per layer and N={n} > {MAX_GRAM_ITEMS}; "
             "use a k-NN metric (mutual_knn, cknna) or fewer items"
         )
+    problem = layer_problem(h, normalize=normalize)
+    if problem:  # NaN rows or an overflowing norm would score as chance (issue 49)
+        raise FeaturesError(f"features unfit to score: {problem}; {REMEDY}")
     h = h.to(device)
     if normalize:
         h = F.normalize(h, dim=1)
     out = {}
     if any(m in KNN_METRICS or m == "cknna" for m in metrics):
         if "cknna" in metrics and (topk < 2 or n < 4):
-            raise ValueError(f"cknna needs topk >= 2 and N >= 4, got topk={topk}, N={n}")
+            raise UsageError(f"cknna needs topk >= 2 and N >= 4, got topk={topk}, N={n}")
         idx, sims = knn_lib.knn(h, topk, block_rows=block_rows, precision=knn_precision)
         out.update({m: idx for m in metrics if m in KNN_METRICS})
         if "cknna" in metrics:
@@ -216,7 +224,10 @@ def layer_state_set(metrics, h: torch.Tensor, *, topk: int = 10, cca_dim: int = 
         for m in grams:  # ucentered_from_product overwrites its input: the last metric gets the original
             out[m] = GRAM_METRICS[m](product if m == grams[-1] else product.clone())
     if "svcca" in metrics:
-        out["svcca"] = kernel.svcca_state(h, cca_dim)
+        try:
+            out["svcca"] = kernel.svcca_state(h, cca_dim)
+        except torch.linalg.LinAlgError as e:
+            raise FeaturesError(f"svcca: the features' SVD failed ({' '.join(str(e).split())[:200]}); {REMEDY}") from None
     return out
 
 

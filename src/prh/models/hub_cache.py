@@ -27,7 +27,9 @@ An item counts as present when:
 
 from __future__ import annotations
 
+import json
 import os
+import shlex
 from pathlib import Path
 
 from prh.errors import ConfigError, ModelNotAvailableError
@@ -85,10 +87,12 @@ def missing_hub_items(cfg: dict, *, cache_dir: str | os.PathLike | None = None,
             label = f"{e['key']} source"
         if e["kind"] == "model":
             if not in_hub_cache(repo, rev, "model", cache_dir):
-                missing.append(f"  model {label}: {repo} (revision {rev}): `hf download {repo} --revision {rev}`")
+                missing.append(f"  model {label}: {repo} (revision {rev}): "
+                               f"`hf download {shlex.quote(repo)} --revision {shlex.quote(rev)}`")
         elif not _prepared(repo, datasets_cache_dir):
-            missing.append(f"  dataset {label}: {repo} (revision {rev}): `python -c \"import datasets; "
-                           f"datasets.load_dataset('{repo}', revision='{rev}')\"` (prepares the copy offline runs read)")
+            script = f"import datasets; datasets.load_dataset({json.dumps(repo)}, revision={json.dumps(rev)})"
+            missing.append(f"  dataset {label}: {repo} (revision {rev}): `python -c {shlex.quote(script)}` "
+                           "(prepares the copy offline runs read)")
     for name, spec in (cfg.get("datasets") or {}).items():
         if spec.get("kind") == "hub" and spec["repo"].startswith((".", "/", "~")):
             line = _local_folder_missing(name, spec)

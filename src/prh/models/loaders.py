@@ -48,12 +48,15 @@ ZOO_VISION_KEYS = ("timm_name", "input_size", "mean", "std", "pooling")
 
 
 def _unavailable(repo: str, revision: str | None) -> ModelNotAvailableError:
+    import shlex
+
     rev = revision or "main"
+    cmd = f"{shlex.quote(repo)} --revision {shlex.quote(rev)}"  # copy-pasted into a shell: quoted
     return ModelNotAvailableError(
         f"model {repo!r} (revision {rev!r}) is not in the Hugging Face cache and cannot be "
         f"downloaded (HF_HUB_OFFLINE is set or there is no network). Either download it into "
-        f"the cache on a machine with network: `hf download {repo} --revision {rev}` "
-        f"(older huggingface_hub: `huggingface-cli download {repo} --revision {rev}`), "
+        f"the cache on a machine with network: `hf download {cmd}` "
+        f"(older huggingface_hub: `huggingface-cli download {cmd}`), "
         f"or fetch the results computed elsewhere (`make pull`: alignment tables, experiments and figures; per-layer features are not versioned and are recomputed)."
     )
 

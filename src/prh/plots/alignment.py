@@ -16,7 +16,9 @@ def plot_alignment(table: dict, out: str, *, title: str | None = None) -> list:
     """Draw ``table`` (the JSON ``prh align`` writes) to ``out`` (.pdf, and .png beside it)."""
     import matplotlib.pyplot as plt
 
-    scores = np.asarray(table["scores"], dtype=float)
+    # a null cell (a model whose score is undefined) is drawn blank and marked "n/a": one dead model does not take
+    # the figure down (issue 49)
+    scores = np.array([[np.nan if v is None else v for v in row] for row in table["scores"]], dtype=float)
     x_names, y_names = table["x_names"], table["y_names"]
     settings = table.get("settings", {})
     nx, ny = scores.shape
@@ -28,8 +30,11 @@ def plot_alignment(table: dict, out: str, *, title: str | None = None) -> list:
     if nx * ny <= 400:
         for i in range(nx):
             for j in range(ny):
+                if not np.isfinite(scores[i, j]):
+                    ax.text(j, i, "n/a", ha="center", va="center", fontsize=5, color="gray")
+                    continue
                 label = f"{scores[i, j]:.2f}"
-                if pairs is not None:
+                if pairs is not None and pairs[i][j] is not None:
                     label += "\n{}:{}".format(*pairs[i][j])
                 bright = scores[i, j] > np.nanmean(scores)
                 ax.text(j, i, label, ha="center", va="center", fontsize=5, color="black" if bright else "white")

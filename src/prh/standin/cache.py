@@ -20,7 +20,7 @@ from pathlib import Path
 
 __all__ = ["STANDIN_NOTE", "repo_folder", "standin_commit", "write_snapshot"]
 
-SHA_RE = re.compile(r"^[0-9a-f]{40}$")
+SHA_RE = re.compile(r"[0-9a-f]{40}")
 # Written into every stand-in's config or card: a stand-in must never pass for the real thing.
 STANDIN_NOTE = ("STAND-IN built locally by `prh standin-hub` (seeded random weights / synthetic rows at tiny "
                 "sizes, same architecture class, config keys, tokenizer kind and file format as the real repo); "
@@ -38,7 +38,7 @@ def standin_commit(repo_id: str, revision: str | None) -> str:
     """The commit id of a stand-in: ``revision`` itself when it is a 40-hex SHA, else a SHA-1 of
     repo and revision (stable across builds, never equal to a real commit by construction of its input)."""
     rev = revision or "main"
-    if SHA_RE.match(rev):
+    if SHA_RE.fullmatch(rev):
         return rev
     return hashlib.sha1(f"prh-standin:{repo_id}@{rev}".encode()).hexdigest()
 
@@ -63,7 +63,7 @@ def write_snapshot(cache_dir: str | os.PathLike, repo_id: str, revision: str | N
     shutil.rmtree(snap, ignore_errors=True)
     os.replace(tmp, snap)
     rev = revision or "main"
-    if not SHA_RE.match(rev):
+    if not SHA_RE.fullmatch(rev):
         ref = root / "refs" / rev
         ref.parent.mkdir(parents=True, exist_ok=True)
         ref.write_text(commit)

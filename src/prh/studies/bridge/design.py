@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 
 from prh.config import SCHEMA, load_schema
+from prh.errors import ConfigError
 
 __all__ = ["ARM_DEFAULTS", "arm_spec", "expand_arms", "select_arms"]
 
@@ -22,7 +23,7 @@ def arm_spec(arm: dict, *, epochs: int) -> dict:
     """The arm with defaults filled in (``epochs`` None -> the config's); ValueError names a bad key."""
     unknown = sorted(set(arm) - set(ARM_DEFAULTS))
     if unknown:
-        raise ValueError(f"arm: unknown key(s) {unknown}; allowed: {sorted(ARM_DEFAULTS)}")
+        raise ConfigError(f"arm: unknown key(s) {unknown}; allowed: {sorted(ARM_DEFAULTS)}")
     spec = {**ARM_DEFAULTS, **arm}
     spec["epochs"] = epochs if spec["epochs"] is None else int(spec["epochs"])
     spec["ratio"] = float(spec["ratio"])
@@ -36,7 +37,7 @@ def expand_arms(arms: dict | None = None, sweeps: list | None = None) -> dict:
         keys = sorted(sweep)
         bad = sorted(set(keys) - set(ARM_DEFAULTS))
         if bad:
-            raise ValueError(f"sweep: unknown key(s) {bad}; allowed: {sorted(ARM_DEFAULTS)}")
+            raise ConfigError(f"sweep: unknown key(s) {bad}; allowed: {sorted(ARM_DEFAULTS)}")
         for values in itertools.product(*(sweep[k] if isinstance(sweep[k], list) else [sweep[k]] for k in keys)):
             arm = {**ARM_DEFAULTS, **dict(zip(keys, values))}
             name = f"{arm['init']}_r{float(arm['ratio']):g}_k{arm['blocks']}_s{arm['seed']}"
@@ -51,5 +52,5 @@ def select_arms(arms: dict, run_arms: list | None, *, where: str = "run_arms") -
         return arms
     unknown = sorted(set(run_arms) - set(arms))
     if unknown:
-        raise ValueError(f"{where}: unknown arms {unknown}; defined: {sorted(arms)}")
+        raise ConfigError(f"{where}: unknown arms {unknown}; defined: {sorted(arms)}")
     return {name: arms[name] for name in run_arms}
