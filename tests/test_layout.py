@@ -24,8 +24,8 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 LAYERS = [
-    {"prh.io", "prh.errors", "prh.yamlfile", "prh.device", "prh.gpus", "prh.stats", "prh.bench", "prh.manifest",
-     "prh.claims"},
+    {"prh.io", "prh.errors", "prh.yamlfile", "prh.device", "prh.gpus", "prh.stats", "prh.pooling", "prh.bench",
+     "prh.manifest", "prh.claims"},
     {"prh.config", "prh.metrics", "prh.pin", "prh.cluster"},
     {"prh.data"},
     {"prh.models", "prh.batching", "prh.standin", "prh.checks", "prh.lock"},

@@ -22,10 +22,24 @@ the registered rules above stay, and the ledger reports their verdict beside it.
 
 from __future__ import annotations
 
-import functools
 import math
 
 import numpy as np
+
+from prh.pooling import (  # noqa: F401  (re-exported: the engine's statistics, in prh.pooling since issue 47)
+    EXACT_MAX_N,
+    POWER,
+    SPEARMAN_Z_VAR,
+    normal_quantile,
+    fisher_combined,
+    fisher_z_meta,
+    mde_correlation,
+    mde_difference,
+    pooled_spearman,
+    random_effects,
+    spearman_min_p,
+    spearman_null,
+)
 
 __all__ = ["LABELS", "MIN_SEEDS", "PROVISIONAL", "verdict", "interval_verdict", "correlation_verdict", "correlation_row",
            "seeds_verdict", "replication", "replicated_verdict",
@@ -153,14 +167,6 @@ def replicated_verdict(labels, effects=None) -> str:
 DECISION_RULE = ("reproduced: pooled two-sided p < alpha, effect in the claimed direction; not reproduced: the pooled "
                  "(1 - alpha) interval lies wholly below the SESOI; not testable: the smallest p the exact null allows "
                  "at this n is not below alpha; otherwise inconclusive (a failed validity gate included)")
-POWER = 0.8
-EXACT_MAX_N = 8  # Spearman's null is enumerated (n! orderings) up to this n, drawn above it
-
-
-def _z(q: float) -> float:
-    from scipy.stats import norm
-
-    return float(norm.ppf(q))
 
 
 def weighed_verdict(*, effect: float | None, p: float | None, interval, sesoi: float, alpha: float,
@@ -188,168 +194,6 @@ def weighed_verdict(*, effect: float | None, p: float | None, interval, sesoi: f
     hi = None if interval is None or interval[1] is None else float(interval[1])
     excluded = hi is not None and math.isfinite(hi) and hi < sesoi
     return verdict(False, conclusive=excluded)
-
-
-def spearman_null(n: int) -> tuple[np.ndarray, np.ndarray]:
-    """The exact null of Spearman's r at ``n`` untied units: (values, probabilities) over all n! orderings
-    (3 <= n <= ``EXACT_MAX_N``)."""
-    if not 3 <= n <= EXACT_MAX_N:
-        raise ValueError(f"the exact Spearman null is enumerated for 3 <= n <= {EXACT_MAX_N}, got n={n}")
-    r, p = _spearman_null(int(n))
-    return r.copy(), p.copy()
-
-
-@functools.cache
-def _spearman_null(n: int) -> tuple[np.ndarray, np.ndarray]:
-    import itertools
-
-    perms = np.array(list(itertools.permutations(range(n))))
-    d2 = ((perms - np.arange(n)) ** 2).sum(axis=1)
-    values, counts = np.unique(d2, return_counts=True)
-    r = 1 - 6 * values / (n * (n * n - 1))
-    order = np.argsort(r)
-    return r[order], counts[order] / counts.sum()
-
-
-def _convolve(dists):
-    """The distribution of a sum of independent discrete variables, each (values, probabilities)."""
-    values, probs = np.array([0.0]), np.array([1.0])
-    for v, p in dists:
-        s = np.round((values[:, None] + v[None, :]).ravel(), 10)
-        q = (probs[:, None] * p[None, :]).ravel()
-        values, inv = np.unique(s, return_inverse=True)
-        probs = np.bincount(inv, weights=q)
-    return values, probs
-
-
-def spearman_min_p(ns, tests: int = 1, *, sides: int = 2) -> float:
-    """The smallest p a (pooled) Spearman test can reach over replicates of ``ns`` untied units each, Holm over
-    ``tests`` co-primary tests (its first step: ``tests`` x p): tests x sides x prod(1 / n_i!), capped at 1
-    (``sides`` 1: a one-sided test). One replicate of 4 runs, two predictors, one-sided: 2 / 24 = 0.083, so the
-    amended Fig 3 test can never fire at 0.05 on 4 runs; on 5 it can (2 / 120 = 0.017)."""
-    ns = [int(n) for n in ns]
-    if not ns or min(ns) < 2:
-        raise ValueError(f"every replicate needs n >= 2 units, got {ns}")
-    if sides not in (1, 2):
-        raise ValueError(f"sides must be 1 or 2, got {sides}")
-    return float(min(1.0, tests * sides / math.prod(math.factorial(n) for n in ns)))
-
-
-def pooled_spearman(rs, ns, *, permutations: int = 100_000, seed: int = 0) -> dict:
-    """One test of a "rises with" claim over independent replicates: the statistic is the sum of the replicates'
-    Spearman r (each signed in the claimed direction), its null the replicates' own permutation nulls, each
-    permuting that replicate's units only (stratified by replicate), summed. Exact (convolution of the n!
-    orderings) where every n <= ``EXACT_MAX_N``; otherwise ``permutations`` seeded draws, p = (1 + #) / (1 + P).
-    Assumes untied ranks (the ledger records r and n, not the data).
-
-    Returns ``statistic`` (sum of r), ``mean_r``, ``p_greater``, ``p_less``, ``p`` (two-sided: twice the smaller,
-    capped at 1), ``min_p`` (``spearman_min_p``), ``null`` ("exact" or "permutation (P draws)")."""
-    from prh.stats import TIE_TOL
-
-    rs, ns = [float(r) for r in rs], [int(n) for n in ns]
-    if not rs or len(rs) != len(ns):
-        raise ValueError(f"one r per replicate and one n per replicate, got {len(rs)} and {len(ns)}")
-    if any(not math.isfinite(r) or abs(r) > 1 + 1e-9 for r in rs) or min(ns) < 3:
-        raise ValueError(f"r must be finite in [-1, 1] and every n >= 3, got r={rs}, n={ns}")
-    s = sum(rs)
-    if max(ns) <= EXACT_MAX_N:
-        values, probs = _convolve([spearman_null(n) for n in ns])
-        ge = float(probs[values >= s - 1e-9].sum())
-        le = float(probs[values <= s + 1e-9].sum())
-        null = "exact"
-    else:
-        rng = np.random.default_rng(seed)
-        total = np.zeros(permutations)
-        for n in ns:
-            if n <= EXACT_MAX_N:
-                v, p = spearman_null(n)
-                total += rng.choice(v, size=permutations, p=p)
-                continue
-            ranks = np.arange(n, dtype=float) - (n - 1) / 2
-            scale = ranks @ ranks
-            for start in range(0, permutations, 2000):
-                m = min(2000, permutations - start)
-                total[start:start + m] += rng.permuted(np.broadcast_to(ranks, (m, n)), axis=1) @ ranks / scale
-        ge = (1 + int(np.sum(total >= s - TIE_TOL))) / (1 + permutations)
-        le = (1 + int(np.sum(total <= s + TIE_TOL))) / (1 + permutations)
-        null = f"permutation ({permutations} draws)"
-    return {"statistic": s, "mean_r": s / len(rs), "p_greater": ge, "p_less": le, "p": min(1.0, 2 * min(ge, le)),
-            "min_p": spearman_min_p(ns), "null": null}
-
-
-def random_effects(effects, ses, *, level: float = 0.95) -> dict:
-    """A random-effects meta-analysis of one effect per independent replicate: DerSimonian-Laird tau^2, and the
-    Hartung-Knapp-Sidik-Jonkman interval and p (t with k - 1 df; its variance never below DerSimonian-Laird's),
-    which keeps run-to-run variation in the interval at k = 3. One replicate: its own normal interval.
-
-    Returns ``estimate``, ``se``, ``interval``, ``p`` (two-sided), ``tau2``, ``k``, ``method``."""
-    from scipy.stats import t as student
-
-    y, se = np.asarray(effects, dtype=float), np.asarray(ses, dtype=float)
-    if y.ndim != 1 or y.size == 0 or y.shape != se.shape:
-        raise ValueError(f"one effect and one standard error per replicate, got {y.shape} and {se.shape}")
-    if not (np.all(np.isfinite(y)) and np.all(np.isfinite(se)) and np.all(se > 0)):
-        raise ValueError(f"effects must be finite and standard errors finite and > 0, got {y.tolist()}, {se.tolist()}")
-    if not 0 < level < 1:
-        raise ValueError(f"level must lie in (0, 1), got {level}")
-    k = y.size
-    w = 1 / se**2
-    fixed = float(w @ y / w.sum())
-    if k == 1:
-        half = _z(0.5 + level / 2) * float(se[0])
-        from scipy.stats import norm
-
-        p = float(2 * norm.sf(abs(fixed) / se[0]))
-        return {"estimate": fixed, "se": float(se[0]), "interval": [fixed - half, fixed + half], "p": p, "tau2": 0.0,
-                "k": 1, "method": "one replicate: normal interval"}
-    q = float(w @ (y - fixed) ** 2)
-    tau2 = max(0.0, (q - (k - 1)) / (w.sum() - (w**2).sum() / w.sum()))
-    ws = 1 / (se**2 + tau2)
-    mu = float(ws @ y / ws.sum())
-    var_dl = 1 / ws.sum()
-    var_hk = float(ws @ (y - mu) ** 2 / ((k - 1) * ws.sum()))
-    se_mu = math.sqrt(max(var_dl, var_hk))
-    crit = float(student.ppf(0.5 + level / 2, k - 1))
-    p = float(2 * student.sf(abs(mu) / se_mu, k - 1))
-    return {"estimate": mu, "se": se_mu, "interval": [mu - crit * se_mu, mu + crit * se_mu], "p": p, "tau2": tau2,
-            "k": k, "method": "random effects (DerSimonian-Laird tau^2, Hartung-Knapp t interval)"}
-
-
-SPEARMAN_Z_VAR = 1.06  # var(atanh r_s) ~ 1.06 / (n - 3) (Fieller, Hartley & Pearson 1957)
-
-
-def fisher_z_meta(rs, ns, *, level: float = 0.95) -> dict:
-    """``random_effects`` on Fisher's z of Spearman r (var 1.06 / (n - 3)), back on the r scale: ``estimate`` and
-    ``interval`` are r. A replicate with n <= 3 has no z variance and is left out (None if none is left)."""
-    keep = [(float(r), int(n)) for r, n in zip(rs, ns) if n is not None and n > 3]
-    if not keep:
-        return None
-    z = [math.atanh(max(-0.999999, min(0.999999, r))) for r, _ in keep]
-    se = [math.sqrt(SPEARMAN_Z_VAR / (n - 3)) for _, n in keep]
-    out = random_effects(z, se, level=level)
-    return {**out, "estimate": math.tanh(out["estimate"]), "interval": [math.tanh(v) for v in out["interval"]],
-            "method": out["method"] + " on Fisher z, var 1.06/(n-3)"}
-
-
-def mde_correlation(ns, *, alpha: float, power: float = POWER, tests: int = 1) -> float | None:
-    """The smallest correlation a pooled test over replicates of ``ns`` units detects with probability ``power`` at
-    two-sided ``alpha`` (Holm over ``tests``: alpha / tests at its first step). Fisher-z approximation (var
-    1.06 / (n - 3) per replicate, fixed effect): tanh((z_{1-alpha/(2 tests)} + z_power) / sqrt(sum (n_i - 3) / 1.06)).
-    None when no replicate has n > 3."""
-    info = sum((n - 3) / SPEARMAN_Z_VAR for n in ns if n is not None and n > 3)
-    if info <= 0:
-        return None
-    return float(math.tanh((_z(1 - alpha / (2 * tests)) + _z(power)) / math.sqrt(info)))
-
-
-def mde_difference(ses, *, alpha: float, power: float = POWER) -> float | None:
-    """The smallest mean difference a pooled test over replicates with standard errors ``ses`` detects with
-    probability ``power`` at two-sided ``alpha``: (z_{1-alpha/2} + z_power) x the fixed-effect pooled se (normal
-    approximation; run-to-run variation would raise it)."""
-    se = np.asarray([s for s in ses if s is not None and math.isfinite(s) and s > 0], dtype=float)
-    if se.size == 0:
-        return None
-    return float((_z(1 - alpha / 2) + _z(power)) / math.sqrt(float((1 / se**2).sum())))
 
 
 KINDS = ("correlation", "beats", "matches", "sign_flip", "descriptive")
@@ -485,7 +329,7 @@ def weigh(decision: dict, entries, *, alpha: float) -> dict:
             and all(_finite(v) for v in e["interval"]) and e["interval"][1] > e["interval"][0]]
     if not used:
         return {**base, "verdict": verdict(None), "method": "random effects", "note": "no replicate states an interval"}
-    zq = _z(0.5 + level_in / 2)
+    zq = normal_quantile(0.5 + level_in / 2)
     effects = [float(e["value"]) for e in used]
     ses = [(e["interval"][1] - e["interval"][0]) / (2 * zq) for e in used]
     meta = random_effects(effects, ses, level=1 - alpha)
@@ -518,7 +362,7 @@ def _weigh_sign_flip(entries, *, alpha: float, base: dict) -> dict:
     res = sign_flip(effects)
     p = min(1.0, 2 * min(res["p"], res["p_less"]))
     sd = float(np.std(effects, ddof=1)) if runs > 1 else None
-    mde = None if not sd else float((_z(1 - alpha / 2) + _z(POWER)) * sd / math.sqrt(runs))
+    mde = None if not sd else float((normal_quantile(1 - alpha / 2) + normal_quantile(POWER)) * sd / math.sqrt(runs))
     if 2 * res["min_p"] >= alpha:
         label = verdict(None)
     elif p < alpha:
@@ -539,12 +383,3 @@ def run_level_fields(run_level: dict | None) -> dict:
             "run_r": run_level.get("spearman_r")}
 
 
-def fisher_combined(pvalues) -> float:
-    """Fisher's combination of independent one-sided p-values: P(chi^2_{2k} >= -2 sum ln p) (conservative for the
-    discrete p of a permutation test)."""
-    from scipy.stats import chi2
-
-    p = np.asarray(pvalues, dtype=float)
-    if p.size == 0 or not np.all((p > 0) & (p <= 1)):
-        raise ValueError(f"p-values must lie in (0, 1], got {p.tolist()}")
-    return float(chi2.sf(-2 * np.log(p).sum(), 2 * p.size))

@@ -4,8 +4,8 @@
   at least ``solve_fraction`` (0.8) of the best model's on that task. Models are binned
   by the number of tasks they solve; per bin, the mean pairwise mutual-kNN alignment
   (diagonal excluded) with its standard error.
-* Model map (Fig 2 right): UMAP of the models, distance -log(alignment), coloured by
-  competence; with fewer than ``min_umap_models`` models, classical (metric) MDS instead.
+* Model map (Fig 2 right): UMAP of the models, distance -log(alignment), coloured by competence; with fewer than
+  ``min_umap_models`` models, classical (metric) MDS instead.
 * Language-vision (Fig 3): cross-modal alignment of every (language, vision) pair
   against the language model's 1 - bits-per-byte (causal LMs only), one linear fit per
   vision family, pooled Pearson and Spearman r with p-values. The pairs of one LM are not
@@ -16,7 +16,6 @@
   alignment with the world's ground-truth kernel K over the latent scenes, against its
   competence (vision: mean probe accuracy) or 1 - bpb (language), Spearman r and p; and
   the same under each pre-registered kernel setting of ``platonic_sensitivity``.
-
     prh run-convergence --probes results/experiments/zoo/vision.json \\
         --vision-alignment results/alignment/shapes_vision/mutual_knn/zoo_vision__zoo_vision.json \\
         --cross-alignment results/alignment/shapes_eval/mutual_knn/zoo_language__zoo_vision.json \\
@@ -43,11 +42,9 @@ from prh.io import add_path_options, json_object, named_paths, read_alignment, r
 from prh.studies.convergence.preregistered import amended_on_runs, preregistered_language_vision, run_level
 
 __all__ = ["DEFAULTS", "OUTPUTS", "correlations", "solved_counts", "competence_bins", "model_map", "language_vision",
-           "platonic_scores", "null_summary", "read_lm_competence", "run_convergence", "run_platonic", "main",
-           "platonic_main"]
+           "platonic_scores", "null_summary", "read_lm_competence", "run_convergence", "run_platonic", "main", "platonic_main"]
 
-# The `convergence:` block's defaults: workflow/schemas/convergence.schema.yaml documents each key.
-DEFAULTS = schema_defaults("convergence")
+DEFAULTS = schema_defaults("convergence")  # the `convergence:` block's defaults (workflow/schemas/convergence.schema.yaml)
 # The files each command writes, by name: one --<name> PATH option each (run_convergence's and run_platonic's ``out``)
 OUTPUTS = {"run-convergence": ("competence", "model_map", "language_vision", "metrics"),
            "run-platonic": ("platonic", "metrics")}
@@ -305,13 +302,12 @@ def platonic_scores(*, feature_paths: list[str], scenes: list[dict], topk: int =
 
 def _platonic_correlations(vision: dict, lang: dict, competence: dict[str, float], lm_score: dict) -> dict:
     """Spearman / Pearson of each model's world alignment against competence (vision) and 1 - bpb (language)."""
-    scored = [m for m in lang if lm_score.get(m) is not None]
     from prh.stats import checkpoint_run_level
 
+    scored = [m for m in lang if lm_score.get(m) is not None]
     x, y = [lm_score[m] for m in scored], [lang[m]["score"] for m in scored]
-    return {"vision": correlations([competence[m] for m in vision], [vision[m]["score"] for m in vision]),
-            # issue 47: the language models are checkpoints of a few runs; the run-level test beside the pooled one
-            "language": {**correlations(x, y), "run_level": checkpoint_run_level(scored, x, y)}}
+    return {"vision": correlations([competence[m] for m in vision], [vision[m]["score"] for m in vision]),  # issue 47:
+            "language": {**correlations(x, y), "run_level": checkpoint_run_level(scored, x, y)}}  # checkpoints of runs
 
 
 def run_platonic(*, vision_features: list[str], vision_scenes: str, language_features: list[str],
