@@ -233,3 +233,19 @@ def test_each_part_reads_only_its_slice_and_every_key_has_a_part():
         run_transfer(paths={"peaks_alignment": "a.json"}, parts=("peaks",))
     with pytest.raises(ValueError, match=r"no path for \['peaks_alignment', 'peaks_transfer', 'peaks_deep'"):
         run_transfer(paths={"layerwise": "l.json", "metrics": "m.json"}, parts=("claims",))
+
+
+def test_a_run_whose_effect_is_undefined_stays_a_run_and_makes_the_claim_not_testable():
+    """A NaN per-run effect (written as null in metrics.json) crashed the ledger's join in the smoke and replay runs;
+    it is one of the claim's runs, its mean is over the defined ones, and the weighed rule cannot test it."""
+    import math
+
+    from prh.claims import weigh
+    from prh.studies.transfer.manifest import results
+
+    metrics = {"claims": {"fig11_related_smaller_weights": {"verdict": "not reproduced", "reproduced": False,
+                                                            "run_effects": [-1.22, None]}}}
+    row = results("offline", 0.05, metrics=metrics, peaks={})["fig11_related_smaller_weights"]
+    assert row["n"] == row["seeds"] == 2 and row["value"] == -1.22 and math.isnan(row["effects"][1])
+    weighed = weigh({"kind": "sign_flip", "reason": "test", "set": "test"}, [row], alpha=0.05)
+    assert weighed["verdict"] == "not testable"

@@ -6,6 +6,8 @@ here is ``results``: the ledger's reading of the study's results (prh.studies.le
 
 from __future__ import annotations
 
+import math
+
 from prh.claims import verdict
 
 __all__ = ["results"]
@@ -24,9 +26,11 @@ def results(suite: str, alpha: float, *, metrics: dict, peaks: dict) -> dict:
             out[key] = {"value": c.get("max_rel_error"), "n": None, "seeds": None, "verdict": label,
                         "note": "numerical check: largest relative error of the closed form against gradient "
                                 "descent < 1e-8 (a tolerance, not a run count)"}
-        elif effects is not None:
-            out[key] = {"value": sum(effects) / len(effects), "n": len(effects), "seeds": len(effects),
-                        "verdict": label, "effects": effects}
+        elif effects is not None:  # a run whose effect is undefined (NaN, written as null) stays a run: not testable
+            effects = [float("nan") if e is None else float(e) for e in effects]
+            finite = [e for e in effects if math.isfinite(e)]
+            out[key] = {"value": sum(finite) / len(finite) if finite else None, "n": len(effects),
+                        "seeds": len(effects), "verdict": label, "effects": effects}
         else:  # a metrics.json from before issue 47, or Fig 7 on the digits (means only)
             runs = (peaks.get("config") or {}).get("runs") if "_peaks_" in key or key.startswith(("fig10", "fig11",
                                                                                                  "fig12")) else None
