@@ -9,6 +9,7 @@
 # (training-based) studies. The run's own ledger then joins them: each replicated claim's verdict is the
 # agreement of the independent replicates (prh.claims.replicated_verdict).
 import hashlib
+from pathlib import Path
 
 from prh.config import replicate_config
 from prh.studies.ledger import workflow_files
@@ -68,12 +69,15 @@ rule effective_config:
     params:
         # the config's hash, not the config: a dry run prints a changed param's old and new values
         sha256=hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest(),
+    log:
+        log_path("effective_config", "effective_config"),
     benchmark:
         bench_path("effective_config")
     run:
         from prh.io import write_json
 
         write_json(output[0], config)
+        Path(log[0]).write_text(f"wrote {output[0]} (config sha256 {params.sha256})\n")
 
 
 TARGETS.append(rules.effective_config.output[0])
