@@ -206,12 +206,13 @@ def test_null_summary_hand_example():
              "calibration": {"permutations": 19, "p_value": [[0.05], [0.5]], "null_max_mean": [[0.02], [0.04]]}}
     s = null_summary(cross)
     assert s["score_mean"] == pytest.approx(0.2) and s["null_max_mean"] == pytest.approx(0.03)
-    assert s["fraction_p_below_0.05"] == 0.0 and s["min_p"] == pytest.approx(0.05)
+    assert s["fraction_p_below_0.05"] == 0.0 and s["min_p"] == pytest.approx(0.05) and s["aristotelian_mean"] is None
     square = {"x_names": ["a", "b"], "y_names": ["a", "b"], "scores": [[1.0, 0.4], [0.4, 1.0]],
               "calibration": {"permutations": 9, "p_value": [[0.1, 0.01], [0.01, 0.1]],
-                              "null_max_mean": [[0.9, 0.1], [0.1, 0.9]]}}
+                              "null_max_mean": [[0.9, 0.1], [0.1, 0.9]], "aristotelian": [[1.0, 0.3], [0.5, 1.0]]}}
     s = null_summary(square)  # the diagonal (a model with itself) is left out
     assert s["score_mean"] == pytest.approx(0.4) and s["null_max_mean"] == pytest.approx(0.1)
+    assert s["aristotelian_mean"] == pytest.approx(0.4)  # issue 47: the authors' score, the diagonal left out too
     assert s["fraction_p_below_0.05"] == 1.0
     assert null_summary({"x_names": ["a"], "y_names": ["v"], "scores": [[0.1]]}) is None
 

@@ -172,6 +172,11 @@ def test_a_set_against_itself_is_computed_once_and_has_a_unit_diagonal(tmp_path)
     p = np.array(calib["p_value"])
     assert p.shape == (3, 3) and np.all((p >= 0.1) & (p <= 1))  # resolution 1/(P+1)
     np.testing.assert_allclose(np.diag(p), 0.1)  # a model is more aligned with itself than any shuffle
+    # issue 47: every cell carries the authors' calibrated score over the same permutations, and its tau. With 9
+    # permutations tau (the ceil(0.95 x 10) = 10th of the observed and the 9 null maxima) is the largest of them, so
+    # no cell clears it: the score is 0 everywhere, even for a model against itself (prh.metrics.calibration)
+    arist, tau = np.array(calib["aristotelian"]), np.array(calib["aristotelian_tau"])
+    assert np.all(tau >= scores - 1e-9) and np.all(arist == 0)
 
 
 def test_table_rejects_feature_files_with_different_items(tmp_path):

@@ -155,13 +155,27 @@ def test_the_study_sweeps_every_pair_and_judges_its_claims(tmp_path):
     assert sorted(p.suffix for p in files) == [".pdf", ".png"] and all(p.stat().st_size > 1000 for p in files)
 
 
-def _cells(raw_changes, cal_changes, *, null_std=0.01, group="vision-vision"):
+def _cells(raw_changes, cal_changes, *, null_std=0.01, group="vision-vision", aristotelian=None):
+    """Cells of pairs whose raw / corrected / Aristotelian scores change by the given amounts from N 100 to 1000
+    (the Aristotelian change defaults to half the corrected one: a different number, so a test can tell them apart)."""
     cells = []
-    for i, (dr, dc) in enumerate(zip(raw_changes, cal_changes)):
-        for n, (r, c) in ((100, (0.5, 0.3)), (1000, (0.5 + dr, 0.3 + dc))):
+    arist = [dc / 2 for dc in cal_changes] if aristotelian is None else aristotelian
+    for i, (dr, dc, da) in enumerate(zip(raw_changes, cal_changes, arist)):
+        for n, (r, c, a) in ((100, (0.5, 0.3, 0.4)), (1000, (0.5 + dr, 0.3 + dc, 0.4 + da))):
             cells.append({"group": group, "pair": f"m{i} / x{i}", "metric": "mutual_knn", "k_mode": "fixed", "n": n,
-                          "raw": r, "calibrated": c, "null_std": null_std})
+                          "raw": r, "calibrated": c, "aristotelian": a, "null_std": null_std})
     return cells
+
+
+def test_calibrated_flat_reports_the_authors_score_and_keeps_the_corrected_one_beside_it():
+    """Issue 47: the claim cites the Aristotelian view, so its value is the change of the authors' calibrated score;
+    the registered rule's corrected score (raw minus the null mean) stays beside it, named as what it is."""
+    from prh.studies.sample_size.run import claims
+
+    out = claims(_cells([-0.1, -0.2], [-0.04, -0.02], aristotelian=[0.01, 0.03]), grid=[100, 1000],
+                 kernel_max_n=None, margin_sd=2.0)["calibrated_flat"]
+    assert out["value"] == pytest.approx(0.02) and out["corrected_change"] == pytest.approx(-0.03)
+    assert out["verdict"] == "not reproduced"  # the registered rule: both pairs fall by more than 2 null sd
 
 
 @pytest.mark.parametrize("raw, cal, raw_label, cal_label", [

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import math
+from statistics import NormalDist
 
 import numpy as np
 import pytest
 
-from prh.claims import (check_decision, fisher_z_meta, mde_correlation, mde_difference, pooled_spearman,
-                        random_effects, spearman_min_p, spearman_null, weigh, weighed_verdict)
+from prh.claims import check_decision, weigh, weighed_verdict
+from prh.pooling import (fisher_z_meta, mde_correlation, mde_difference, pooled_spearman,
+                         random_effects, spearman_min_p, spearman_null)
 
 DEC = {"kind": "correlation", "sesoi": 0.3, "reason": "test", "set": "2026-11-27"}
 
@@ -239,18 +241,29 @@ def test_reweigh_reads_a_ledger_from_before_issue_47():
 
 
 def test_the_committed_ledger_obeys_the_rule(repo_root):
-    """docs/claims.json: no 'not reproduced' whose interval holds its SESOI; every weighed row has a SESOI, a reason,
-    an MDE (where its n allows one) and the registered verdict beside it."""
+    """docs/claims.json: no 'not reproduced' whose interval holds its SESOI (on the claim's signed scale: its
+    direction, from its no-effect value); every weighed row has a SESOI, a reason, an MDE (where its n allows one)
+    and the registered verdict beside it."""
     import json
 
+    from prh.studies.ledger import declared
+
     ledger = json.loads((repo_root / "docs" / "claims.json").read_text())
+    decisions = {f"{r['study']}.{c.key}": c.decision for r in ledger["claims"] for c in declared(r["study"]).claims}
     weighed_rows = [r for r in ledger["claims"] if r.get("sesoi") is not None]
-    assert len(weighed_rows) == 16  # 17 decisions, one of them descriptive (no SESOI)
+    assert len(weighed_rows) >= 16
     for r in weighed_rows:
+        d = decisions[r["id"]]
+        assert d is not None and r["sesoi"] == d["sesoi"], r["id"]
         assert r["sesoi_reason"] and r["verdict_registered"] and r["post_hoc"], r["id"]
         assert r["mde"] is not None, r["id"]
         if r["verdict"] == "not reproduced":
-            assert r["interval"] is not None and r["interval"][1] < r["sesoi"], r["id"]
+            sign, zero = d.get("direction", 1), d.get("no_effect", 0.0)
+            signed = sorted(sign * (v - zero) for v in r["interval"])
+            if d["kind"] in ("run_matches", "matches"):  # wholly outside the equivalence margin
+                assert signed[0] >= r["sesoi"] or signed[1] <= -r["sesoi"], r["id"]
+            else:
+                assert signed[1] < r["sesoi"], r["id"]
 
 
 # --- transfer: the run as unit ----------------------------------------------------------------------------------------
@@ -357,7 +370,7 @@ def test_checkpoint_run_level_permutes_whole_runs():
 
 
 def test_fisher_combination_and_run_level_pooling():
-    from prh.claims import fisher_combined
+    from prh.pooling import fisher_combined
 
     assert fisher_combined([0.05]) == pytest.approx(0.05)  # one p: itself
     assert fisher_combined([0.1, 0.1]) == pytest.approx(0.01 * (1 - math.log(0.01)))  # chi^2_4 tail
@@ -422,3 +435,73 @@ def test_phase_c1_shows_its_medians_and_t1_chaotic_is_c2c():
     assert "median retrieval cross 0.041 (rule: < cross_max)" in out["C1"]["note"]
     assert "language 0.62 (rule: > within_min)" in out["C1"]["note"]
     assert "T1_chaotic" not in out and out["C2c"]["value"] == 0.65
+
+
+# --- run_mean / run_matches: one statistic per independent run, the run as unit -------------------------------------
+
+RUN = {"kind": "run_mean", "sesoi": 0.05, "reason": "test", "set": "2026-11-27"}
+
+
+def test_replicate_mean_is_a_one_sample_t_over_runs_without_their_own_p():
+    from scipy.stats import ttest_1samp
+
+    from prh.pooling import replicate_mean
+
+    got = replicate_mean([0.1, 0.12, 0.08], level=0.95, alpha=0.05)
+    ref = ttest_1samp([0.1, 0.12, 0.08], 0.0)
+    assert got["p"] == pytest.approx(ref.pvalue) and got["k"] == 3
+    half = 4.302652729911275 * 0.02 / math.sqrt(3)  # t_{0.975, 2} x sd / sqrt(3)
+    assert got["interval"] == pytest.approx([0.1 - half, 0.1 + half])
+    # MDE at 80 %: (t_{0.975,2} + t_{0.8,2}) x se
+    assert got["mde"] == pytest.approx((4.302652729911275 + 1.0606601717798212) * 0.02 / math.sqrt(3))
+    assert replicate_mean([0.3]) is None  # one run: no run-level test
+
+
+def test_replicate_mean_weighs_each_run_s_own_p_by_random_effects():
+    from prh.pooling import random_effects, replicate_mean
+
+    ys, ps = [0.18, 0.17, 0.12], [0.29, 0.25, 0.4]
+    got = replicate_mean(ys, ps, level=0.95)
+    own = weigh({**RUN, "sesoi": 0.3, "own_p": True}, [{"value": y, "p": q} for y, q in zip(ys, ps)], alpha=0.05)
+    assert own["p"] == pytest.approx(got["p"]) and own["verdict"] == "inconclusive"
+    assert weigh({**RUN, "sesoi": 0.3}, [{"value": y, "p": q} for y, q in zip(ys, ps)], alpha=0.05)["p"] < 0.05
+    z = [NormalDist().inv_cdf(1 - p / 2) for p in ps]
+    ref = random_effects(ys, [y / q for y, q in zip(ys, z)], level=0.95)
+    assert got["interval"] == pytest.approx(ref["interval"]) and got["p"] == pytest.approx(ref["p"])
+    # the runs agree closely, but each run's own test is weak: the pooled p stays far above alpha, where a t over
+    # the three values alone would call it significant
+    assert got["p"] > 0.05 and replicate_mean(ys)["p"] < 0.05
+
+
+def test_run_mean_verdicts_at_every_boundary():
+    strong = [{"value": v, "n": 21} for v in (0.2, 0.21, 0.19)]
+    assert weigh(RUN, strong, alpha=0.05)["verdict"] == "reproduced"
+    wrong = [{"value": v} for v in (-0.2, -0.21, -0.19)]  # significant the wrong way: the interval lies below SESOI
+    assert weigh(RUN, wrong, alpha=0.05)["verdict"] == "not reproduced"
+    tiny = [{"value": v} for v in (0.001, -0.001, 0.0005)]  # the interval excludes 0.05 from below
+    got = weigh(RUN, tiny, alpha=0.05)
+    assert got["interval"][1] < 0.05 and got["verdict"] == "not reproduced"
+    noisy = [{"value": v} for v in (0.3, -0.2, 0.1)]  # the interval holds the SESOI and 0
+    assert weigh(RUN, noisy, alpha=0.05)["verdict"] == "inconclusive"
+    assert weigh(RUN, [{"value": 0.3}], alpha=0.05)["verdict"] is None  # one run: the registered verdict stands
+
+
+def test_run_mean_reads_its_no_effect_value_and_direction():
+    below = {**RUN, "no_effect": 0.5, "direction": -1}  # "the largest family mean lies below 0.5"
+    got = weigh(below, [{"value": v} for v in (0.3, 0.31, 0.29)], alpha=0.05)
+    assert got["verdict"] == "reproduced" and got["value"] == pytest.approx(0.3)
+    assert got["interval"][0] < 0.3 < got["interval"][1] < 0.5  # shown on the recorded scale
+    above = [{"value": v} for v in (0.6, 0.62, 0.58)]
+    assert weigh(below, above, alpha=0.05)["verdict"] == "not reproduced"
+
+
+def test_run_matches_is_an_equivalence_test_at_the_sesoi():
+    flat = {**RUN, "kind": "run_matches", "sesoi": 0.05}
+    assert weigh(flat, [{"value": v} for v in (0.001, -0.002, 0.0)], alpha=0.05)["verdict"] == "reproduced"
+    assert weigh(flat, [{"value": v} for v in (-0.1, -0.11, -0.09)], alpha=0.05)["verdict"] == "not reproduced"
+    assert weigh(flat, [{"value": v} for v in (-0.04, 0.0, -0.08)], alpha=0.05)["verdict"] == "inconclusive"
+
+
+def test_a_decision_null_must_be_finite():
+    with pytest.raises(ValueError, match="no_effect a finite number"):
+        check_decision({**RUN, "no_effect": float("nan")})

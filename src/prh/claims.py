@@ -15,9 +15,8 @@ adds what the number of independent runs allows: a "reproduced" that rests on fe
 :func:`replicated_verdict` joins one claim's verdicts from independent replicates of a whole study
 (the master seeds of ``claims.replicates``): the replication rule, fixed before the replicate run.
 
-Issue 47 (``DECISION_RULE``): :func:`weigh` judges a claim from its replicates pooled into one test whose unit is the
-run, against the claim's smallest effect of interest (its manifest's ``decision``), with its power (MDE at 80 %);
-the registered rules above stay, and the ledger reports their verdict beside it.
+Issue 47 (``DECISION_RULE``): :func:`weigh` judges a claim from its replicates pooled, the run as unit, against its
+smallest effect of interest (its manifest's ``decision``), with its power (MDE at 80 %); the registered verdict beside.
 """
 
 from __future__ import annotations
@@ -26,27 +25,13 @@ import math
 
 import numpy as np
 
-from prh.pooling import (  # noqa: F401  (re-exported: the engine's statistics, in prh.pooling since issue 47)
-    EXACT_MAX_N,
-    POWER,
-    SPEARMAN_Z_VAR,
-    normal_quantile,
-    fisher_combined,
-    fisher_z_meta,
-    mde_correlation,
-    mde_difference,
-    pooled_spearman,
-    random_effects,
-    spearman_min_p,
-    spearman_null,
-)
+from prh.pooling import (POWER, fisher_combined, fisher_z_meta, mde_correlation, mde_difference, normal_quantile,
+                         pooled_spearman, random_effects, spearman_min_p)
 
 __all__ = ["LABELS", "MIN_SEEDS", "PROVISIONAL", "verdict", "interval_verdict", "correlation_verdict", "correlation_row",
            "seeds_verdict", "replication", "replicated_verdict",
            # issue 47: verdicts that weigh the evidence
-           "DECISION_RULE", "KINDS", "POWER", "weighed_verdict", "weigh", "check_decision", "spearman_null",
-           "spearman_min_p", "pooled_spearman", "random_effects", "fisher_z_meta", "mde_correlation", "mde_difference",
-           "run_level_fields", "fisher_combined"]
+           "DECISION_RULE", "KINDS", "weighed_verdict", "weigh", "check_decision", "run_level_fields"]
 
 LABELS = ("reproduced", "not reproduced", "inconclusive", "not testable")
 MIN_SEEDS = 3  # "reproduced" needs at least this many agreeing independent runs
@@ -151,7 +136,6 @@ def replicated_verdict(labels, effects=None) -> str:
     return verdict(tested[0][0] == "reproduced", conclusive=agree)
 
 
-# ---------------------------------------------------------------------------------------------------------------------
 # Issue 47: verdicts that weigh the evidence. The rule (DECISION_RULE), written before it was recomputed:
 #
 #   reproduced      the pooled two-sided test has p < alpha and its effect points the claimed way;
@@ -196,7 +180,7 @@ def weighed_verdict(*, effect: float | None, p: float | None, interval, sesoi: f
     return verdict(False, conclusive=excluded)
 
 
-KINDS = ("correlation", "beats", "matches", "sign_flip", "descriptive")
+KINDS = ("correlation", "beats", "matches", "sign_flip", "descriptive", "run_mean", "run_matches")
 
 
 def check_decision(decision: dict, where: str = "claim") -> dict:
@@ -204,10 +188,12 @@ def check_decision(decision: dict, where: str = "claim") -> dict:
     ``sesoi`` (> 0, on the scale of the claim's effect: r for a correlation, the difference for beats/matches),
     ``reason`` (why that size), ``set`` (when, and what had been seen), optional ``direction`` (1 rises, -1 falls),
     ``tests`` (the Holm family), ``interval_level`` (the level of the replicates' own intervals, beats/matches),
-    ``runs`` (the independent runs inside one replicate when its recorded p counts units clustered in them)."""
+    ``runs`` (the independent runs inside one replicate when its recorded p counts units clustered in them),
+    ``no_effect`` and ``own_p`` (run_mean / run_matches: the statistic's value at no effect, default 0; whether each replicate's ``p``
+    is its own two-sided test of the statistic, to be weighed, default false)."""
     if not isinstance(decision, dict):
         raise ValueError(f"{where}: decision must be a mapping, got {decision!r}")
-    known = {"kind", "sesoi", "reason", "set", "direction", "tests", "interval_level", "runs"}
+    known = {"kind", "sesoi", "reason", "set", "direction", "tests", "interval_level", "runs", "no_effect", "own_p"}
     extra = sorted(set(decision) - known)
     if extra:
         raise ValueError(f"{where}: decision has unknown keys {extra}; known: {sorted(known)}")
@@ -226,8 +212,10 @@ def check_decision(decision: dict, where: str = "claim") -> dict:
     tests = decision.get("tests", 1)
     if isinstance(tests, bool) or not isinstance(tests, int) or tests < 1:
         raise ValueError(f"{where}: decision tests must be an integer >= 1, got {tests!r}")
-    runs = decision.get("runs")
-    if runs is not None and (isinstance(runs, bool) or not isinstance(runs, int) or runs < 2):
+    if decision.get("own_p", False) not in (True, False) or not _finite(decision.get("no_effect", 0.0)):
+        raise ValueError(f"{where}: decision own_p must be true or false and no_effect a finite number, got "
+                         f"{decision.get('own_p')!r}, {decision.get('no_effect')!r}")
+    if (runs := decision.get("runs")) is not None and (isinstance(runs, bool) or not isinstance(runs, int) or runs < 2):
         raise ValueError(f"{where}: decision runs must be an integer >= 2, got {runs!r}")
     return decision
 
@@ -265,6 +253,8 @@ def weigh(decision: dict, entries, *, alpha: float) -> dict:
                 "note": "descriptive: its units share models, so no test with independent units is made"}
     if kind == "sign_flip":
         return _weigh_sign_flip(entries, alpha=alpha, base=base)
+    if kind in ("run_mean", "run_matches"):
+        return _weigh_run_mean(decision, entries, alpha=alpha, base=base)
     if kind == "correlation":
         used = [e for e in entries if _finite(e.get("value")) and _finite(e.get("n")) and e["n"] >= 3]
         if not used:
@@ -372,6 +362,31 @@ def _weigh_sign_flip(entries, *, alpha: float, base: dict) -> dict:
     return {**base, "verdict": label, "value": res["mean"], "p": p, "n": runs, "replicates": len(entries), "mde": mde,
             "method": f"exact two-sided sign-flip over {runs} runs (2^{runs} patterns); MDE: normal approximation",
             "note": f"{sum(x > 0 for x in effects)} of {runs} runs in the claimed direction"}
+
+
+def _weigh_run_mean(decision: dict, entries, *, alpha: float, base: dict) -> dict:
+    """``weigh`` of one statistic per independent run (each replicate's ``value`` against the decision's ``no_effect``,
+    ``direction``) pooled by ``prh.pooling.replicate_mean``, the run as unit (the replicates' own two-sided ``p``,
+    where all state one, weigh the units inside each run). run_mean: ``weighed_verdict`` at the SESOI; run_matches
+    ("does not change"): ``interval_verdict``, the SESOI the equivalence margin. One run: ``verdict`` None."""
+    from prh.pooling import replicate_mean
+
+    null, sign, sesoi = float(decision.get("no_effect", 0.0)), decision.get("direction", 1), decision["sesoi"]
+    used = [e for e in entries if _finite(e.get("value"))]
+    ps = [e.get("p") for e in used] if decision.get("own_p") is True else [None]
+    pooled = replicate_mean([sign * (float(e["value"]) - null) for e in used],
+                            ps if all(_finite(p) for p in ps) else None, level=1 - alpha, alpha=alpha)
+    if pooled is None:
+        return {**base, "verdict": None, "method": "pooled over runs", "note": "one run: no run-level test"}
+    lo, hi = pooled["interval"]
+    if decision["kind"] == "run_matches":
+        label = interval_verdict("matches", lo, hi, sesoi)
+    else:
+        label = weighed_verdict(effect=pooled["estimate"], p=pooled["p"], interval=(lo, hi), sesoi=sesoi, alpha=alpha)
+    back = sorted(null + sign * v for v in (lo, hi))
+    return {**base, "verdict": label, "value": null + sign * pooled["estimate"], "interval": back, "p": pooled["p"],
+            "n": [e.get("n") for e in used], "replicates": pooled["k"], "mde": pooled["mde"],
+            "method": pooled["method"], "note": f"{pooled['k']} runs" + (f"; no effect at {null:g}" if null else "")}
 
 
 def run_level_fields(run_level: dict | None) -> dict:

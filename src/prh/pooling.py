@@ -11,7 +11,8 @@ import math
 import numpy as np
 
 __all__ = ["POWER", "EXACT_MAX_N", "SPEARMAN_Z_VAR", "normal_quantile", "spearman_null", "spearman_min_p",
-           "pooled_spearman", "random_effects", "fisher_z_meta", "mde_correlation", "mde_difference", "fisher_combined"]
+           "pooled_spearman", "random_effects", "fisher_z_meta", "mde_correlation", "mde_difference", "fisher_combined",
+           "replicate_mean"]
 
 
 POWER = 0.8
@@ -197,3 +198,42 @@ def fisher_combined(pvalues) -> float:
     if p.size == 0 or not np.all((p > 0) & (p <= 1)):
         raise ValueError(f"p-values must lie in (0, 1], got {p.tolist()}")
     return float(chi2.sf(-2 * np.log(p).sum(), 2 * p.size))
+
+
+def replicate_mean(values, pvalues=None, *, level: float = 0.95, alpha: float = 0.05, power: float = POWER) -> dict:
+    """One effect per independent run (the replicates' statistics, signed so that positive is the claimed direction),
+    pooled with the run as the unit. Where every run states its own two-sided ``pvalues`` (a permutation test over
+    the units inside it), each run's standard error is read back from its p (|effect| / z_{1-p/2}, conservative at a
+    permutation p's floor) and the runs are pooled by ``random_effects``, so the interval holds both the sampling
+    error inside a run and the run-to-run variation. Otherwise: a one-sample t over the runs (run-to-run variation
+    only; the units inside a run are then not weighed). Needs 2 runs or more (one run: ``None``).
+
+    Returns ``estimate``, ``interval`` (at ``level``), ``p`` (two-sided), ``k``, ``mde`` (the smallest effect the
+    same test detects with probability ``power`` at two-sided ``alpha``) and ``method``."""
+    from scipy.stats import t as student
+
+    y = np.asarray(values, dtype=float)
+    if y.ndim != 1 or not np.all(np.isfinite(y)):
+        raise ValueError(f"values must be a list of finite numbers, got {values!r}")
+    k = int(y.size)
+    if k < 2:
+        return None
+    tq = lambda q: float(student.ppf(q, k - 1))  # noqa: E731
+    mde_factor = tq(1 - alpha / 2) + tq(power)
+    if pvalues is not None:
+        p = np.clip(np.asarray(pvalues, dtype=float), 1e-300, 1 - 1e-6)  # p = 1: a huge se, a weight near 0
+        if p.shape != y.shape:
+            raise ValueError(f"{p.size} p-values for {k} runs")
+        z = np.array([normal_quantile(1 - q / 2) for q in p])
+        if np.all(z > 0) and np.all(y != 0):
+            se = np.abs(y) / z
+            meta = random_effects(y, se, level=level)
+            return {"estimate": meta["estimate"], "interval": meta["interval"], "p": meta["p"], "k": k,
+                    "mde": mde_factor * meta["se"],
+                    "method": meta["method"] + "; each run's se read back from its own two-sided p"}
+    mean, sd = float(y.mean()), float(y.std(ddof=1))
+    se = sd / math.sqrt(k)
+    half = tq(0.5 + level / 2) * se
+    p = (1.0 if mean == 0 else 0.0) if se == 0 else float(2 * student.sf(abs(mean) / se, k - 1))
+    return {"estimate": mean, "interval": [mean - half, mean + half], "p": p, "k": k, "mde": mde_factor * se,
+            "method": f"one-sample t over {k} independent runs (run-to-run variation only)"}

@@ -266,7 +266,9 @@ def alignment_tables(
     shape = (len(x_names), len(y_names))
     scores = {m: np.full(shape, np.nan) for m in metrics}
     pairs = {m: [[None] * len(y_names) for _ in x_names] for m in metrics}
-    calib = {m: {key: np.full(shape, np.nan) for key in ("p_value", "corrected", "null_max_mean", "null_max_std", "null_pair_mean")}
+    # "aristotelian": the authors' calibrated score of the cell (Groeger, Wen & Brbic; issue 47), its tau beside it
+    calib = {m: {key: np.full(shape, np.nan) for key in ("p_value", "corrected", "null_max_mean", "null_max_std",
+                                                           "null_pair_mean", "aristotelian", "aristotelian_tau")}
              for m in null_metrics}
     per_pair: dict = {m: {} for m in metrics}
     x_layers = []
@@ -289,8 +291,10 @@ def alignment_tables(
                 if metric in null_metrics and null_permutations > 0:
                     null = permutation_null(metric, sx[metric], y_views[j][metric], permutations=null_permutations,
                                             seed=cell_seed(seed, i, j), observed=s)
+                    flat = {**null, "aristotelian": null["aristotelian"]["calibrated"],
+                            "aristotelian_tau": null["aristotelian"]["tau"]}
                     for key in calib[metric]:
-                        calib[metric][key][i, j] = null[key]
+                        calib[metric][key][i, j] = flat[key]
     results = {}
     for k, metric in enumerate(metrics):
         result = {

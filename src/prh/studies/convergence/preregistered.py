@@ -190,7 +190,7 @@ def amended_language_vision(*, cross: dict, competence: dict[str, dict[str, floa
     checkpoint minus that of the untrained model, y_r = c(final_r) - c(untrained_r); predictors: the
     registered ones at the final checkpoint; the same permutation test and Holm. The verdict has no
     gate (params.yaml says why); it is not testable where Holm's p cannot reach alpha at this many runs under the
-    exact null (``prh.claims.spearman_min_p``: 4 runs cannot, 5 can). ``seeds`` counts the runs (independent
+    exact null (``prh.pooling.spearman_min_p``: 4 runs cannot, 5 can). ``seeds`` counts the runs (independent
     draws; issue 47: not their seed labels); the ledger marks a verdict on fewer than 3 provisional."""
     if len(runs) < 3:
         raise ValueError(f"the amended test needs at least 3 training runs with an untrained reference, got {len(runs)}")
@@ -208,7 +208,7 @@ def amended_language_vision(*, cross: dict, competence: dict[str, dict[str, floa
     r = primary["spearman_r"]
     # testable where Holm's p can reach alpha at this many runs under the exact null (issue 47; was: >= 4 runs,
     # where 4 runs could never pass: 2 x 1/24 = 0.083)
-    from prh.claims import spearman_min_p
+    from prh.pooling import spearman_min_p
 
     reachable = spearman_min_p([len(runs)], len(predictors), sides=1 if alternative != "two-sided" else 2) < alpha
     label = verdict(r is not None and r > 0 and primary["p_holm"] < alpha, testable=r is not None and reachable)

@@ -145,7 +145,8 @@ def vision_variants(*, vision_alignments: list[str], vision_names: list[str], vi
     rho, p = spearman_matrix(vectors)
     off = ~np.eye(len(vectors), dtype=bool)
     summary = {"min_spearman": float(np.nanmin(rho[off])), "median_spearman": float(np.nanmedian(rho[off])),
-               "max_spearman": float(np.nanmax(rho[off])), "max_p": float(np.nanmax(p[off]))}
+               "max_spearman": float(np.nanmax(rho[off])), "max_p": float(np.nanmax(p[off])),
+               "p_at_min": float(p[off][np.nanargmin(rho[off])])}  # the two-sided p of the least-agreeing pair
     labels = [v["label"] for v in variants]
     return {"settings": {"n_full": n_full, "batch_sizes": sorted(batch_sizes, reverse=True), "topk": topk,
                          "quantile": quantile, "cca_dim": cca_dim, "n_models": len(vision_names),
@@ -199,7 +200,7 @@ def run_metric_agreement(*, vision_alignments: list[str], vision_names: list[str
         per_metric[metric] = {"source": str(path), **cross_metric(cross, lm_score=score, families=families)}
     write_json(out["metric_agreement"], vision)
     write_json(out["cross_metrics"], {"metrics": list(per_metric), "per_metric": per_metric})
-    metrics = {"metric_agreement": {k: vision["summary"][k] for k in ("min_spearman", "median_spearman", "max_p")},
+    metrics = {"metric_agreement": {k: vision["summary"][k] for k in ("min_spearman", "median_spearman", "max_p", "p_at_min")},
                "cross_modal": {m: {"spearman_r": r["pooled"]["spearman_r"], "spearman_p": r["pooled"]["spearman_p"]}
                                for m, r in per_metric.items()}}
     write_json(out["metrics"], metrics)

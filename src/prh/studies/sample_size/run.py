@@ -16,7 +16,10 @@ smallest against the largest N of the grid:
   largest N; not reproduced when none is; inconclusive when the pairs disagree.
 * ``calibrated_flat``: calibrated alignment does not fall with N. A pair falls when its calibrated
   score drops by more than ``margin_sd`` null standard deviations (at the smallest N). Reproduced
-  when no pair falls; not reproduced when every pair falls; inconclusive otherwise.
+  when no pair falls; not reproduced when every pair falls; inconclusive otherwise. Its value (issue 47)
+  is the mean change of the Aristotelian calibrated score (``prh.metrics.calibration.aristotelian``, the
+  authors' definition), which the weighed verdict reads; the registered rule's corrected score (raw
+  minus the null mean) is ``corrected_change``.
 * ``kernel_tracks_models``: model–kernel and model–model calibrated alignment move together: the
   mean change (largest N within ``kernel_max_n`` minus smallest) of the model–model pairs and of
   the model–kernel pairs. Reproduced when they have the same sign and both exceed their margins;
@@ -63,7 +66,7 @@ def _change(cells: list[dict], group: set[str], *, ns: tuple[int, int]) -> dict[
         if set(ns) <= set(by_n):
             lo, hi = by_n[ns[0]], by_n[ns[1]]
             out[pair] = {"raw": hi["raw"] - lo["raw"], "calibrated": hi["calibrated"] - lo["calibrated"],
-                         "null_std": lo["null_std"]}
+                         "aristotelian": hi["aristotelian"] - lo["aristotelian"], "null_std": lo["null_std"]}
     return out
 
 
@@ -82,7 +85,10 @@ def claims(cells: list[dict], *, grid: list[int], kernel_max_n: int | None, marg
                             "fraction": float(np.mean(falls)),
                             "verdict": verdict(all(falls), conclusive=all(falls) or not any(falls))}
         drops = [d["calibrated"] < -margin_sd * d["null_std"] for d in ch.values()]
-        out["calibrated_flat"] = {"value": float(np.mean([d["calibrated"] for d in ch.values()])), "n": len(ch),
+        # the value is the authors' calibrated score (issue 47: their claim is judged on it); the registered rule
+        # reads ours, raw minus the null mean, beside it as corrected_change
+        out["calibrated_flat"] = {"value": float(np.mean([d["aristotelian"] for d in ch.values()])), "n": len(ch),
+                                  "corrected_change": float(np.mean([d["calibrated"] for d in ch.values()])),
                                   "n_models": n_models, "fraction_falling": float(np.mean(drops)),
                                   "verdict": verdict(not any(drops), conclusive=not any(drops) or all(drops))}
     kernel_ns = [n for n in grid if kernel_max_n is not None and n <= kernel_max_n]
