@@ -221,7 +221,7 @@ def main(argv: list[str] | None = None) -> None:
         with user_errors(prefix=f"prh {name}: "):
             try:
                 getattr(importlib.import_module(module), func)(rest)
-            except (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError) as e:
+            except (FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectoryError, PermissionError) as e:
                 # a path the user gave that is missing, a directory or unreadable: one line, as a PRHError
                 raise UsageError(str(e) if e.filename is None else f"{e.filename}: {e.strerror}") from e
         status = 0

@@ -10,7 +10,8 @@ import contextlib
 
 import torch
 
-__all__ = ["DTYPES", "resolve_device", "resolve_dtype", "place_model", "tf32_matmuls", "HostStaging"]
+__all__ = ["DTYPES", "resolve_device", "resolve_dtype", "place_model", "tf32_matmuls", "HostStaging", "set_threads",
+           "check_seed"]
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -78,3 +79,23 @@ class HostStaging:
         host = self.buf[: x.numel()].view(x.shape)
         host.copy_(x)
         return host
+
+
+def set_threads(threads: int) -> None:
+    """``torch.set_num_threads`` for a command's ``--threads``: a count below 1 or beyond this machine's 64-bit
+    integers is a ``UsageError`` (one line), not torch's RuntimeError or overflow."""
+    from prh.errors import UsageError
+
+    if not 1 <= threads <= 4096:
+        raise UsageError(f"threads must be between 1 and 4096, got {threads}")
+    torch.set_num_threads(threads)
+
+
+def check_seed(seed: int) -> int:
+    """A command's ``--seed`` as numpy and torch take it (0 to 2^63 - 1), else a one-line ``UsageError``: numpy
+    refuses a negative seed and torch overflows beyond 64 bits, each with a traceback naming neither."""
+    from prh.errors import UsageError
+
+    if not 0 <= seed < 2 ** 63:
+        raise UsageError(f"seed must be between 0 and 2^63 - 1, got {seed}")
+    return seed

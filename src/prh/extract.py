@@ -37,7 +37,7 @@ from prh.features import (
     preprocess_images,
     resize_side,
 )
-from prh.errors import FeaturesError
+from prh.errors import FeaturesError, UsageError
 from prh.io import none_or, read_json, read_jsonl, save_features
 from prh.metrics.sanity import check_features
 from prh.models import loaders
@@ -62,7 +62,7 @@ def _check_before_save(feats, out, meta: dict) -> None:
 def _read_images(data) -> np.ndarray:
     path = Path(data) / "images.npy"
     if not path.exists():
-        raise ValueError(f"data={str(data)!r} has no images.npy; build the dataset first (snakemake {path})")
+        raise UsageError(f"data={str(data)!r} has no images.npy; build the dataset first (snakemake {path})")
     return np.load(path, mmap_mode="r", allow_pickle=False)
 
 
@@ -71,7 +71,7 @@ def _read_texts(data, text_field: str, text_index: int | None,
     """The texts to extract, flat, and with ``average_samples`` each item's number of texts."""
     path = Path(data) / "captions.jsonl"
     if not path.exists():
-        raise ValueError(f"data={str(data)!r} has no captions.jsonl; build the dataset first (snakemake {path})")
+        raise UsageError(f"data={str(data)!r} has no captions.jsonl; build the dataset first (snakemake {path})")
     if average_samples and text_index is not None:
         raise ValueError("average_samples averages over every entry of the list; drop text_index (--text-index)")
     texts, counts = [], []

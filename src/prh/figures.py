@@ -78,7 +78,7 @@ def draw(name: str, out: str | Path, inputs: dict[str, str] | None = None) -> li
     paths = {**fig.paths(fields), **(inputs or {})}
     unknown = sorted(set(paths) - set(fig.inputs))
     if unknown:
-        raise ValueError(f"figure {name}: {unknown} are not its inputs; it reads {sorted(fig.inputs)}")
+        raise UsageError(f"figure {name}: {unknown} are not its inputs; it reads {sorted(fig.inputs)}")
     unfilled = {k: v for k, v in paths.items() if "{" in v}
     if unfilled:
         raise ValueError(f"figure {name}: give these inputs as --input KEY=PATH: {unfilled}")

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import yaml
 
-from prh.errors import ConfigError
+from prh.errors import ConfigError, UsageError
 from prh.io import atomic_path
 
 __all__ = ["HARNESS_SPLITS", "entry_spec", "entry_splits", "hub_entries", "pin_revisions", "unpinned_entries", "check_pinned"]
@@ -219,8 +219,10 @@ def pin_revisions(params_path: str | Path, *, api=None, dry_run: bool = False) -
     One record per hub entry: key, repo_id, old revision, sha (unchanged entries included).
     """
     path = Path(params_path)
+    from prh.config import load
+
+    cfg = load(path)  # a missing, binary or broken file: one ConfigError naming it
     text = path.read_text()
-    cfg = yaml.safe_load(text)
     entries = hub_entries(cfg)
     if api is None:
         from huggingface_hub import HfApi
@@ -250,7 +252,7 @@ def pin_revisions(params_path: str | Path, *, api=None, dry_run: bool = False) -
         e["sha"] = cache[look]
         shas[(e["repo"], rev)] = e["sha"]
     if failures:
-        raise ValueError(
+        raise UsageError(
             "could not resolve these revisions on the Hugging Face hub (this command needs network; "
             "gated repos need `hf auth login` and an accepted licence); nothing was written:\n"
             + "\n".join(failures)
@@ -258,7 +260,7 @@ def pin_revisions(params_path: str | Path, *, api=None, dry_run: bool = False) -
 
     new_text = _rewrite(text, shas)
     if yaml.safe_load(new_text) != _expected(cfg, entries, shas):
-        raise ValueError(
+        raise UsageError(
             f"{path}: rewriting the revisions would change more than the revisions (an entry's repo "
             "and revision are laid out in a way this command does not recognise); nothing was written. "
             "Keep each entry's repo and revision on one line, or as sibling keys."
@@ -274,10 +276,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("params", nargs="?", default="params.yaml")
     p.add_argument("--dry-run", action="store_true", help="print the SHAs, do not write")
     a = p.parse_args(argv)
-    try:
-        entries = pin_revisions(a.params, dry_run=a.dry_run)
-    except ValueError as e:
-        raise SystemExit(str(e)) from None
+    entries = pin_revisions(a.params, dry_run=a.dry_run)
     for e in entries:
         mark = "=" if str(e["revision"]) == e["sha"] else "->"
         print(f"{e['key']}: {e['repo_id']} {e['revision']} {mark} {e['sha']}")

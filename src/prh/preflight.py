@@ -240,7 +240,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"])
     p.add_argument("--out", required=True)
     a = p.parse_args(argv)
-    cfg = json.loads(a.config) if a.config.lstrip().startswith("{") else json.loads(Path(a.config).read_text())
+    from prh.io import json_object, read_json
+
+    cfg = json_object(a.config) if a.config.lstrip().startswith("{") else read_json(a.config)
+    if not isinstance(cfg, dict):
+        raise ConfigError(f"{a.config}: holds {type(cfg).__name__}, not the config's blocks as a JSON object")
     report = preflight(cfg, out=a.out, manifest_path=a.manifest, models=a.models, device=a.device)
     print(f"pre-flight passed: {len(report['gated'])} gated repos, {len(report['datasets'])} dataset reads, "
           f"{len(report['downloads'])} manual downloads, {len(report['models'])} model checks -> {a.out}")

@@ -50,7 +50,7 @@ from pathlib import Path
 
 import numpy as np
 
-from prh.errors import DatasetNotAvailableError
+from prh.errors import DatasetNotAvailableError, UsageError
 from prh.io import json_object, none_or, sha256_file, write_json, write_jsonl, write_npy
 
 __all__ = ["carve_indices", "is_local_repo", "materialize_hub_dataset", "subsample_indices", "square_rgb"]
@@ -224,7 +224,7 @@ def materialize_hub_dataset(
     from tqdm import tqdm
 
     if image_size < 8:
-        raise ValueError(f"image_size={image_size} is too small; use the model input size, e.g. 224")
+        raise UsageError(f"image_size={image_size} is too small; use the model input size, e.g. 224")
     if carve is not None and set(carve) != {"from", "parts", "seed"}:
         raise ValueError(f"carve={carve!r} must have exactly the keys from, parts, seed (datasets.schema.yaml)")
     if carve is not None:
@@ -321,12 +321,9 @@ def main(argv: list[str] | None = None) -> None:
                    help='split -> glob of the repo files to read, e.g. {"test": "test/*.tar"}')
     p.add_argument("--out", required=True, help="output folder, results/data/<name>")
     a = p.parse_args(argv)
-    try:
-        meta = materialize_hub_dataset(
-            a.out, repo=a.repo, revision=a.revision, config=a.config, split=a.split,
-            image_column=a.image_column, text_column=a.text_column, label_column=a.label_column,
-            n=a.n, seed=a.seed, image_size=a.image_size, carve=a.carve, data_files=a.data_files,
-        )
-    except DatasetNotAvailableError as e:
-        raise SystemExit(str(e)) from None
+    meta = materialize_hub_dataset(
+        a.out, repo=a.repo, revision=a.revision, config=a.config, split=a.split,
+        image_column=a.image_column, text_column=a.text_column, label_column=a.label_column,
+        n=a.n, seed=a.seed, image_size=a.image_size, carve=a.carve, data_files=a.data_files,
+    )
     print(f"{a.out}: {meta['count']} items of {meta['split_size']} from {a.repo}@{a.revision}")

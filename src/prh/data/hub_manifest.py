@@ -316,8 +316,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--check", action="store_true", help="offline: compare params.yaml with the manifest at --out")
     p.add_argument("--count-rows", action="store_true", help="count webdataset rows by reading every shard")
     a = p.parse_args(argv)
-    with open(a.params) as f:
-        cfg = yaml.safe_load(f)
+    from prh.config import load
+
+    cfg = load(a.params)
     if a.check:
         found = check_manifest(cfg, read_manifest(a.out))
         for level in ("missing", "unverified"):

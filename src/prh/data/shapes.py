@@ -273,8 +273,9 @@ def build_dataset(out: str | Path, *, n: int, seed: int, world: dict | None = No
     """
     from tqdm import tqdm
 
-    if n < 1:
-        raise UsageError(f"n must be a positive number of items, got {n}")
+    if not (1 <= n <= 10 ** 8 and 0 <= seed < 2 ** 63):  # numpy refuses a negative seed, np.empty a huge n
+        raise UsageError(f"n must be a positive number of items, got {n}" if n < 1 else
+                         f"n ({n}) must be at most 10^8 and seed ({seed}) between 0 and 2^63 - 1")
     w = world_config(world)
     out = Path(out)
     s = w["image_size"]

@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from prh.io import json_object, read_json, write_json
+from prh.errors import UsageError
 
 
 def unigram_bits(*, tokenizer, train_texts: list[str], texts: list[str]) -> np.ndarray:
@@ -87,8 +88,10 @@ def evaluate_language_zoo(*, data: str, train_data: str, names: list[str], model
     from prh.models.loaders import count_params, is_causal_lm, load_language_model
 
     if len(names) != len(models) or not names:
-        raise ValueError(f"names ({len(names)}) and models ({len(models)}) must pair up one to one, at least one")
-    torch.set_num_threads(threads)
+        raise UsageError(f"names ({len(names)}) and models ({len(models)}) must pair up one to one, at least one")
+    from prh.device import set_threads
+
+    set_threads(threads)
     texts, _ = _densest(data, max_items)
     nbytes = sum(len(t.encode("utf-8")) for t in texts)
     floor = float(entropy_floor_bpb(texts, world=world))

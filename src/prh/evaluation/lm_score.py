@@ -40,7 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from prh.data.hub_datasets import is_local_repo
-from prh.errors import DatasetNotAvailableError
+from prh.errors import DatasetNotAvailableError, UsageError
 from prh.io import read_json, read_jsonl, sha256_file, write_json, write_jsonl
 
 __all__ = ["chunk_text", "sample_openwebtext", "lm_score", "merge_lm_scores"]
@@ -96,7 +96,7 @@ def sample_openwebtext(
     from tqdm import tqdm
 
     if n_bytes < 1:
-        raise ValueError(f"n_bytes={n_bytes} must be >= 1 (about 4 bytes per token: 16e6 for 4M tokens)")
+        raise UsageError(f"n_bytes={n_bytes} must be >= 1 (about 4 bytes per token: 16e6 for 4M tokens)")
     records, total, n_docs = [], 0, 0
     bar = tqdm(total=n_bytes, unit="B", unit_scale=True, desc=f"sample {repo}")
     try:
@@ -182,7 +182,7 @@ def lm_score(
 
     sample_dir, out = Path(sample_dir), Path(out)
     if not (sample_dir / "texts.jsonl").exists():
-        raise ValueError(f"sample_dir={str(sample_dir)!r} has no texts.jsonl; run `prh sample-lm-text` first")
+        raise UsageError(f"sample_dir={str(sample_dir)!r} has no texts.jsonl; run `prh sample-lm-text` first")
     texts = [r["text"] for r in read_jsonl(sample_dir / "texts.jsonl")]
     sample_meta = read_json(sample_dir / "meta.json") if (sample_dir / "meta.json").exists() else {}
     net, tok, dev, dt = loaders.load_causal_lm(model, revision=revision, device=device, dtype=dtype,
@@ -290,12 +290,9 @@ def sample_main(argv: list[str] | None = None) -> None:
     p.add_argument("--seed", type=int, default=d["seed"])
     p.add_argument("--out", required=True, help="output folder, e.g. results/data/openwebtext_sample")
     a = p.parse_args(argv)
-    try:
-        meta = sample_openwebtext(a.out, repo=a.repo, revision=a.revision, split=a.split, text_column=a.text_column,
-                                  n_bytes=a.n_bytes, chunk_chars=a.chunk_chars, shuffle_buffer=a.shuffle_buffer,
-                                  seed=a.seed)
-    except DatasetNotAvailableError as e:
-        raise SystemExit(str(e)) from None
+    meta = sample_openwebtext(a.out, repo=a.repo, revision=a.revision, split=a.split, text_column=a.text_column,
+                              n_bytes=a.n_bytes, chunk_chars=a.chunk_chars, shuffle_buffer=a.shuffle_buffer,
+                              seed=a.seed)
     print(f"{a.out}: {meta['n_texts']} pieces, {meta['n_bytes']} bytes from {meta['n_docs']} documents")
 
 
@@ -317,10 +314,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--load-in-4bit", action="store_true")
     p.add_argument("--no-progress", action="store_true")
     a = p.parse_args(argv)
-    try:
-        r = lm_score(a.sample, a.out, model=a.model, revision=a.revision, name=a.name, batch_size=a.batch_size,
-                     device=a.device, dtype=a.dtype, device_map=a.device_map, load_in_4bit=a.load_in_4bit,
-                     progress=not a.no_progress)
-    except ModelNotAvailableError as e:
-        raise SystemExit(str(e)) from None
+    r = lm_score(a.sample, a.out, model=a.model, revision=a.revision, name=a.name, batch_size=a.batch_size,
+                 device=a.device, dtype=a.dtype, device_map=a.device_map, load_in_4bit=a.load_in_4bit,
+                 progress=not a.no_progress)
     print(f"{r['model']}: bpb {r['bpb']:.4f}, lm_score {r['lm_score']:.4f} over {r['n_bytes']} bytes")

@@ -34,6 +34,7 @@ from tqdm import tqdm
 
 from prh.evaluation.probes import C_GRID, model_summary, probe_task
 from prh.io import features_meta_path, json_object, open_features, read_json, write_json
+from prh.errors import UsageError
 
 __all__ = ["split_train", "load_probe_layers", "run_split_probes", "merge_split_probes", "splits_main", "merge_main"]
 
@@ -154,7 +155,7 @@ def run_split_probes(*, tasks: dict[str, dict], names: list[str], features_root:
     (``{name: {"tasks": {task: probe_task(...)}, "mean_accuracy", "mean_chance"}}``).
     """
     if not names or not tasks:
-        raise ValueError(f"names ({len(names)}) and tasks ({len(tasks)}) must be non-empty")
+        raise UsageError(f"names ({len(names)}) and tasks ({len(tasks)}) must be non-empty")
     if len(set(names)) != len(names):
         raise ValueError(f"names {names} has duplicates; give each model once")
     bad = [t for t, d in tasks.items() if not isinstance(d, dict) or set(d) != {"train", "test"}]

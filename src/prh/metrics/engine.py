@@ -227,15 +227,17 @@ def alignment_tables(
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {list(DTYPES)}, got {dtype!r}")
     if int(skip_x_layers) != skip_x_layers or skip_x_layers < 0:
-        raise ValueError(f"skip_x_layers must be an integer >= 0 (1 drops the embedding layer), got {skip_x_layers}")
+        raise UsageError(f"skip_x_layers must be an integer >= 0 (1 drops the embedding layer), got {skip_x_layers}")
     skip = int(skip_x_layers)
     if y_names is None and y_features is None:
         y_names, y_features = x_names, x_features
     for side, names, files in (("x", x_names, x_features), ("y", y_names, y_features)):
         if names is None or files is None or len(names) != len(files) or not names:
-            raise ValueError(f"--{side}-names and --{side}-features must be non-empty lists of equal length")
+            raise UsageError(f"--{side}-names and --{side}-features must be non-empty lists of equal length")
     if threads is not None:
-        torch.set_num_threads(threads)
+        from prh.device import set_threads
+
+        set_threads(threads)
     device = str(resolve_device(device))
     knn_precision = resolve_precision(knn_precision, device)
     kw = dict(topk=topk, cca_dim=cca_dim, normalize=True, device=device, dtype=DTYPES[dtype], block_rows=block_rows,

@@ -23,9 +23,11 @@ over all N rows.
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import math
 import os
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -98,11 +100,18 @@ def _save(path, idx: torch.Tensor, sims: torch.Tensor, meta: dict) -> None:
 
 def read_lists(path) -> tuple[torch.Tensor, torch.Tensor, dict]:
     """(idx, sims, settings) of a shard or merged file."""
-    from safetensors import safe_open
+    from safetensors import SafetensorError, safe_open
 
-    with safe_open(str(path), framework="pt") as f:
-        meta = json.loads(f.metadata()["prh"])
-        return f.get_tensor("idx"), f.get_tensor("sims"), meta
+    from prh.errors import CorruptFileError
+
+    if Path(path).is_dir():
+        raise IsADirectoryError(errno.EISDIR, "a directory, not a k-NN lists file", str(path))
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            meta = json.loads(f.metadata()["prh"])
+            return f.get_tensor("idx"), f.get_tensor("sims"), meta
+    except (SafetensorError, KeyError, TypeError, json.JSONDecodeError) as err:
+        raise CorruptFileError(path, "k-NN lists file (prh knn-shard)", err) from err
 
 
 def merge_shards(paths, out) -> dict:
@@ -144,7 +153,9 @@ def main_shard(argv: list[str] | None = None) -> None:
     p.add_argument("--out", required=True)
     a = p.parse_args(argv)
     if a.threads:
-        torch.set_num_threads(a.threads)
+        from prh.device import set_threads
+
+        set_threads(a.threads)
     meta = knn_shard(a.features, a.out, shard=a.shard, shards=a.shards, topk=a.topk, quantile=a.quantile,
                      block_rows=a.block_rows, precision=a.precision, n_items=a.n_items)
     print(f"{a.out}: rows {meta['start']}..{meta['stop'] - 1} of {meta['n']}, {meta['layers']} layer(s), k = {a.topk}")

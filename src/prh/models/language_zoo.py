@@ -40,6 +40,7 @@ import numpy as np
 import torch
 
 from prh.io import atomic_dir, write_json
+from prh.errors import UsageError
 
 ARCHS = ("gpt2", "bert")
 SPECIALS = ["<pad>", "<s>", "</s>", "<unk>", "<mask>"]
@@ -339,9 +340,13 @@ def run_train_language(*, data: str, tokenizer: str, out: str, threads: int = 1,
     from transformers import AutoTokenizer
 
     if checkpoints and "{steps}" not in out:
-        raise ValueError(f"out={out!r} must contain '{{steps}}' when checkpoints are given, e.g. "
+        raise UsageError(f"out={out!r} must contain '{{steps}}' when checkpoints are given, e.g. "
                          "results/models/gpt2_s_r0_{steps}")
-    torch.set_num_threads(threads)
+    from prh.device import set_threads
+
+    set_threads(threads)
+    if not Path(tokenizer, "tokenizer.json").is_file():
+        raise UsageError(f"tokenizer={tokenizer!r} holds no tokenizer.json; run `prh train-tokenizer` first")
     tok = AutoTokenizer.from_pretrained(tokenizer)
     tok.model_max_length = hparams.get("context", 512)
     seed = hparams.get("seed", 0)

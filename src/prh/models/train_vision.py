@@ -36,6 +36,7 @@ from tqdm import tqdm
 
 from prh.config import entry_fields
 from prh.models.vision_zoo import MEAN, STD, build_model, save_checkpoint
+from prh.errors import UsageError
 
 __all__ = ["OBJECTIVES", "HYPER", "DEFAULTS", "fit_vision_model", "train_vision", "main"]
 
@@ -256,7 +257,7 @@ def train_vision(
     from prh.data.tasks import TASKS, task_labels
 
     if threads < 1:
-        raise ValueError(f"threads={threads} must be >= 1")
+        raise UsageError(f"threads={threads} must be >= 1")
     ds = load_dataset(data)
     n = len(ds.images) if n_train is None else int(n_train)
     if not 1 <= n <= len(ds.images):

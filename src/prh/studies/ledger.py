@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from prh.claims import LABELS, MIN_SEEDS, PROVISIONAL, replicated_verdict, replication, weigh
-from prh.errors import UsageError
+from prh.errors import CorruptFileError, UsageError
 from prh.manifest import Study, load_study
 from prh.studies.ledger_table import replace_block  # noqa: F401  (re-exported)
 from prh.studies.ledger_table import table as _table
@@ -343,7 +343,11 @@ def main(argv: list[str] | None = None) -> None:
     if a.out and ledger is not None:
         write_json(a.out, ledger)
     if a.readme:
-        text = replace_block(Path(a.readme).read_text(), "claims", table(ledger))
+        try:
+            readme = Path(a.readme).read_text(encoding="utf-8")
+        except UnicodeDecodeError as err:
+            raise CorruptFileError(a.readme, "Markdown file", err, remedy="give a UTF-8 Markdown file") from err
+        text = replace_block(readme, "claims", table(ledger))
         with atomic_path(a.readme) as tmp:
             tmp.write_text(text)
     if ledger is not None:

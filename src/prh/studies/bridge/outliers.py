@@ -115,6 +115,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--config", type=json_object, default="{}", help="JSON {threshold, min_size}")
     p.add_argument("--out", required=True)
     args = p.parse_args(argv)
+    if bad := [m for m in args.models if "=" not in m]:
+        from prh.errors import UsageError
+
+        raise UsageError(f"--models takes name=checkpoint, got {' '.join(bad)}")
     models = dict(m.split("=", 1) for m in args.models)
     cfg = {k: args.config[k] for k in ("threshold", "min_size") if k in args.config}
     res = run_outliers(models=models, families=args.families, out=args.out, **cfg)

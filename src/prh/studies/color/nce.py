@@ -26,6 +26,7 @@ import math
 
 import numpy as np
 import torch
+from prh.errors import UsageError
 from tqdm.auto import tqdm
 
 __all__ = ["markov_world", "train_embeddings", "psd_offset", "run_nce"]
@@ -74,7 +75,7 @@ def train_embeddings(p_coor: np.ndarray, *, loss: str, dim: int = 32, steps: int
     if loss not in ("binary_nce", "infonce"):
         raise ValueError(f"loss={loss!r}; choose 'binary_nce' or 'infonce'")
     if not 0 < p_pos < 1:
-        raise ValueError(f"p_pos={p_pos} must be in (0, 1)")
+        raise UsageError(f"p_pos={p_pos} must be in (0, 1)")
     gen = torch.Generator().manual_seed(seed)
     joint = torch.as_tensor(p_coor, dtype=torch.float64).flatten()
     marg = torch.as_tensor(p_coor, dtype=torch.float64).sum(1)

@@ -214,7 +214,7 @@ def main(argv: list[str] | None = None) -> None:
         s.add_argument("--config", type=json_object, default="{}", help="JSON of params.yaml's `color.<part>` block (missing keys: defaults)")
         s.add_argument("--seed", type=int, default=0)
     sub.choices["vision"].add_argument("--images", default="packaged", help="'packaged' or an images.npy")
-    sub.choices["language"].add_argument("--models", required=True,
+    sub.choices["language"].add_argument("--models", required=True, type=json_object,
                                          help='JSON {name: {source, revision, layers, pooling}} (language_specs)')
     sub.choices["language"].add_argument("--device", default="cpu", help="auto | cpu | cuda")
     m = sub.add_parser("metrics")
@@ -222,6 +222,10 @@ def main(argv: list[str] | None = None) -> None:
         m.add_argument(f"--{part}", required=True, help=f"the JSON `prh run-color {part}` wrote")
     m.add_argument("--out", required=True, help="metrics JSON written")
     args = p.parse_args(argv)
+    if args.part != "metrics":
+        from prh.device import check_seed
+
+        check_seed(args.seed)
     if args.part == "metrics":
         res = color_metrics(vision=args.vision, language=args.language, nce=args.nce, out=args.out)
         print(json.dumps(res, indent=1))
@@ -231,7 +235,7 @@ def main(argv: list[str] | None = None) -> None:
         res = run_vision(images=args.images, out=args.out, config=config, seed=args.seed)
         print(json.dumps({k: res["pmi"][k] for k in ("spearman", "p_value", "procrustes_residual", "stress")}))
     elif args.part == "language":
-        res = run_language(models=json.loads(args.models), out=args.out, config=config, seed=args.seed,
+        res = run_language(models=args.models, out=args.out, config=config, seed=args.seed,
                            device=args.device)
         print(json.dumps({k: {f: r[f] for f in ("spearman", "p_value", "procrustes_residual")}
                           for k, r in res["models"].items()}))

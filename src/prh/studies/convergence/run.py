@@ -40,9 +40,9 @@ from prh.checks import check_bins
 from prh.config import schema_defaults
 from prh.io import add_path_options, json_object, named_paths, read_alignment, read_json, read_jsonl, write_json
 from prh.studies.convergence.preregistered import amended_on_runs, preregistered_language_vision, run_level
+from prh.errors import UsageError
 
-__all__ = ["DEFAULTS", "OUTPUTS", "correlations", "solved_counts", "competence_bins", "model_map", "language_vision",
-           "platonic_scores", "null_summary", "read_lm_competence", "run_convergence", "run_platonic", "main", "platonic_main"]
+__all__ = ["DEFAULTS", "OUTPUTS", "correlations", "solved_counts", "competence_bins", "model_map", "language_vision", "platonic_scores", "null_summary", "read_lm_competence", "run_convergence", "run_platonic", "main", "platonic_main"]
 
 DEFAULTS = schema_defaults("convergence")  # the `convergence:` block's defaults (workflow/schemas/convergence.schema.yaml)
 # The files each command writes, by name: one --<name> PATH option each (run_convergence's and run_platonic's ``out``)
@@ -215,7 +215,7 @@ def run_convergence(*, probes: str, vision_alignment: str, cross_alignment: str,
     """
     cfg, out = _config(config), named_paths(out, OUTPUTS["run-convergence"], command="run-convergence")
     if (preregistered_competence is None) != (preregistered_vision_models is None):
-        raise ValueError("pass both preregistered_competence and preregistered_vision_models, or neither")
+        raise UsageError("pass both preregistered_competence and preregistered_vision_models, or neither")
     align = read_alignment(vision_alignment)
     scores, names = _check_square(align), align["x_names"]
     probe_results = read_json(probes)

@@ -35,6 +35,7 @@ from scipy import stats
 from prh.io import add_path_options, named_paths, read_jsonl, write_json
 from prh.metrics import alignment_table
 from prh.studies.convergence.run import correlations, platonic_scores
+from prh.errors import UsageError
 
 __all__ = ["OUTPUTS", "level_word_counts", "level_summary", "density_trend", "run_density", "main"]
 
@@ -47,7 +48,7 @@ def level_word_counts(captions: str | Path | list[dict]) -> tuple[list[float], l
     recorded, else the index)."""
     records = captions if isinstance(captions, list) else read_jsonl(captions)
     if not records or not isinstance(records[0].get("texts"), list):
-        raise ValueError(f"{captions}: each record needs a `texts` list (one caption per density level); "
+        raise UsageError(f"{captions}: each record needs a `texts` list (one caption per density level); "
                          "the shapes datasets and `prh summarise-captions` write it")
     n_levels = len(records[0]["texts"])
     if any(len(r["texts"]) != n_levels for r in records):

@@ -55,6 +55,7 @@ from prh.batching import (
 )
 from prh.device import DTYPES, place_model
 from prh.io import atomic_path, read_jsonl, write_json, write_jsonl
+from prh.errors import UsageError
 from prh.studies.density.design import (
     FALLBACK_FORMAT,
     SYSTEM_PROMPT,
@@ -75,7 +76,7 @@ def check_num_words(num_words) -> list[int]:
         raise ValueError("num_words is empty; give at least one summary length, e.g. --num-words 5 10 20 50 100")
     bad = [w for w in levels if isinstance(w, bool) or not isinstance(w, (int, np.integer)) or w < 1]
     if bad:
-        raise ValueError(f"num_words={levels}: {bad} are not positive integers; give word counts >= 1")
+        raise UsageError(f"num_words={levels}: {bad} are not positive integers; give word counts >= 1")
     if len(set(levels)) != len(levels):
         raise ValueError(f"num_words={levels} repeats a value; give each summary length once")
     return [int(w) for w in levels]
@@ -300,7 +301,7 @@ def run_summarise(
     levels = check_num_words(num_words)
     path = Path(data) / "captions.jsonl"
     if not path.exists():
-        raise ValueError(f"data={str(data)!r} has no captions.jsonl; build the dataset first (snakemake {path})")
+        raise UsageError(f"data={str(data)!r} has no captions.jsonl; build the dataset first (snakemake {path})")
     if max_items is not None and max_items < 1:
         raise ValueError(f"max_items={max_items} must be >= 1 (or None: every caption)")
     rows = read_jsonl(path)[:max_items]
@@ -377,11 +378,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--checkpoint", default=None, help="resumable JSONL; default <out>.partial.jsonl")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     a = p.parse_args(argv)
-    try:
-        meta = run_summarise(data=a.data, model=a.model, out=a.out, num_words=a.num_words, revision=a.revision,
-                             batch_size=a.batch_size, max_items=a.max_items, seed=a.seed, device=a.device,
-                             dtype=a.dtype, max_new_tokens=a.max_new_tokens, do_sample=a.do_sample,
-                             checkpoint=a.checkpoint, progress=not a.no_progress, device_map=a.device_map)
-    except ModelNotAvailableError as e:
-        raise SystemExit(str(e)) from None
+    meta = run_summarise(data=a.data, model=a.model, out=a.out, num_words=a.num_words, revision=a.revision,
+                         batch_size=a.batch_size, max_items=a.max_items, seed=a.seed, device=a.device,
+                         dtype=a.dtype, max_new_tokens=a.max_new_tokens, do_sample=a.do_sample,
+                         checkpoint=a.checkpoint, progress=not a.no_progress, device_map=a.device_map)
     print(f"{a.out}: {meta['count']} captions x {len(meta['num_words'])} summary lengths")

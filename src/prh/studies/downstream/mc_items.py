@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from prh.io import read_jsonl
+from prh.errors import UsageError
 
 __all__ = ["TASK", "LEVEL", "ITEM_KINDS", "build_items", "load_items", "contradictions"]
 
@@ -279,7 +280,7 @@ def load_items(data: str | Path, *, n_items: int, n_choices: int = 4, seed: int 
     data = Path(data)
     for name in ("scenes.jsonl", "captions.jsonl"):
         if not (data / name).exists():
-            raise ValueError(f"data={str(data)!r} has no {name}: pass a shapes dataset dir (prh make-shapes)")
+            raise UsageError(f"data={str(data)!r} has no {name}: pass a shapes dataset dir (prh make-shapes)")
     scenes = [r["scene"] for r in read_jsonl(data / "scenes.jsonl")]
     captions = read_jsonl(data / "captions.jsonl")
     if any(len(r.get("texts", [])) <= LEVEL for r in captions):

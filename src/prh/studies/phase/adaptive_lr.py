@@ -108,5 +108,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--out", required=True)
     p.add_argument("--seed", type=int, default=0)
     a = p.parse_args(argv)
+    from prh.studies.phase.design import SLICES
+
+    if missing := [k for k in SLICES["adaptive_lr"] if k not in a.config]:
+        from prh.errors import UsageError
+
+        raise UsageError(f"--config lacks {', '.join(missing)} (the params.yaml phase block's keys it reads)")
     res = run_adaptive_lr(pairs=a.pairs, data=a.data, config=a.config, out=a.out, seed=a.seed)
     print(json.dumps([{k: r[k]["retrieval"] for k in ("fixed", "adaptive")} for r in res["pairs"]]))

@@ -33,6 +33,7 @@ from prh.studies.phase.alignment import (
 )
 from prh.studies.phase.claims import evaluate_claims
 from prh.studies.phase.spectra import layer_summary
+from prh.errors import UsageError
 
 __all__ = ["OUTPUTS", "phase_of", "model_rows", "pair_rows", "table1", "write_csv", "analyse", "main"]
 
@@ -129,7 +130,7 @@ def analyse(*, models: dict, config: dict, out: dict, adaptive_lr: str | None = 
     out = named_paths(out, OUTPUTS, command="run-phase-analysis")
     if not any(s["modality"] == "vision" for s in models.values()) or not any(
             s["modality"] == "language" for s in models.values()):
-        raise ValueError("models must include at least one vision and one language model")
+        raise UsageError("models must include at least one vision and one language model")
     rows, arrays = model_rows(models, k_max=config["spectral_k_max"])
     pairs = pair_rows(rows, arrays, config=config, seed=seed)
     t1 = table1(rows, pairs, config=config)

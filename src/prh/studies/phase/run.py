@@ -25,6 +25,7 @@ from prh.io import read_jsonl, write_json, write_npy
 from prh.studies.phase import ntk as nt
 from prh.studies.phase.dynamics import model_ntk, train_steps
 from prh.studies.phase.models import load_probe_model
+from prh.errors import UsageError
 
 __all__ = ["item_split", "read_paired", "run_model", "main"]
 
@@ -45,7 +46,7 @@ def read_paired(data) -> dict:
     """
     data = Path(data)
     if not (data / "images.npy").exists() or not (data / "captions.jsonl").exists():
-        raise ValueError(f"data={str(data)!r} lacks images.npy or captions.jsonl; build the paired dataset first")
+        raise UsageError(f"data={str(data)!r} lacks images.npy or captions.jsonl; build the paired dataset first")
     images = np.load(data / "images.npy", mmap_mode="r", allow_pickle=False)
     texts = [rec["text"] for rec in read_jsonl(data / "captions.jsonl")]
     labels = {}
@@ -108,6 +109,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--config", type=json_object, required=True, help="its keys of the params.yaml `phase` block as JSON (prh.studies.phase.design.SLICES['model'])")
     p.add_argument("--seed", type=int, default=0)
     a = p.parse_args(argv)
+    from prh.device import check_seed
+
+    check_seed(a.seed)
     res = run_model(name=a.name, path=a.path, modality=a.modality, data=a.data, out=a.out, config=a.config,
                     seed=a.seed, revision=a.revision)
     print(json.dumps({k: res[k] for k in ("model", "stability", "sketch_error", "cpu_seconds")}))

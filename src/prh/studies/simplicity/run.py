@@ -47,9 +47,9 @@ from prh.io import json_object, write_json
 from prh.metrics import effective_rank
 from prh.metrics.calibration import cell_seed
 from prh.stats import depth_trend
+from prh.errors import UsageError
 
-__all__ = ["DEFAULTS", "PARTS", "FILES", "random_net_ranks", "gaussian_product_ranks", "make_task", "train_deep_linear",
-           "run_random_nets", "run_products", "run_trained", "simplicity_metrics", "run_simplicity", "main"]
+__all__ = ["DEFAULTS", "PARTS", "FILES", "random_net_ranks", "gaussian_product_ranks", "make_task", "train_deep_linear", "run_random_nets", "run_products", "run_trained", "simplicity_metrics", "run_simplicity", "main"]
 
 # The `simplicity:` block's defaults: workflow/schemas/simplicity.schema.yaml documents each key.
 DEFAULTS = schema_defaults("simplicity")
@@ -374,7 +374,7 @@ def run_simplicity(paths: dict, *, seed: int = 0, config: dict | None = None, pa
     if unknown := sorted(set(parts) - set(FILES)):
         raise ValueError(f"parts {unknown} unknown; choose from {list(FILES)}")
     if missing := [name for name in FILES if (name in parts or "metrics" in parts) and not paths.get(name)]:
-        raise ValueError(f"no path for {missing} (prh run-simplicity --{missing[0].replace('_', '-')} PATH)")
+        raise UsageError(f"no path for {missing} (prh run-simplicity --{missing[0].replace('_', '-')} PATH)")
     run = {"random_nets": lambda: run_random_nets(paths["random_nets"], seed=seed, width=c["width"], config=c["random_nets"]),
            "products": lambda: run_products(paths["products"], seed=seed, config=c["products"]),
            "trained": lambda: run_trained(paths["trained"], seed=seed, width=c["width"], config=c["trained"]),

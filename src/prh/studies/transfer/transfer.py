@@ -25,6 +25,7 @@ import numpy as np
 from prh.claims import verdict
 from prh.config import schema_defaults
 from prh.io import json_object, write_json
+from prh.errors import UsageError
 
 __all__ = ["DEFAULTS", "SLICES", "PARTS", "FILES", "run_transfer", "transfer_claims", "claims", "main"]
 
@@ -218,7 +219,7 @@ def run_transfer(*, paths: dict, config: dict | None = None, seed: int = 0, devi
         raise ValueError(f"parts {bad} unknown; choose from {list(PARTS)}")
     if missing := [f for part, files in FILES.items() for f in files  # claims reads every part's files
                    if (part in parts or "claims" in parts) and not paths.get(f)]:
-        raise ValueError(f"no path for {missing} (prh run-transfer --{missing[0].replace('_', '-')} PATH)")
+        raise UsageError(f"no path for {missing} (prh run-transfer --{missing[0].replace('_', '-')} PATH)")
     out = None
     for part in parts:
         if part == "claims":
