@@ -45,8 +45,10 @@ repro: $(STAMP)
 # it would not run, so a later parameter change of a job without inputs went unnoticed).
 # prh check-lock first: stamping results built with other params would hide the difference (issue 37); after the
 # pull, the effective config the results record (presets and --config included) against params.yaml's (issue 49).
+# prh check-remote (also before a push): a missing credential is one line naming what the remote reads (issue 51).
 pull: $(STAMP)
 	$(BIN)/prh check-lock
+	$(BIN)/prh check-remote
 	$(BIN)/dvc pull
 	$(BIN)/prh check-lock --effective results/config.json
 	$(BIN)/snakemake --touch --forceall --cores 1 --quiet
@@ -56,6 +58,7 @@ pull: $(STAMP)
 # which plans nothing for up-to-date results (and rebuilds any that params or code have made stale), so the lock
 # never certifies results it did not check (issue 49).
 push: $(STAMP)
+	$(BIN)/prh check-remote
 	$(BIN)/dvc repro
 	$(BIN)/dvc push
 

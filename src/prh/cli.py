@@ -42,6 +42,7 @@ STAGES: dict[str, dict[str, tuple[str, str]]] = {
     "config": {
         "check-config": ("prh.checks:main", "check a config as the Snakefile does: schema, names, data limits"),
         "check-lock": ("prh.lock:main", "params.yaml equals what dvc.lock built with (make pull runs it)"),
+        "check-remote": ("prh.lock:remote_main", "the DVC remote answers with the credentials it reads (make pull, push)"),
         "preflight": ("prh.preflight:main", "paper suite: gated access, datasets, downloads, a batch per model family"),
     },
     "data": {
