@@ -11,7 +11,7 @@ STAMP  := $(VENV)/.installed
 # Rules call `prh`, and `dvc repro` calls `snakemake`: both must be found on PATH.
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: install figures test repro pull push replicate clean-results
+.PHONY: install figures test plan repro pull push replicate clean-results
 
 install: $(STAMP)
 
@@ -29,6 +29,11 @@ figures: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
+
+# What `make figures` would run, without running it: the job table, why each rule runs, the expected duration
+# (priced with benchmarks/default_costs.json). Not each job's block: `snakemake -n` prints those (issue 51).
+plan: $(STAMP)
+	$(BIN)/snakemake --dry-run --cores all --quiet rules host
 
 # The replicate preset (issue 36, docs/replication.md): the training-based studies at two more master
 # seeds, and the claims ledger's verdicts from their agreement.
