@@ -71,9 +71,10 @@ def copy_repo(src: Path, dst: Path) -> Path:
     return dst
 
 
-def git_commit(cwd, message):
+def git_commit(cwd, message, *, allow_empty=False):
     run(["git", "add", "-A"], cwd)
-    run(["git", "-c", "user.name=test", "-c", "user.email=test@example.com", "commit", "-qm", message], cwd)
+    run(["git", "-c", "user.name=test", "-c", "user.email=test@example.com", "commit", "-qm", message,
+         *(["--allow-empty"] if allow_empty else [])], cwd)
 
 
 @pytest.fixture(scope="module")
@@ -314,7 +315,7 @@ def push_clone_pull(work: Path, tmp_path: Path, env=None, remote: tuple[str, dic
     url, options = remote or (str(tmp_path / "remote"), {})
     add_remote(work, url, options)
     run(["dvc", "push", "-r", "test"], work, env=env)
-    git_commit(work, "results")
+    git_commit(work, "results", allow_empty=True)  # a second push of the same results commits nothing new
     clone = tmp_path / "clone"
     run(["git", "clone", "-q", str(work), str(clone)], tmp_path)
     add_remote(clone, url, options, default=True)
