@@ -11,7 +11,7 @@ STAMP  := $(VENV)/.installed
 # Rules call `prh`, and `dvc repro` calls `snakemake`: both must be found on PATH.
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: install figures test repro pull push replicate clean-results
+.PHONY: install figures test plan repro pull push replicate clean-results
 
 install: $(STAMP)
 
@@ -30,6 +30,11 @@ figures: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest
 
+# What `make figures` would run, without running it: the job table, why each rule runs, the expected duration
+# (priced with benchmarks/default_costs.json). Not each job's block: `snakemake -n` prints those (issue 51).
+plan: $(STAMP)
+	$(BIN)/snakemake --dry-run --cores all --quiet rules host
+
 # The replicate preset (issue 36, docs/replication.md): the training-based studies at two more master
 # seeds, and the claims ledger's verdicts from their agreement.
 replicate: $(STAMP)
@@ -45,8 +50,10 @@ repro: $(STAMP)
 # it would not run, so a later parameter change of a job without inputs went unnoticed).
 # prh check-lock first: stamping results built with other params would hide the difference (issue 37); after the
 # pull, the effective config the results record (presets and --config included) against params.yaml's (issue 49).
+# prh check-remote (also before a push): a missing credential is one line naming what the remote reads (issue 51).
 pull: $(STAMP)
 	$(BIN)/prh check-lock
+	$(BIN)/prh check-remote
 	$(BIN)/dvc pull
 	$(BIN)/prh check-lock --effective results/config.json
 	$(BIN)/snakemake --touch --forceall --cores 1 --quiet
@@ -56,6 +63,7 @@ pull: $(STAMP)
 # which plans nothing for up-to-date results (and rebuilds any that params or code have made stale), so the lock
 # never certifies results it did not check (issue 49).
 push: $(STAMP)
+	$(BIN)/prh check-remote
 	$(BIN)/dvc repro
 	$(BIN)/dvc push
 

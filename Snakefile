@@ -15,7 +15,11 @@ min_version("9.0")
 # (params.yaml, a --configfile, --config). A user error prints as one line without a traceback
 # (PRH_DEBUG=1 shows it); broken YAML in params.yaml names its line (read here first, since
 # Snakemake's own message names neither).
-from prh.bench import COSTS_FILE, start_run
+import atexit
+
+from snakemake.logging import logger
+
+from prh.bench import COSTS_FILE, dry_run_duration, start_run
 from prh.checks import check_config, check_device
 from prh.config import config_layers, load
 from prh.errors import user_errors
@@ -46,10 +50,13 @@ onstart:
     if workflow.is_main_process and not workflow.touch:
         with user_errors():
             check_device(config, local=workflow.local_exec)
-        # every prh command's exact costs to results/benchmarks/commands.jsonl; a local run's expected duration
-        start_run([str(job.benchmark) if job.benchmark else None for job in workflow.dag.needrun_jobs()], results=R,
+        # every prh command's exact costs to results/benchmarks/commands.jsonl; a local run's expected duration,
+        # and the time left on each of its progress lines ("N of M steps (x%) done, K left, about T min to go")
+        needrun = list(workflow.dag.needrun_jobs())
+        start_run([str(job.benchmark) if job.benchmark else None for job in needrun], results=R,
                   cores=workflow.cores if workflow.local_exec else None,  # a cluster run has no --cores: it raises
-                  costs_path=f"{workflow.basedir}/{COSTS_FILE}" if workflow.local_exec else None)
+                  costs_path=f"{workflow.basedir}/{COSTS_FILE}" if workflow.local_exec else None,
+                  jobids=[job.jobid for job in needrun], handlers=logger.handlers)
     if config["suite"] == "paper" and workflow.is_main_process and not workflow.touch:
         from prh.models.hub_cache import check_before_run
 
@@ -81,6 +88,11 @@ include: "workflow/rules/phase.smk"
 include: "workflow/rules/sample_size.smk"
 include: "workflow/rules/claims.smk"
 include: "workflow/rules/figures.smk"
+
+
+# `snakemake -n`: the plan's expected duration at the end, after its job table (once, not for each replicate module)
+if workflow.is_main_process and R == "results":
+    atexit.register(dry_run_duration, workflow, f"{workflow.basedir}/{COSTS_FILE}")
 
 
 # Library code (issue 49): Snakemake's `code` trigger sees a rule's own text, not the library its `prh` command

@@ -18,3 +18,27 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return ROOT
+
+
+# An S3 client that finds no credentials of the user's (~/.aws) and asks no cloud metadata service for some.
+S3_ISOLATED = {"AWS_SHARED_CREDENTIALS_FILE": "/nonexistent/aws/credentials", "AWS_CONFIG_FILE": "/nonexistent/aws/config",
+               "AWS_EC2_METADATA_DISABLED": "true", "AWS_DEFAULT_REGION": "us-east-1"}
+S3_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}  # fake: moto takes any
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """An S3-compatible server on a free localhost port (moto's, in a thread of this process) with one bucket, ``prh``:
+    ``(endpoint URL, environment with fake credentials)``. A DVC remote reaches it as ``s3://prh/<folder>`` with
+    ``endpointurl`` set, as it would reach MinIO."""
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
+    boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", **{k.lower(): v for k, v in S3_CREDENTIALS.items()}
+                 ).create_bucket(Bucket="prh")
+    yield endpoint, {**S3_ISOLATED, **S3_CREDENTIALS}
+    server.stop()

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import logging
+from types import SimpleNamespace
 
 import pytest
+import yaml
 
-from prh.bench import (COSTS_FILE, expected_duration, family_of, format_expected, main, read_benchmarks, read_costs,
-                       summarise)
+from prh.bench import (COSTS_FILE, TimeLeft, dry_run_duration, expected_duration, family_of, format_expected, main,
+                       read_benchmarks, read_costs, start_run, summarise)
 
 HEADER = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
 
@@ -153,3 +156,71 @@ def test_commands_log_counts_a_rerun_job_once_and_names_a_bad_line(tmp_path):
     log.write_text(rec("plot", ["x"], 1.0) + "\nnot json\n")
     with pytest.raises(ValueError, match=r"commands\.jsonl, line 2"):
         read_commands(log)
+
+
+# ---- what a run prints (issue 51) ----
+
+
+COSTS = {"run": "toy", "wall_s": 100.0, "cores": 1,
+         "families": {"train": {"jobs": 2, "cpu_s": 600.0, "wall_s": 600.0, "max_rss_mb": 1, "unmeasured": 0},
+                      "plot": {"jobs": 1, "cpu_s": 10.0, "wall_s": 10.0, "max_rss_mb": 1, "unmeasured": 0}}}
+
+
+def snakemake_record(event=None, msg=None, **extra):
+    """A log record as Snakemake's scheduler makes one (``logger.info(msg, extra=dict(event=LogEvent..., ...))``)."""
+    from snakemake_interface_logger_plugins.common import LogEvent
+
+    record = logging.LogRecord("snakemake.logging", logging.INFO, __file__, 0, msg, None, None)
+    record.__dict__.update({"event": LogEvent[event.upper()], **extra} if event else extra)
+    return record
+
+
+def test_the_progress_line_says_the_steps_and_the_time_left():
+    from snakemake.logging import DefaultFormatter
+
+    fmt = TimeLeft(DefaultFormatter(), {1: "train", 2: "train", 3: "plot", 0: None}, costs=COSTS, cores=1)
+    # a train job costs 300 CPU s, at full use of the one core (the toy run's 610 CPU s in 100 s is capped at 100%)
+    lines = []
+    for jobid in (1, 2, 3, 0):
+        assert fmt.format(snakemake_record("job_finished", f"Finished jobid: {jobid} (Rule: x)", job_id=jobid)) \
+            .endswith(f"Finished jobid: {jobid} (Rule: x)")
+        lines.append(fmt.format(snakemake_record("progress", done=len(lines) + 1, total=4)))
+    assert lines == ["1 of 4 steps (25%) done, 3 left, about 5 min to go", "2 of 4 steps (50%) done, 2 left",
+                     "3 of 4 steps (75%) done, 1 left", "4 of 4 steps (100%) done, 0 left"]
+    assert fmt.format(snakemake_record(None, "Select jobs to execute...")) == "Select jobs to execute..."
+
+
+def test_start_run_puts_the_time_left_on_snakemake_s_terminal_handler_only(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("PRH_RUSAGE_LOG", raising=False)
+    (tmp_path / "costs.json").write_text(json.dumps(COSTS))
+    terminal, logfile = logging.StreamHandler(), logging.FileHandler(tmp_path / "log")
+    terminal.name = "DefaultStreamHandler"
+    start_run(["results/benchmarks/train/a.tsv", None], results=str(tmp_path), cores=1,
+              costs_path=tmp_path / "costs.json", jobids=[1, 0], handlers=[logfile, terminal])
+    assert "Expected duration: about 5 min on 1 core for 2 jobs" in capsys.readouterr().err
+    assert isinstance(terminal.formatter, TimeLeft) and not isinstance(logfile.formatter, TimeLeft)
+    assert terminal.formatter.left == {1: "train", 0: None}
+
+
+def test_a_dry_run_ends_with_its_expected_duration(tmp_path, capsys):
+    (tmp_path / "costs.json").write_text(json.dumps(COSTS))
+    jobs = [SimpleNamespace(benchmark="results/benchmarks/train/a.tsv"), SimpleNamespace(benchmark=None)]
+
+    class Dag(list):
+        def needrun_jobs(self, exclude_finished=True):
+            return list(self)
+
+    for dryrun, expected in ((True, "Expected duration: about 5 min on 1 core for 2 jobs"), (False, "")):
+        dry_run_duration(SimpleNamespace(dryrun=dryrun, dag=Dag(jobs), cores=1), tmp_path / "costs.json")
+        assert capsys.readouterr().err.startswith(expected) if expected else not capsys.readouterr().err
+    dry_run_duration(SimpleNamespace(dryrun=True, dag=Dag(), cores=1), tmp_path / "costs.json")  # nothing to do
+    assert not capsys.readouterr().err
+
+
+def test_the_default_profile_prints_progress_not_shell_commands(repo_root):
+    profile = yaml.safe_load((repo_root / "profiles" / "default" / "config.yaml").read_text())
+    assert profile.get("printshellcmds", False) is False  # some commands are JSON of thousands of characters
+    quiet = set(profile.get("quiet") or [])
+    # not the progress lines, nor the rule blocks: `quiet: rules` would hide a failed job's error and log too
+    assert "host" in quiet and not quiet & {"progress", "rules", "all"}, quiet
+    assert profile["show-failed-logs"] is True

@@ -7,6 +7,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 
 # buffered stdout, as under Snakemake's `> log` (PYTHONUNBUFFERED would hide a lost buffer)
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
@@ -84,3 +86,35 @@ def test_exit_statuses_are_the_interpreter_s(tmp_path):
     module = subprocess.run([sys.executable, "-m", "prh.cli", "no-such-command"], cwd=tmp_path, capture_output=True,
                             text=True, timeout=60, env=ENV)
     assert module.returncode == 1 and "unknown command" in module.stderr
+
+
+
+LISTS = [["--help"], ["plot", "--list"], ["run-color", "--help"]]  # every command's --help is a list of its arguments
+
+
+def closed_pipe(tmp_path, argv: list[str], setup: str = "", *, read_first_line: bool) -> tuple[int, str]:
+    """Run ``prh <argv>`` (after ``setup``) with stdout a pipe its reader closes at once, or after one line
+    (`| head -1`); return the exit status and stderr."""
+    script = "\n".join(["import sys", "from prh import cli", setup, f"sys.argv = ['prh', *{argv!r}]", "cli.entry()"])
+    proc = subprocess.Popen([sys.executable, "-c", script], cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=ENV)
+    if read_first_line:
+        proc.stdout.readline()
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    return proc.wait(timeout=60), err
+
+
+@pytest.mark.parametrize("argv", LISTS, ids=lambda a: " ".join(a))
+def test_a_closed_pipe_ends_a_listing_quietly(tmp_path, argv):
+    """`prh plot --list | head -1` (issue 51), the reader gone before the command prints: its buffered output fails
+    at the exit's flush. No traceback, no message; status 141 (SIGPIPE's) or 0."""
+    status, err = closed_pipe(tmp_path, argv, read_first_line=False)
+    assert status in (0, 141) and err == "", (status, err)
+
+
+def test_a_closed_pipe_while_printing_ends_quietly(tmp_path):
+    """The reader gone after one line of a listing longer than a pipe holds: a write fails mid-way."""
+    status, err = closed_pipe(tmp_path, ["--help"], "cli.usage = lambda: 'a command\\n' * 100_000",
+                              read_first_line=True)
+    assert status == 141 and err == "", (status, err)

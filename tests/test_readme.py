@@ -209,3 +209,51 @@ def test_the_link_check_catches_a_missing_file_and_heading(tmp_path):
     broken = broken_links(tmp_path / "a.md", root=tmp_path)
     assert [b.split(": ", 1)[1] for b in broken] == [
         "missing.md (no such file)", "a.md#not-a-heading (no such heading in a.md)", "#nope (no such heading in a.md)"]
+
+
+# --- the first screen (issue 51) ----------------------------------------------------------------------------------
+
+FIRST_SCREEN = 40
+
+
+def costs_block(root: Path = ROOT) -> str:
+    """The README's ``generated:costs`` block, from the records in benchmarks/: what the install, the default run and
+    the tests cost (a value no record holds is "not measured")."""
+    import json
+
+    install = json.loads((root / "benchmarks" / "install.json").read_text())
+    run = json.loads((root / "benchmarks" / "default_costs.json").read_text())
+    jobs = sum(f["jobs"] for f in run["families"].values()) + 1  # and `all`, which has no benchmark file
+    low, high = install["install_min"]
+    results = "not measured" if install["results_gib"] is None else f"{install['results_gib']:.1f} GiB"
+    return "\n".join([
+        "| step | wall time | disk |", "| --- | --- | --- |",
+        f"| install: the first `make figures` or `make test` (needs Python 3.11 and `make`) | {low}-{high} min "
+        f"| {install['venv_gib']:.1f} GiB in `.venv/` |",
+        f"| `make figures`: the default run, {jobs} jobs | {run['wall_s'] / 60:.0f} min on {run['cores']} cores "
+        f"| under `results/`: {results} |",
+        f"| `make test` on a clean clone, the install included | {install['make_test_wall_s'] / 60:.0f} min | |", ""])
+
+
+def test_the_first_screen_says_the_commands_their_costs_progress_and_the_ledger():
+    text = README.read_text()
+    assert generated_block(text, "costs") == costs_block(), "rewrite the README's costs block as:\n" + costs_block()
+    first = "\n".join(text.splitlines()[:FIRST_SCREEN])
+    assert "<!-- /generated:costs -->" in first, f"the costs block ends after line {FIRST_SCREEN}"
+    for needed in ("make figures", "make test", "results/logs/<rule>/", "steps (x%) done", "--printshellcmds",
+                   "make replicate", "(#claims-and-verdicts)", "make plan"):
+        assert needed in first, f"the README's first {FIRST_SCREEN} lines do not say {needed!r}"
+    assert re.search(r"^plan:.*\n\t.*snakemake --dry-run", (ROOT / "Makefile").read_text(), re.M)
+
+
+def test_the_costs_block_follows_its_records(tmp_path):
+    (tmp_path / "benchmarks").mkdir()
+    for name in ("install.json", "default_costs.json"):
+        (tmp_path / "benchmarks" / name).write_text((ROOT / "benchmarks" / name).read_text())
+    before = costs_block(tmp_path)
+    import json
+
+    record = json.loads((tmp_path / "benchmarks" / "default_costs.json").read_text())
+    record["wall_s"] *= 2
+    (tmp_path / "benchmarks" / "default_costs.json").write_text(json.dumps(record))
+    assert costs_block(tmp_path) != before and "not measured" in before

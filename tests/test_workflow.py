@@ -7,7 +7,7 @@ every test here; each test then checks one promise of the README:
 - a second run plans nothing;
 - changing one parameter replans exactly the jobs that use it;
 - a bad params.yaml fails before any job, naming the bad key;
-- results pushed to a DVC remote and pulled into a fresh clone plan nothing;
+- results pushed to a DVC remote (a folder, and S3 on a local server) and pulled into a fresh clone plan nothing;
 - the SLURM profile plans the DAG without a cluster.
 """
 
@@ -71,9 +71,10 @@ def copy_repo(src: Path, dst: Path) -> Path:
     return dst
 
 
-def git_commit(cwd, message):
+def git_commit(cwd, message, *, allow_empty=False):
     run(["git", "add", "-A"], cwd)
-    run(["git", "-c", "user.name=test", "-c", "user.email=test@example.com", "commit", "-qm", message], cwd)
+    run(["git", "-c", "user.name=test", "-c", "user.email=test@example.com", "commit", "-qm", message,
+         *(["--allow-empty"] if allow_empty else [])], cwd)
 
 
 @pytest.fixture(scope="module")
@@ -301,22 +302,37 @@ def test_bad_params_fail_before_any_job(smoke, tmp_path, override, expected):
     assert sorted(p.name for p in (smoke / "results" / "logs").rglob("*")) == before
 
 
-def push_clone_pull(work: Path, tmp_path: Path, env=None) -> Path:
-    """Push ``work``'s results to a local DVC remote, commit, clone, and `make pull` in the clone; return it."""
-    remote = tmp_path / "remote"
-    run(["dvc", "remote", "add", "--local", "-f", "test", str(remote)], work)
-    run(["dvc", "push", "-r", "test"], work)
-    git_commit(work, "results")
+def add_remote(cwd, url: str, options: dict[str, str], *, default: bool = False) -> None:
+    """The DVC remote ``test`` at ``url`` with ``options`` (``dvc remote modify``), in .dvc/config.local."""
+    run(["dvc", "remote", "add", "--local", "-f", *(["-d"] if default else []), "test", url], cwd)
+    for key, value in options.items():
+        run(["dvc", "remote", "modify", "--local", "test", key, value], cwd)
+
+
+def push_clone_pull(work: Path, tmp_path: Path, env=None, remote: tuple[str, dict] | None = None) -> Path:
+    """Push ``work``'s results to a DVC remote (a local folder; or ``remote``, a URL and its options, such as an S3
+    bucket's folder and its ``endpointurl``), commit, clone, and `make pull` in the clone; return it."""
+    url, options = remote or (str(tmp_path / "remote"), {})
+    add_remote(work, url, options)
+    run(["dvc", "push", "-r", "test"], work, env=env)
+    git_commit(work, "results", allow_empty=True)  # a second push of the same results commits nothing new
     clone = tmp_path / "clone"
     run(["git", "clone", "-q", str(work), str(clone)], tmp_path)
-    run(["dvc", "remote", "add", "--local", "-f", "-d", "test", str(remote)], clone)
+    add_remote(clone, url, options, default=True)
     assert not (clone / "results").exists()
     run(["make", "pull", f"BIN={BIN}", "STAMP="], clone, env=env)
     return clone
 
 
-def test_dvc_push_clone_pull_plans_nothing(smoke, tmp_path):
-    clone = push_clone_pull(smoke, tmp_path)
+@pytest.mark.parametrize("kind", ["directory", "s3"])
+def test_dvc_push_clone_pull_plans_nothing(smoke, tmp_path, kind, request):
+    """The results round trip through a DVC remote: a local folder, and S3 (issue 51: an S3-compatible server on
+    localhost, moto's; the credentials from the environment, as a team's would be)."""
+    env, remote = None, None
+    if kind == "s3":
+        endpoint, env = request.getfixturevalue("s3_server")
+        remote = (f"s3://prh/{tmp_path.name}", {"endpointurl": endpoint})
+    clone = push_clone_pull(smoke, tmp_path, env=env, remote=remote)
     assert sorted(p.name for p in (clone / "results" / "figures").iterdir()) == sorted(
         p.name for p in (smoke / "results" / "figures").iterdir()
     )
@@ -334,6 +350,9 @@ def test_dvc_push_clone_pull_plans_nothing(smoke, tmp_path):
                                    "plot_claims_ledger": 1, "effective_config": 1, "all": 1}
     status = run(["dvc", "status"], clone).stdout
     assert "workflow" in status and "simplicity" in status, status
+    # and a second `make pull` refuses to stamp the results with the changed param (issue 37), naming it
+    refused = run(["prh", "check-lock"], clone, check=False)
+    assert refused.returncode == 1 and "simplicity.random_nets.bins" in refused.stderr, refused.stderr
 
 
 def test_slurm_profile_plans_the_dag_without_a_cluster(smoke):

@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import logging
 import os
 import resource
 import statistics
@@ -59,14 +60,60 @@ def record_rusage(path: str, *, command: str, argv: list[str], wall_s: float, st
         os.close(fd)
 
 
-def start_run(benchmarks: list, *, results: str, cores: int | None, costs_path: str | os.PathLike | None) -> None:
+def start_run(benchmarks: list, *, results: str, cores: int | None, costs_path: str | os.PathLike | None,
+              jobids: list[int] | None = None, handlers=()) -> None:
     """Before a run's first job (the Snakefile's onstart): its prh commands log their exact costs to
     ``<results>/benchmarks/commands.jsonl`` (jobs inherit ``PRH_RUSAGE_LOG``; replicate modules' commands land there
-    too), and, given the committed costs file, the jobs about to run (their benchmark paths) are priced on stderr."""
+    too), and, given the committed costs file, the jobs about to run (their benchmark paths) are priced on stderr;
+    given their ``jobids`` and Snakemake's log ``handlers``, every progress line then says the time left
+    (``TimeLeft``)."""
     os.environ.setdefault(RUSAGE_ENV, os.path.abspath(os.path.join(results, "benchmarks", COMMANDS_LOG)))
     if benchmarks and costs_path is not None and os.path.exists(costs_path):
-        est = expected_duration([family_of(b) for b in benchmarks], costs=read_costs(costs_path), cores=cores)
+        costs = read_costs(costs_path)
+        families = [family_of(b) for b in benchmarks]
+        print(format_expected(expected_duration(families, costs=costs, cores=cores)), file=sys.stderr, flush=True)
+        terminal = next((h for h in handlers if h.name == TERMINAL_HANDLER), None)
+        if jobids is not None and terminal is not None:
+            terminal.setFormatter(TimeLeft(terminal.formatter, dict(zip(jobids, families)), costs=costs, cores=cores))
+
+
+def dry_run_duration(workflow, costs_path: str | os.PathLike) -> None:
+    """At the exit of ``snakemake -n`` (atexit; the Snakefile registers it): the plan's expected duration, after its
+    job table. ``workflow`` is Snakemake's; nothing for a real run (onstart printed it) or an empty plan."""
+    if not (getattr(workflow, "dryrun", False) and workflow.dag is not None and len(workflow.dag)):
+        return
+    jobs = list(workflow.dag.needrun_jobs(exclude_finished=False))
+    if jobs and os.path.exists(costs_path):
+        costs = read_costs(costs_path)
+        cores = workflow.cores if isinstance(workflow.cores, int) and workflow.cores > 0 else costs["cores"]
+        est = expected_duration([family_of(j.benchmark and str(j.benchmark)) for j in jobs], costs=costs, cores=cores)
         print(format_expected(est), file=sys.stderr, flush=True)
+
+
+TERMINAL_HANDLER = "DefaultStreamHandler"  # the name of Snakemake's terminal log handler (snakemake.logging)
+
+
+class TimeLeft(logging.Formatter):
+    """A local run's progress line says the time left (issue 51): Snakemake's "N of M steps (x%) done", then the
+    steps left and the jobs not yet finished priced as ``expected_duration`` prices a plan (with the costs file).
+    Wraps the formatter of Snakemake's terminal handler; every other line is formatted as before. Snakemake's log
+    records carry ``event`` (``job_finished`` with ``job_id``, ``progress`` with ``done`` and ``total``)."""
+
+    def __init__(self, inner: logging.Formatter, jobs: dict[int, str | None], *, costs: dict, cores: int):
+        super().__init__()
+        self.inner, self.left, self.costs, self.cores = inner, dict(jobs), costs, cores
+
+    def format(self, record: logging.LogRecord) -> str:
+        event = str(getattr(record, "event", "") or "")
+        if event == "job_finished":
+            self.left.pop(getattr(record, "job_id", None), None)
+        line = self.inner.format(record)
+        if event == "progress" and isinstance(getattr(record, "total", None), int):
+            steps = record.total - record.done
+            wall = expected_duration(list(self.left.values()), costs=self.costs, cores=self.cores)["wall_s"]
+            line += f", {steps} left, about {wall / 60:.0f} min to go" if wall >= 60 else f", {steps} left"
+        return line
+
 
 MISSING = {"", "NA", "-", "nan"}
 

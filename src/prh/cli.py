@@ -42,6 +42,7 @@ STAGES: dict[str, dict[str, tuple[str, str]]] = {
     "config": {
         "check-config": ("prh.checks:main", "check a config as the Snakefile does: schema, names, data limits"),
         "check-lock": ("prh.lock:main", "params.yaml equals what dvc.lock built with (make pull runs it)"),
+        "check-remote": ("prh.lock:remote_main", "the DVC remote answers with the credentials it reads (make pull, push)"),
         "preflight": ("prh.preflight:main", "paper suite: gated access, datasets, downloads, a batch per model family"),
     },
     "data": {
@@ -247,9 +248,8 @@ def entry() -> None:
         code = 0
     except SystemExit as stop:
         code = stop.code
-    except BrokenPipeError:  # the reader went away (`prh plot --list | head -1`): stop, as a shell tool does
+    except BrokenPipeError:  # the reader went away (`prh plot --list | head -1`): stop quietly, as a shell tool does
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more to flush into the pipe
-        print(f"prh {' '.join(sys.argv[1:2])}: stopped, its output was closed (broken pipe)", file=sys.stderr)
         code = 141  # 128 + SIGPIPE, the status of a tool the signal stopped
     if code is None:
         code = 0
@@ -263,6 +263,9 @@ def entry() -> None:
             continue
         try:
             stream.flush()
+        except BrokenPipeError:  # the reader went away before the buffered output was written: as above
+            os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())  # (C stdio's buffers, flushed below, too)
+            code = 141
         except OSError:  # e.g. a full disk under `> log`: the interpreter's status for it
             code = 120
     import ctypes

@@ -3,6 +3,12 @@
 
     prh check-lock                      # params.yaml and the code against dvc.lock
     prh check-lock --lock other.lock    # params only (code is compared for the dvc.lock beside a dvc.yaml)
+
+And their check that the DVC remote answers before they pull or push (``prh check-remote``): a missing credential, a
+remote that is not configured or a storage plugin that is not installed is one line, not DVC's error and its footer.
+
+    prh check-remote                    # the default remote (dvc remote add -d ...)
+    prh check-remote -r NAME
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ from pathlib import Path
 
 from prh.errors import ConfigError, problems_message
 
-__all__ = ["check_lock", "check_effective", "main"]
+__all__ = ["check_lock", "check_effective", "check_remote", "main", "remote_main"]
 
 
 def _same(old, new) -> bool:
@@ -163,3 +169,47 @@ def main(argv: list[str] | None = None) -> None:
         return
     stages = check_lock(params=a.params, lock=a.lock)
     print(f"{a.params}: as {a.lock} records it ({len(stages)} stage{'s' * (len(stages) != 1)})")
+
+
+S3_CREDENTIALS = ("an S3 remote reads AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE, or "
+                  "~/.aws/credentials), or `dvc remote modify --local {name} access_key_id ...` and `secret_access_key`; "
+                  "docs/dvc.md#an-s3-remote")
+
+
+def _first_line(err: BaseException) -> str:
+    return (str(err).strip().splitlines() or [type(err).__name__])[0]
+
+
+def check_remote(name: str | None = None, *, root: str = ".") -> str:
+    """Before ``make pull`` or ``make push`` touch the DVC remote: open it as DVC does (its config, its credentials,
+    its storage plugin) and look up its root. Any failure is one ``ConfigError`` naming the remote, its URL and, for
+    S3, the credentials it reads. Return ``name (url)``."""
+    try:
+        from dvc.repo import Repo
+
+        repo = Repo(root)
+        if name is None and not repo.config["core"].get("remote"):
+            raise ConfigError("no default DVC remote: add one with `dvc remote add -d NAME URL` (docs/dvc.md), or "
+                              "name one with `-r NAME`")
+        remote = repo.cloud.get_remote(name)
+        url = repo.config["remote"][remote.name].get("url", remote.path)
+    except ConfigError:
+        raise
+    except Exception as e:  # no DVC repo, no such remote, a scheme whose plugin (dvc-s3) is missing
+        raise ConfigError(f"the DVC remote {repr(name) if name else '(the default)'} cannot be opened: {_first_line(e)}") from None
+    try:
+        remote.fs.exists(remote.path)
+    except Exception as e:  # no credentials, refused ones, an endpoint that does not answer
+        hint = S3_CREDENTIALS.format(name=remote.name) if str(url).startswith("s3://") else \
+            f"`dvc remote modify --local {remote.name} ...` sets what it reads (docs/dvc.md)"
+        raise ConfigError(f"cannot reach the DVC remote '{remote.name}' ({url}): {type(e).__name__}: "
+                          f"{_first_line(e)}; {hint}") from None
+    return f"{remote.name} ({url})"
+
+
+def remote_main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(prog="prh check-remote", description="the DVC remote answers, with the credentials it "
+                                "reads (make pull and make push run it before DVC touches the remote)")
+    p.add_argument("-r", "--remote", help="a remote's name (default: the default remote)")
+    a = p.parse_args(argv)
+    print(f"DVC remote {check_remote(a.remote)}: reachable")
