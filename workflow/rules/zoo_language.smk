@@ -16,7 +16,7 @@ CHECKPOINT_FILES = {"config": "config.json", "weights": "model.safetensors", "to
                     "info": "training.json"}
 # Spec keys passed to `prh train-language` as --<key> flags (see workflow/schemas/zoo_language.schema.yaml).
 TRAIN_LANGUAGE_KEYS = ("arch", "n_layer", "n_embd", "n_head", "steps", "context", "batch_size", "lr", "warmup",
-                       "weight_decay", "qa_pairs")
+                       "weight_decay", "qa_pairs", "relational")
 # Architecture, budget, checkpoints, seed and hyperparameters of each zoo run, as CLI flags.
 TRAIN_LANGUAGE_FLAGS = {
     run: " ".join([f"--{k.replace('_', '-')} {spec[k]}" for k in TRAIN_LANGUAGE_KEYS if spec.get(k) is not None]
