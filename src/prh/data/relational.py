@@ -35,6 +35,7 @@ from itertools import combinations
 import numpy as np
 
 from prh.data.captions import above, left_of, object_name
+from prh.errors import UsageError
 
 __all__ = ["DIRECTIONS", "RELATIONAL_STREAM", "extreme", "extreme_question", "relational_pairs", "relational_text",
            "mixed_qa_text", "training_qa_text"]
@@ -107,7 +108,7 @@ def mixed_qa_text(scene: dict, *, key, n_pairs: int, fraction: float) -> str:
     from prh.data.qa import qa_text
 
     if not 0 < fraction <= 1:
-        raise ValueError(f"the relational fraction must lie in (0, 1] (0: the default text, not mixed), got {fraction}")
+        raise UsageError(f"the relational fraction must lie in (0, 1] (0: the default text, not mixed), got {fraction}")
     rel_rng = np.random.default_rng([*key, RELATIONAL_STREAM])
     k = min(int(rel_rng.binomial(n_pairs, fraction)), len(relational_pairs(scene)))
     parts = [qa_text(scene, rng=np.random.default_rng(key), n_pairs=n_pairs - k),
@@ -123,5 +124,5 @@ def training_qa_text(scene: dict, *, key, n_pairs: int, fraction: float = 0.0) -
     if fraction == 0:
         return qa_text(scene, rng=np.random.default_rng(key), n_pairs=n_pairs)
     if n_pairs <= 0:
-        raise ValueError(f"a relational fraction ({fraction}) needs question-answer slots: qa_pairs={n_pairs} must be > 0")
+        raise UsageError(f"a relational fraction ({fraction}) needs question-answer slots: qa_pairs={n_pairs} must be > 0")
     return mixed_qa_text(scene, key=key, n_pairs=n_pairs, fraction=fraction)
