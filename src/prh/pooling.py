@@ -309,8 +309,8 @@ def power_main(argv: list[str] | None = None) -> None:
     p.add_argument("--sims", type=int, default=4000)
     p.add_argument("--seed", type=int, default=0)
     a = p.parse_args(argv)
-    if min(a.ns) < 3 or not 0 < a.alpha < 1 or not -1 <= a.rho <= 1 or not 1 <= a.sims <= 10**6 or a.seed < 0:
-        raise UsageError(f"--ns {a.ns} must each be >= 3, --alpha {a.alpha} in (0, 1), --rho {a.rho} in [-1, 1], "
+    if not 3 <= min(a.ns) <= max(a.ns) <= 1000 or not 0 < a.alpha < 1 or not -1 <= a.rho <= 1 or not 1 <= a.sims <= 10**6 or a.seed < 0:
+        raise UsageError(f"--ns {a.ns} must each lie in 3..1000, --alpha {a.alpha} in (0, 1), --rho {a.rho} in [-1, 1], "
                          f"--sims {a.sims} in 1..10^6, --seed {a.seed} >= 0")
     kw = dict(alpha=a.alpha, sides=a.sides, sims=a.sims, seed=a.seed)
     out = {"ns": a.ns, "rho": a.rho, **kw, "power": pooled_spearman_power(a.ns, a.rho, **kw),
