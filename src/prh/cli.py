@@ -77,6 +77,8 @@ STAGES: dict[str, dict[str, tuple[str, str]]] = {
         "merge-harness": ("prh.evaluation.harness:merge_main", "merge per-model harness scores into Fig 4's CSV"),
         "summarise-zoo": ("prh.evaluation.zoo_summary:main", "trained-vs-untrained margins of the zoo (metrics)"),
         "world-gate": ("prh.evaluation.world_gate:main", "the language test's world-derived gate against bag-of-words baselines"),
+        "score-relational": ("prh.evaluation.relational:main", "relational multiple choice and the left-most gate (issue 48)"),
+        "power-spearman": ("prh.pooling:power_main", "power of the pooled run-level Spearman test, runs needed (issue 48)"),
     },
     "alignment": {
         "align": ("prh.metrics.engine:main", "alignment table of two model sets (every layer pair, best kept)"),

@@ -12,7 +12,7 @@ import numpy as np
 
 __all__ = ["POWER", "EXACT_MAX_N", "SPEARMAN_Z_VAR", "normal_quantile", "spearman_null", "spearman_min_p",
            "pooled_spearman", "random_effects", "fisher_z_meta", "mde_correlation", "mde_difference", "fisher_combined",
-           "replicate_mean"]
+           "replicate_mean", "spearman_to_pearson", "pooled_spearman_power", "runs_for_power", "power_main"]
 
 
 POWER = 0.8
@@ -237,3 +237,83 @@ def replicate_mean(values, pvalues=None, *, level: float = 0.95, alpha: float = 
     p = (1.0 if mean == 0 else 0.0) if se == 0 else float(2 * student.sf(abs(mean) / se, k - 1))
     return {"estimate": mean, "interval": [mean - half, mean + half], "p": p, "k": k, "mde": mde_factor * se,
             "method": f"one-sample t over {k} independent runs (run-to-run variation only)"}
+
+
+def spearman_to_pearson(rho: float) -> float:
+    """The Pearson correlation of a bivariate normal whose population Spearman correlation is ``rho``:
+    2 sin(pi rho / 6) (Pearson 1907); rho = 0.5 -> 0.518."""
+    if not -1 <= rho <= 1:
+        raise ValueError(f"rho={rho} must lie in [-1, 1]")
+    return 2 * math.sin(math.pi * rho / 6)
+
+
+def _rank_r(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Spearman r of each row pair (continuous draws: no ties)."""
+    n = x.shape[1]
+    d = x.argsort(axis=1).argsort(axis=1) - y.argsort(axis=1).argsort(axis=1)
+    return 1 - 6 * (d * d).sum(axis=1) / (n * (n * n - 1))
+
+
+def pooled_spearman_power(ns, rho: float, *, alpha: float = 0.05, sides: int = 2, sims: int = 4000,
+                          null_draws: int = 20000, seed: int = 0) -> float:
+    """The power of ``pooled_spearman``'s test (the sum of the strata's Spearman r, each stratum permuted alone) over
+    strata of ``ns`` independent runs each, when every stratum's population Spearman correlation is ``rho`` (> 0:
+    the claimed direction): the share of ``sims`` simulated designs (bivariate normal runs, Pearson
+    ``spearman_to_pearson(rho)``) whose p in the claimed direction, ``(1 + #null >= s) / (1 + null_draws)`` as
+    ``pooled_spearman`` computes it, times ``sides`` (2: the ledger's two-sided p, ``prh.claims.weigh``), is below
+    ``alpha``. The null is drawn, stratum by stratum, as ``pooled_spearman`` draws it. Seeded: the same arguments
+    give the same number."""
+    from prh.stats import TIE_TOL
+
+    ns = [int(n) for n in ns]
+    if not ns or min(ns) < 3 or sides not in (1, 2) or not 0 < alpha < 1 or min(sims, null_draws) < 1:
+        raise ValueError(f"ns={ns} (each >= 3), sides={sides} (1 or 2), alpha={alpha} in (0, 1), sims={sims} and "
+                         f"null_draws={null_draws} >= 1")
+    rng = np.random.default_rng(seed)
+    r_p = spearman_to_pearson(rho)
+    null, stat = np.zeros(null_draws), np.zeros(sims)
+    for n in ns:
+        base = np.broadcast_to(np.arange(n), (null_draws, n))
+        null += _rank_r(rng.permuted(base, axis=1), base)
+        x = rng.standard_normal((sims, n))
+        stat += _rank_r(x, r_p * x + math.sqrt(1 - r_p * r_p) * rng.standard_normal((sims, n)))
+    null.sort()
+    ge = null_draws - np.searchsorted(null, stat - TIE_TOL, side="left")
+    p = (1 + ge) / (1 + null_draws)
+    return float(np.mean(sides * p < alpha))
+
+
+def runs_for_power(rho: float, *, strata: int = 1, alpha: float = 0.05, sides: int = 2, power: float = POWER,
+                   max_per_stratum: int = 200, **kw) -> dict:
+    """The fewest runs, ``strata`` equal strata of n each, with which ``pooled_spearman_power`` reaches ``power``:
+    {"runs", "per_stratum", "power"} (None where even ``max_per_stratum`` per stratum does not)."""
+    for n in range(3, max_per_stratum + 1):
+        got = pooled_spearman_power([n] * strata, rho, alpha=alpha, sides=sides, **kw)
+        if got >= power:
+            return {"runs": n * strata, "per_stratum": n, "power": got}
+    return {"runs": None, "per_stratum": None, "power": None}
+
+
+def power_main(argv: list[str] | None = None) -> None:
+    """``prh power-spearman``: the power of the pooled run-level Spearman test at a design, and the runs it needs."""
+    import argparse
+    import json
+
+    from prh.errors import UsageError
+
+    p = argparse.ArgumentParser(prog="prh power-spearman", description=power_main.__doc__.split(": ", 1)[1])
+    p.add_argument("--ns", type=int, nargs="+", required=True, help="runs per stratum, e.g. 15 15 (2 sizes x 15 runs)")
+    p.add_argument("--rho", type=float, default=0.5, help="population Spearman correlation of the effect")
+    p.add_argument("--alpha", type=float, default=0.05)
+    p.add_argument("--sides", type=int, default=2, choices=[1, 2])
+    p.add_argument("--sims", type=int, default=4000)
+    p.add_argument("--seed", type=int, default=0)
+    a = p.parse_args(argv)
+    if not 3 <= min(a.ns) <= max(a.ns) <= 1000 or not 0 < a.alpha < 1 or not -1 <= a.rho <= 1 or not 1 <= a.sims <= 10**6 or a.seed < 0:
+        raise UsageError(f"--ns {a.ns} must each lie in 3..1000, --alpha {a.alpha} in (0, 1), --rho {a.rho} in [-1, 1], "
+                         f"--sims {a.sims} in 1..10^6, --seed {a.seed} >= 0")
+    kw = dict(alpha=a.alpha, sides=a.sides, sims=a.sims, seed=a.seed)
+    out = {"ns": a.ns, "rho": a.rho, **kw, "power": pooled_spearman_power(a.ns, a.rho, **kw),
+           "needed": runs_for_power(a.rho, strata=len(a.ns), max_per_stratum=100, **kw),
+           "fisher_z_mde": mde_correlation(a.ns, alpha=a.alpha * (2 / a.sides))}
+    print(json.dumps(out))

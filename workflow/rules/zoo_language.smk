@@ -16,7 +16,7 @@ CHECKPOINT_FILES = {"config": "config.json", "weights": "model.safetensors", "to
                     "info": "training.json"}
 # Spec keys passed to `prh train-language` as --<key> flags (see workflow/schemas/zoo_language.schema.yaml).
 TRAIN_LANGUAGE_KEYS = ("arch", "n_layer", "n_embd", "n_head", "steps", "context", "batch_size", "lr", "warmup",
-                       "weight_decay", "qa_pairs")
+                       "weight_decay", "qa_pairs", "relational")
 # Architecture, budget, checkpoints, seed and hyperparameters of each zoo run, as CLI flags.
 TRAIN_LANGUAGE_FLAGS = {
     run: " ".join([f"--{k.replace('_', '-')} {spec[k]}" for k in TRAIN_LANGUAGE_KEYS if spec.get(k) is not None]
@@ -176,3 +176,38 @@ rule probe_language:
 
 if SUITE == "offline" and ZOO_CAUSAL:
     TARGETS += [f"{R}/experiments/zoo/language.json", f"{R}/experiments/zoo/language_probes.json"]
+
+
+# Issue 48's relational predictor and left-most gate (prh.evaluation.relational) on held-out scenes, for the causal
+# LMs of convergence.relational.model_set (presets/language.yaml); off in the default run (model_set null).
+REL_CFG = config["convergence"].get("relational") or {}
+REL_MODELS = [m for m in model_set(REL_CFG["model_set"]) if ZOO_LANGUAGE.get(m, {}).get("arch") == "gpt2"] \
+    if REL_CFG.get("model_set") else []
+
+if SUITE == "offline" and REL_MODELS:
+
+    rule score_relational:
+        input:
+            scenes=shapes_files(LM_EVAL_DATASET)["scenes"],
+            models=[f"{model_dir(m)}/config.json" for m in REL_MODELS],
+        output:
+            f"{R}/experiments/zoo/relational.json",
+        params:
+            data=lambda w, input: os.path.dirname(input.scenes),
+            names=" ".join(REL_MODELS),
+            models=" ".join(model_dir(m) for m in REL_MODELS),
+            settings=f"--n-items {REL_CFG['n_items']} --n-pairs {REL_CFG['n_pairs']} --alpha {REL_CFG['gate_alpha']}"
+            f" --seed {REL_CFG['seed']}",
+        log:
+            log_path("score_relational", "language"),
+        benchmark:
+            bench_path("score_relational", "language")
+        threads: 1
+        resources:
+            mem_mb=2000,
+            runtime=60,
+        conda:
+            CONDA_ENV
+        shell:
+            "prh score-relational --data {params.data} --models {params.models} --names {params.names}"
+            " {params.settings} --out {output} > {log} 2>&1"

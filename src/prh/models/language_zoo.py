@@ -1,26 +1,24 @@
 """The offline language zoo: a tokenizer and small GPT-2 / BERT models trained on shapes-world text.
 
-PRH section 4 pictures language models as learners that converge on the statistics
-of the world behind their text; issues 4 and 16 ask for a zoo of graded competence
-(sizes x seeds x training budgets). Every model is a plain Hugging Face
-``save_pretrained`` directory (weights, config, fast tokenizer) loadable with
-``AutoModel`` / ``AutoTokenizer``, so the feature extractor treats zoo and hub
-checkpoints alike.
+PRH section 4 pictures language models as learners that converge on the statistics of the
+world behind their text; issues 4 and 16 ask for a zoo of graded competence (sizes x seeds x
+training budgets). Every model is a plain Hugging Face ``save_pretrained`` directory (weights,
+config, fast tokenizer) loadable with ``AutoModel`` / ``AutoTokenizer``, so the feature
+extractor treats zoo and hub checkpoints alike.
 
-- Training text: every caption density of each scene, each followed by a few
-  question-answer pairs about the scene (``prh.data.qa``), so later tokens depend on
-  earlier content and a model is rewarded for reading its context.
+- Training text: every caption density of each scene, each followed by a few question-answer
+  pairs about the scene (``prh.data.qa``; ``--relational``: issue 48's mix of relational ones),
+  so later tokens depend on earlier content and a model is rewarded for reading its context.
 - Tokenizer: word-level over the grammar's closed vocabulary (``grammar_text``): one
   token per word, a percent is one token. Special tokens follow RoBERTa: ``<s>`` is BOS
   and CLS, ``</s>`` is EOS and SEP, so one tokenizer (``<s> text </s>``) serves the causal
   and the masked models.
 - Causal LM (``GPT2LMHeadModel``): next-token cross-entropy, L = -1/T sum_t log p(x_t | x_<t).
-- Masked LM (``BertForMaskedLM``): BERT's recipe, 15% of text tokens chosen, of those
-  80% -> ``<mask>``, 10% -> a random token, 10% kept; loss on the chosen ones only.
-- Training: AdamW, linear warm-up then cosine decay to 10% of the peak rate over the
-  run's budget, gradient clipping at 1, length-bucketed batches (less padding),
-  everything seeded: the same arguments give the same weights on CPU. A run may save
-  checkpoints at several steps (each a model of the zoo, ``<run>_<steps>``).
+- Masked LM (``BertForMaskedLM``): BERT's recipe (15% of text tokens: 80% ``<mask>``, 10% random, 10% kept).
+- Training: AdamW, linear warm-up then cosine decay to 10% of the peak rate over the run's
+  budget, gradient clipping at 1, length-bucketed batches (less padding), everything seeded:
+  the same arguments give the same weights on CPU. A run may save checkpoints at several
+  steps (each a model of the zoo, ``<run>_<steps>``).
 
     prh train-tokenizer --data results/data/shapes_train --out results/models/_tokenizer/shapes_train
     prh train-language --data results/data/shapes_train --tokenizer results/models/_tokenizer/shapes_train \\
@@ -47,20 +45,21 @@ SPECIALS = ["<pad>", "<s>", "</s>", "<unk>", "<mask>"]
 TRAINING_INFO = "training.json"
 
 
-def caption_texts(data_dir: str | os.PathLike, *, qa_pairs: int = 0, seed: int = 0) -> list[str]:
+def caption_texts(data_dir: str | os.PathLike, *, qa_pairs: int = 0, seed: int = 0, relational: float = 0.0) -> list[str]:
     """Every caption of a shapes dataset, all densities, item by item (sparsest first).
 
     ``qa_pairs`` > 0 appends that many question-answer pairs about the scene to each
     caption (``prh.data.qa``, drawn from ``default_rng([seed, item, level])``): the
     language zoo's training text, in which later tokens depend on earlier content.
+    ``relational`` > 0: issue 48's relational mix (``prh.data.relational.training_qa_text``).
     """
-    from prh.data.qa import qa_text
+    from prh.data.relational import training_qa_text
     from prh.data.shapes import load_dataset
 
     data = load_dataset(data_dir)
-    if qa_pairs <= 0:
+    if qa_pairs <= 0 and not relational:
         return [text for item in data.texts for text in item]
-    return [f"{text} {qa_text(scene, rng=np.random.default_rng([seed, i, level]), n_pairs=qa_pairs)}"
+    return [f"{text} {training_qa_text(scene, key=[seed, i, level], n_pairs=qa_pairs, fraction=relational)}"
             for i, (item, scene) in enumerate(zip(data.texts, data.scenes)) for level, text in enumerate(item)]
 
 
@@ -330,7 +329,7 @@ def run_train_tokenizer(*, data: str, out: str) -> Path:
 
 
 def run_train_language(*, data: str, tokenizer: str, out: str, threads: int = 1, qa_pairs: int = 0,
-                       checkpoints: list[int] | None = None, **hparams) -> list[Path]:
+                       relational: float = 0.0, checkpoints: list[int] | None = None, **hparams) -> list[Path]:
     """Train one zoo run (``hparams``: see ``train_language_model``) and save its checkpoints.
 
     Without ``checkpoints`` the final model is saved to ``out``; with them, ``out`` must
@@ -350,11 +349,11 @@ def run_train_language(*, data: str, tokenizer: str, out: str, threads: int = 1,
     tok = AutoTokenizer.from_pretrained(tokenizer)
     tok.model_max_length = hparams.get("context", 512)
     seed = hparams.get("seed", 0)
-    texts = caption_texts(data, qa_pairs=qa_pairs, seed=seed)
+    texts = caption_texts(data, qa_pairs=qa_pairs, seed=seed, relational=relational)
     written = []
 
     def save(model, info):
-        info.update(data=str(data), tokenizer=str(tokenizer), qa_pairs=qa_pairs)
+        info.update(data=str(data), tokenizer=str(tokenizer), qa_pairs=qa_pairs, **({"relational": relational} if relational else {}))
         path = out.format(steps=info["steps"]) if checkpoints else out
         loss = "untrained" if info["final_loss"] is None else f"loss {info['final_loss']:.3f}"
         print(f"{path}: {info['n_params']} parameters, {info['steps']} steps, {loss}, "
@@ -389,6 +388,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--steps", type=int, required=True, help="optimiser steps (the training budget; 0: untrained)")
     parser.add_argument("--checkpoints", type=int, nargs="*", default=None, help="also save after these steps")
     parser.add_argument("--qa-pairs", type=int, default=0, help="question-answer pairs appended to each caption")
+    parser.add_argument("--relational", type=float, default=0.0, help="share of relational question-answer slots")
     parser.add_argument("--context", type=int, default=512, help="most tokens per text (position embeddings)")
     parser.add_argument("--batch-size", type=int, default=16, help="texts per step")
     parser.add_argument("--lr", type=float, default=3e-3, help="peak AdamW learning rate")
