@@ -177,15 +177,6 @@ def test_every_command_has_cases():
     assert len(CASES) > 300
 
 
-# still a traceback (issue 49, left for a next round): JSON of another shape reaches code that indexes it, and
-# run-color nce finds its --out is a directory only after its training. strict: fixing one fails here, so drop it.
-OPEN = {"run-platonic --vision-scenes an empty file", "run-platonic --vision-scenes JSON of the wrong shape",
-        "run-downstream --probes JSON of the wrong shape", "run-density --captions JSON of the wrong shape",
-        "run-color nce --out a directory for an output file", "run-bridge-align --vision-probes JSON of the wrong shape",
-        "run-bridge-analysis --arms JSON of the wrong shape", "run-sample-size --features JSON of the wrong shape",
-        "claims-ledger --ledger JSON of the wrong shape"}
-
-
 class Hung(Exception):
     pass
 
@@ -205,9 +196,7 @@ def torch_state():
     torch.use_deterministic_algorithms(deterministic)
 
 
-@pytest.mark.parametrize("command, what, argv", [
-    pytest.param(c, w, a, marks=pytest.mark.xfail(strict=True, reason="open")) if f"{c} {w}" in OPEN else (c, w, a)
-    for c, w, a in CASES], ids=[f"{c} {w}" for c, w, _ in CASES])
+@pytest.mark.parametrize("command, what, argv", CASES, ids=[f"{c} {w}" for c, w, _ in CASES])
 def test_bad_argument_is_one_line(tmp_path, monkeypatch, capsys, command, what, argv):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "empty_dir").mkdir()

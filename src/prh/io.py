@@ -23,26 +23,11 @@ import numpy as np
 
 from prh.errors import CorruptFileError
 
-__all__ = ["read_alignment", "read_model_config", "check_model_files", "load_model_weights", "MODEL_REMEDY", 
-    "atomic_path",
-    "atomic_dir",
-    "sha256_file",
-    "write_json",
-    "read_json",
-    "write_jsonl",
-    "read_jsonl",
-    "write_npy",
-    "save_features",
-    "load_features",
-    "features_meta_path",
-    "open_features",
-    "features_layout",
-    "read_features_layer",
-    "json_object",
-    "none_or",
-    "add_path_options",
-    "named_paths",
-]
+__all__ = ["read_alignment", "read_model_config", "check_model_files", "load_model_weights", "MODEL_REMEDY",
+           "atomic_path", "check_output", "atomic_dir", "sha256_file", "write_json", "read_json", "write_jsonl",
+           "read_jsonl", "write_npy", "save_features", "load_features", "features_meta_path", "read_features_meta",
+           "open_features", "features_layout", "read_features_layer", "json_object", "none_or", "add_path_options",
+           "named_paths"]
 # features are intermediates, not DVC outs (dvc.yaml): `dvc checkout` cannot restore them
 FEATURES_REMEDY = ("delete it and rerun `snakemake {path}` (features are not versioned by DVC, so `dvc checkout` "
                    "cannot restore them)")
@@ -58,9 +43,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
 
     On an exception the temporary file is removed and ``path`` is left untouched.
     """
-    path = Path(path)
-    if path.is_dir():  # else os.replace names the temporary file, not the output (`prh align --out <dir>`)
-        raise IsADirectoryError(errno.EISDIR, "the output is a directory; give a file path", str(path))
+    path = check_output(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
@@ -72,6 +55,15 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+def check_output(path: str | os.PathLike) -> Path:
+    """An output file's path; a directory is refused (``IsADirectoryError``, one line from ``prh``): ``atomic_path``
+    checks it, and a command whose work is long checks it up front, before the work."""
+    path = Path(path)
+    if path.is_dir():  # else os.replace names the temporary file, not the output (`prh align --out <dir>`)
+        raise IsADirectoryError(errno.EISDIR, "the output is a directory; give a file path", str(path))
+    return path
 
 
 @contextlib.contextmanager
@@ -136,12 +128,26 @@ def write_json(path: str | os.PathLike, obj: Any) -> None:
         tmp.write_text(json.dumps(_strict(obj), indent=2, default=_to_jsonable, allow_nan=False) + "\n")
 
 
-def read_json(path: str | os.PathLike) -> Any:
-    """Parse a JSON file; a truncated or garbled one raises ``CorruptFileError`` naming it."""
+def _shape_problem(value: Any, keys, *, found: str | None = None) -> str | None:
+    """What keeps ``value`` (or what was ``found`` instead) from being a JSON object holding each of ``keys``."""
+    want = f"a JSON object with {', '.join(keys)}" if keys else "a JSON object"
+    if found or not isinstance(value, dict):
+        return f"it is {found or json.dumps(value)[:40]}, not {want}"
+    missing = [k for k in keys if k not in value]
+    return f"it has no {', '.join(missing)} ({want})" if missing else None
+
+
+def read_json(path: str | os.PathLike, *, keys=None, what: str = "JSON file", remedy: str | None = None) -> Any:
+    """Parse a JSON file; a truncated or garbled one raises ``CorruptFileError`` naming it (``what`` it is, and
+    ``remedy``). With ``keys`` (``()``: any), a file that is not a JSON object holding each of them raises it too,
+    saying what was expected, instead of a ``KeyError`` or ``AttributeError`` deep in the command."""
     try:
-        return json.loads(Path(path).read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise CorruptFileError(path, "JSON file", err) from err
+        value = json.loads(Path(path).read_text())
+        if keys is not None and (problem := _shape_problem(value, keys)):
+            raise ValueError(problem)
+    except ValueError as err:  # JSONDecodeError and UnicodeDecodeError among them
+        raise CorruptFileError(path, what, err, remedy=remedy) from err
+    return value
 
 
 def read_alignment(path: str | os.PathLike) -> dict:
@@ -168,14 +174,7 @@ MODEL_REMEDY = ("delete {dir} and rerun snakemake (the rule that wrote it builds
 
 def read_model_config(path: str | os.PathLike) -> dict:
     """A checkpoint's ``config.json``; truncated or not a mapping: ``CorruptFileError`` with the models' remedy."""
-    path = Path(path)
-    try:
-        cfg = json.loads(path.read_text())
-        if not isinstance(cfg, dict):
-            raise ValueError(f"the top level is a {type(cfg).__name__}, not a mapping")
-    except (json.JSONDecodeError, UnicodeDecodeError, ValueError) as err:
-        raise CorruptFileError(path, "checkpoint config", err, remedy=MODEL_REMEDY.format(dir=path.parent)) from err
-    return cfg
+    return read_json(path, keys=(), what="checkpoint config", remedy=MODEL_REMEDY.format(dir=Path(path).parent))
 
 
 def check_model_files(model_dir: str | os.PathLike) -> Path:
@@ -214,13 +213,19 @@ def write_jsonl(path: str | os.PathLike, records: Iterable[dict]) -> None:
             f.write(json.dumps(rec, default=_to_jsonable) + "\n")
 
 
-def read_jsonl(path: str | os.PathLike) -> list[dict]:
-    """Parse a JSON-lines file; a truncated or garbled one raises ``CorruptFileError`` naming it."""
+def read_jsonl(path: str | os.PathLike, *, keys=None, what: str = "JSON-lines file") -> list[dict]:
+    """Parse a JSON-lines file; a truncated or garbled one raises ``CorruptFileError`` naming it. With ``keys``
+    (``()``: any): at least one record, each a JSON object holding them (as ``read_json``)."""
     try:
         with open(path) as f:
-            return [json.loads(line) for line in f if line.strip()]
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise CorruptFileError(path, "JSON-lines file", err) from err
+            records = [json.loads(line) for line in f if line.strip()]
+        if keys is not None:
+            problems = [f"record {i}: {p}" for i, r in enumerate(records, 1) if (p := _shape_problem(r, keys))]
+            if problems or not records:
+                raise ValueError(problems[0] if records else f"{_shape_problem(None, keys, found='empty')} on each line")
+    except ValueError as err:  # JSONDecodeError and UnicodeDecodeError among them
+        raise CorruptFileError(path, what, err) from err
+    return records
 
 
 def write_npy(path: str | os.PathLike, array: np.ndarray) -> None:
@@ -235,10 +240,7 @@ def open_features(path: str | os.PathLike):
     says how to make it, a truncated one raises ``CorruptFileError`` naming it."""
     from safetensors import safe_open
 
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"features file {path} does not exist: run the workflow (snakemake {path}) "
-                                "(features are not versioned by DVC: `make pull` fetches the alignment tables computed from them)")
+    path = _existing_features(path)
     try:
         handle = safe_open(str(path), framework="pt")
     except Exception as err:
@@ -247,9 +249,25 @@ def open_features(path: str | os.PathLike):
         yield f
 
 
+def _existing_features(path: str | os.PathLike) -> Path:
+    """``path``, a features file that exists; a missing one says how to make it."""
+    if not (path := Path(path)).exists():
+        raise FileNotFoundError(f"features file {path} does not exist: run the workflow (snakemake {path}) "
+                                "(features are not versioned by DVC: `make pull` fetches the alignment tables computed from them)")
+    return path
+
+
 def features_meta_path(path: str | os.PathLike) -> Path:
     """``results/features/<dataset>/<model>.safetensors`` -> ``.../<model>.json``."""
     return Path(path).with_suffix(".json")
+
+
+def read_features_meta(path: str | os.PathLike) -> dict:
+    """The meta JSON beside features file ``path`` (``features_meta_path``), {} when there is none; one that is not a
+    JSON object raises ``CorruptFileError`` naming it, with the features' remedy."""
+    meta_path = features_meta_path(path)
+    return read_json(meta_path, keys=(), what="features meta JSON", remedy=FEATURES_REMEDY.format(path=path)) \
+        if meta_path.exists() else {}
 
 
 def save_features(path: str | os.PathLike, feats: Any, meta: dict) -> None:
@@ -275,21 +293,14 @@ def load_features(path: str | os.PathLike, *, with_meta: bool = False):
     """Load ``feats`` (a float torch tensor, N x L x D) and optionally its meta dict."""
     from safetensors.torch import load_file
 
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(
-            f"features file {path} does not exist: run the workflow (snakemake {path}) "
-            "(features are not versioned by DVC: `make pull` fetches the alignment tables computed from them)"
-        )
+    path = _existing_features(path)
     try:
         feats = load_file(str(path))["feats"]
     except Exception as err:  # safetensors raises its own SafetensorError (and OSError, KeyError) on bad files
         raise CorruptFileError(path, "safetensors features file", err, remedy=FEATURES_REMEDY.format(path=path)) from err
     if not with_meta:
         return feats
-    meta_path = features_meta_path(path)
-    meta = read_json(meta_path) if meta_path.exists() else {}
-    return feats, meta
+    return feats, read_features_meta(path)
 
 
 # safetensors dtype -> (torch dtype name, bytes per element)
@@ -307,10 +318,7 @@ def features_layout(path: str | os.PathLike) -> dict:
     """
     import struct
 
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"features file {path} does not exist: run the workflow (snakemake {path}) "
-                                "(features are not versioned by DVC: `make pull` fetches the alignment tables computed from them)")
+    path = _existing_features(path)
     if path.is_dir():
         raise IsADirectoryError(errno.EISDIR, "a directory, not a features file (.safetensors)", str(path))
     size = path.stat().st_size

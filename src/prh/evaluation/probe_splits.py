@@ -33,7 +33,7 @@ import numpy as np
 from tqdm import tqdm
 
 from prh.evaluation.probes import C_GRID, model_summary, probe_task
-from prh.io import features_meta_path, json_object, open_features, read_json, write_json
+from prh.io import features_meta_path, json_object, open_features, read_features_meta, read_json, write_json
 from prh.errors import UsageError
 
 __all__ = ["split_train", "load_probe_layers", "run_split_probes", "merge_split_probes", "splits_main", "merge_main"]
@@ -81,7 +81,7 @@ def load_probe_layers(path: str | Path, layer: str = "last") -> tuple[np.ndarray
     if layer not in ("last", "best"):
         raise ValueError(f"layer={layer!r} must be 'last' or 'best'")
     meta_path = features_meta_path(path)
-    meta = read_json(meta_path) if meta_path.exists() else {}
+    meta = read_features_meta(path)
     dims = meta.get("layer_dims")
     with open_features(path) as f:
         sl = f.get_slice("feats")

@@ -35,9 +35,9 @@ import warnings
 import numpy as np
 from tqdm import tqdm
 
-from prh.io import load_features, write_json
+from prh.io import load_features, read_json, write_json
 
-__all__ = ["C_GRID", "split_indices", "probe_task", "probe_features", "run_probes", "main"]
+__all__ = ["C_GRID", "split_indices", "probe_task", "probe_features", "run_probes", "read_probe_results", "main"]
 
 C_GRID = (1e-3, 1e-2, 1e-1, 1.0, 10.0)  # inverse regularisation strengths tried on validation
 
@@ -197,6 +197,12 @@ def run_probes(*, data: str, names: list[str], features: list[str], out: str, cs
     }
     write_json(out, result)
     return result
+
+
+def read_probe_results(path) -> dict:
+    """A ``run_probes`` JSON (``models.<m>.tasks``, ``mean_accuracy``); a file of another shape raises
+    ``CorruptFileError`` naming it and the shape expected."""
+    return read_json(path, keys=("models",), what="`prh probe` JSON")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -12,7 +12,12 @@ from pathlib import Path
 import torch
 
 from prh.errors import FeaturesError, UsageError
-from prh.io import features_layout, features_meta_path, read_features_layer, read_json
+from prh.io import (
+    features_layout,
+    features_meta_path,
+    read_features_layer,
+    read_features_meta,
+)
 from prh.metrics.registry import (
     KNN_METRICS,
     abs_quantile,
@@ -38,7 +43,7 @@ def _layout(path, n_items):
         raise ValueError(f"n_items={n_items} must be between 1 and the {n_all} items of {path}")
     n = n_all if n_items is None else n_items
     meta_path = features_meta_path(path)
-    meta = read_json(meta_path) if meta_path.exists() else {}
+    meta = read_features_meta(path)
     dims = meta.get("layer_dims") or [width] * n_layers
     if len(dims) != n_layers or max(dims) > width:
         raise ValueError(f"layer_dims {list(dims)} in {meta_path} does not fit features of shape {layout['shape']}")

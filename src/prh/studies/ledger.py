@@ -31,7 +31,7 @@ from prh.studies.ledger_table import replace_block  # noqa: F401  (re-exported)
 from prh.studies.ledger_table import table as _table
 
 __all__ = ["STUDIES", "manifest", "declared", "manifests", "study_files", "workflow_files", "build", "join", "weighed",
-           "reweigh", "table", "replace_block", "main"]
+           "reweigh", "read_ledger", "table", "replace_block", "main"]
 
 # PRH paper, then the seeds in their numbering, then Huh's thesis, then alignment against N (issue 38)
 STUDIES = ("convergence", "downstream", "color", "density", "metric_agreement", "phase", "bridge", "transfer",
@@ -296,6 +296,14 @@ def reweigh(ledger: dict) -> dict:
     return out
 
 
+def read_ledger(path) -> dict:
+    """A ledger ``prh claims-ledger --out`` wrote (``build``, ``join``, ``reweigh``); a file of another shape raises
+    ``CorruptFileError`` naming it and the keys expected."""
+    from prh.io import read_json
+
+    return read_json(path, keys=("suite", "alpha", "claims", "counts"), what="claims ledger")
+
+
 def _study_file(text: str) -> tuple[str, str, str]:
     study, _, rest = text.partition(":")
     key, _, path = rest.partition("=")
@@ -305,7 +313,7 @@ def _study_file(text: str) -> tuple[str, str, str]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from prh.io import atomic_path, read_json, write_json
+    from prh.io import atomic_path, write_json
 
     p = argparse.ArgumentParser(prog="prh claims-ledger", description=__doc__.splitlines()[0])
     p.add_argument("--suite", help="the suite whose results these are (offline or paper)")
@@ -330,7 +338,7 @@ def main(argv: list[str] | None = None) -> None:
     elif sum(sources) != 1:
         raise UsageError("give one of --file (repeated), --in and --ledger")
     elif a.ledger:
-        ledger = read_json(a.ledger)
+        ledger = read_ledger(a.ledger)
         if a.reweigh:
             ledger = reweigh(ledger)
     elif a.suite is None or a.alpha is None:
@@ -339,7 +347,7 @@ def main(argv: list[str] | None = None) -> None:
         files = study_files(a.in_dir) if a.in_dir else {}
         for study, key, path in a.file:
             files.setdefault(study, {})[key] = path
-        ledger = join(build(files, a.suite, a.alpha, a.seed), [read_json(r) for r in a.replicate])
+        ledger = join(build(files, a.suite, a.alpha, a.seed), [read_ledger(r) for r in a.replicate])
     if a.out and ledger is not None:
         write_json(a.out, ledger)
     if a.readme:

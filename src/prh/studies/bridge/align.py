@@ -26,16 +26,17 @@ def run_alignment(*, features: list[str], probe_data: str, out: str, vision_prob
 
     ``vision_features``: the feature files of the candidate vision models, each ``<model>.safetensors``; the
     arms are aligned with the strongest's (``vision_model``, or the best of ``vision_probes``)."""
-    from prh.io import load_features, read_json, read_jsonl, write_json
+    from prh.io import load_features, read_jsonl, write_json
     from prh.metrics import layer_pair_scores, prepare_features
 
     if not features:
         raise ValueError("features is empty; give every arm's features.safetensors")
     best = vision_model
     if best is None and vision_probes:
+        from prh.evaluation.probes import read_probe_results
         from prh.studies.downstream.run import strongest_vision_model
 
-        best = strongest_vision_model(read_json(vision_probes))
+        best = strongest_vision_model(read_probe_results(vision_probes))
     theirs = None
     if best and vision_features:
         paths = {Path(p).stem: p for p in vision_features}
@@ -43,7 +44,7 @@ def run_alignment(*, features: list[str], probe_data: str, out: str, vision_prob
             raise ValueError(f"no features of the strongest vision model {best!r} among --vision-features {sorted(paths)}")
         theirs, meta = load_features(paths[best], with_meta=True)
     scenes_path = Path(probe_data) / "scenes.jsonl"
-    scenes = [r["scene"] for r in read_jsonl(scenes_path)] if scenes_path.exists() else None
+    scenes = [r["scene"] for r in read_jsonl(scenes_path, keys=("scene",))] if scenes_path.exists() else None
     res = {"vision_model": best, "topk": topk, "quantile": quantile, "arms": {}}
     for path in features:
         feats, own = load_features(path, with_meta=True)

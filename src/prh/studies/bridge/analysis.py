@@ -31,6 +31,8 @@ from prh.config import schema_defaults
 __all__ = ["ANALYSIS_DEFAULTS", "paired_bootstrap", "find_arms", "analyse", "main"]
 
 ANALYSIS_DEFAULTS = schema_defaults("bridge")["analysis"]  # workflow/schemas/bridge.schema.yaml, the one home
+# what `analyse` reads of each arm's result.json (`prh run-bridge-arm`)
+ARM_KEYS = ("name", "arm", "probes", "curves", "outliers", "covariance", "cpu_seconds")
 
 
 def paired_bootstrap(a, b, *, n_boot: int = 2000, ci: float = 0.95, seed: int = 0) -> dict:
@@ -176,7 +178,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--metrics", required=True, help="JSON written: the claims' verdicts and per-arm numbers")
     p.add_argument("--figures", required=True, help="JSON written: what the bridge figures draw")
     args = p.parse_args(argv)
-    arms = {r["name"]: r for r in (read_json(path) for path in args.arms)}
+    arms = {r["name"]: r for r in (read_json(path, keys=ARM_KEYS, what="`prh run-bridge-arm` result") for path in args.arms)}
     metrics, figures = analyse(arms=arms, outliers=read_json(args.outliers) if args.outliers else None,
                                alignment=read_json(args.alignment) if args.alignment else None, config=args.config)
     write_json(args.figures, figures)

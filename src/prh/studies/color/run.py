@@ -32,7 +32,7 @@ import numpy as np
 from scipy.spatial.distance import pdist, squareform
 
 from prh.config import schema_defaults
-from prh.io import json_object, read_json, write_json
+from prh.io import check_output, json_object, read_json, write_json
 from prh.studies.color.pmi import (
     align_to_reference,
     code_rgb,
@@ -222,6 +222,7 @@ def main(argv: list[str] | None = None) -> None:
         m.add_argument(f"--{part}", required=True, help=f"the JSON `prh run-color {part}` wrote")
     m.add_argument("--out", required=True, help="metrics JSON written")
     args = p.parse_args(argv)
+    check_output(args.out)  # a directory is refused now, not by the write after the training
     if args.part != "metrics":
         from prh.device import check_seed
 

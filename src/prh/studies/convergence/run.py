@@ -41,6 +41,7 @@ from prh.config import schema_defaults
 from prh.io import add_path_options, json_object, named_paths, read_alignment, read_json, read_jsonl, write_json
 from prh.studies.convergence.preregistered import amended_on_runs, preregistered_language_vision, run_level
 from prh.errors import UsageError
+from prh.evaluation.probes import read_probe_results
 
 __all__ = ["DEFAULTS", "OUTPUTS", "correlations", "solved_counts", "competence_bins", "model_map", "language_vision", "platonic_scores", "null_summary", "read_lm_competence", "run_convergence", "run_platonic", "main", "platonic_main"]
 
@@ -218,7 +219,7 @@ def run_convergence(*, probes: str, vision_alignment: str, cross_alignment: str,
         raise UsageError("pass both preregistered_competence and preregistered_vision_models, or neither")
     align = read_alignment(vision_alignment)
     scores, names = _check_square(align), align["x_names"]
-    probe_results = read_json(probes)
+    probe_results = read_probe_results(probes)
     solved = solved_counts(probe_results, solve_fraction=cfg["solve_fraction"])
     missing = [n for n in names if n not in solved]
     if missing:
@@ -296,8 +297,7 @@ def platonic_scores(*, feature_paths: list[str], scenes: list[dict], topk: int =
     from prh.data.shapes import world_config
 
     kernel = world_config({"kernel": kernel or {}})["kernel"]
-    return _platonic_table(feature_paths=feature_paths, scenes=scenes, kernels=[kernel], topk=topk,
-                           quantile=quantile)[0]
+    return _platonic_table(feature_paths=feature_paths, scenes=scenes, kernels=[kernel], topk=topk, quantile=quantile)[0]
 
 
 def _platonic_correlations(vision: dict, lang: dict, competence: dict[str, float], lm_score: dict) -> dict:
@@ -327,11 +327,11 @@ def run_platonic(*, vision_features: list[str], vision_scenes: str, language_fea
     kw = {"topk": cfg["topk"], "quantile": cfg["quantile"]}
     base = world_config({"kernel": kernel or {}})["kernel"]
     kernels = [base] + [world_config({"kernel": {**base, **setting}})["kernel"] for setting in cfg["platonic_sensitivity"]]
-    vision_all = _platonic_table(feature_paths=vision_features, scenes=[r["scene"] for r in read_jsonl(vision_scenes)],
-                                 kernels=kernels, **kw)
-    lang_all = _platonic_table(feature_paths=language_features, scenes=[r["scene"] for r in read_jsonl(paired_scenes)],
-                               kernels=kernels, **kw)
-    probe_models = read_json(probes)["models"]
+    vision_all = _platonic_table(feature_paths=vision_features, kernels=kernels, **kw,
+                                 scenes=[r["scene"] for r in read_jsonl(vision_scenes, keys=("scene",))])
+    lang_all = _platonic_table(feature_paths=language_features, kernels=kernels, **kw,
+                               scenes=[r["scene"] for r in read_jsonl(paired_scenes, keys=("scene",))])
+    probe_models = read_probe_results(probes)["models"]
     competence = {name: float(np.mean([t["accuracy"] for t in probe_models[name]["tasks"].values()]))
                   for name in vision_all[0]}
     bpb = {m: v.get("bpb") for m, v in read_json(language)["models"].items()}

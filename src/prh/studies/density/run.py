@@ -46,7 +46,7 @@ def level_word_counts(captions: str | Path | list[dict]) -> tuple[list[float], l
     """Mean words per caption at each density level of a ``captions.jsonl`` (or its records)
     with ``texts`` lists, and the level labels (``num_words`` of summarised captions when
     recorded, else the index)."""
-    records = captions if isinstance(captions, list) else read_jsonl(captions)
+    records = captions if isinstance(captions, list) else read_jsonl(captions, keys=("texts",))
     if not records or not isinstance(records[0].get("texts"), list):
         raise UsageError(f"{captions}: each record needs a `texts` list (one caption per density level); "
                          "the shapes datasets and `prh summarise-captions` write it")
@@ -104,7 +104,7 @@ def run_density(*, captions: str, language_names: list[str], language_features: 
     levels (indices into each record's ``texts``) the files were extracted at (default: all).
     """
     out = named_paths(out, OUTPUTS, command="run-density")
-    records = read_jsonl(captions)
+    records = read_jsonl(captions, keys=("texts",))
     all_words, all_labels = level_word_counts(records)
     levels = list(range(len(all_words))) if levels is None else list(levels)
     bad = [lv for lv in levels if not 0 <= lv < len(all_words)]
@@ -117,7 +117,7 @@ def run_density(*, captions: str, language_names: list[str], language_features: 
         raise ValueError(f"{len(words)} density levels of {captions} are used and {n_lang} language models are named, so "
                          f"--language-features needs {n_lang * len(words)} files (level-major), got {len(language_features)}")
     n_items = len(records)
-    world_scenes = [r["scene"] for r in read_jsonl(scenes)][:n_items] if scenes else None
+    world_scenes = [r["scene"] for r in read_jsonl(scenes, keys=("scene",))][:n_items] if scenes else None
     # one table for every (LM, level) row against the vision models: each vision model's
     # states are built once, not once per level; summaries of the first n captions
     # (`max_items`) align with the first n images' features

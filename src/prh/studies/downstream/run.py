@@ -41,6 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from prh.evaluation.harness import CSV_COLUMNS, PAPER_TASKS
+from prh.evaluation.probes import read_probe_results
 from prh.io import add_path_options, named_paths, read_alignment, read_json, write_json
 from prh.stats import checkpoint_run_level
 from prh.studies.convergence.run import correlations
@@ -257,7 +258,7 @@ def run_figure4(*, cross_alignment: str, scores: str, language: list[str], out: 
     if (probes is None) == (strongest_vision is None):
         raise ValueError("pass exactly one of probes (the `prh probe` JSON) and strongest_vision (a model name)")
     if probes is not None:
-        strongest_vision = strongest_vision_model(read_json(probes))
+        strongest_vision = strongest_vision_model(read_probe_results(probes))
     bpb, n_params = _language_table(language)
     provenance: dict = {}
     if str(scores).endswith(".csv"):

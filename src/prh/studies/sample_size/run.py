@@ -136,7 +136,7 @@ def run_sample_size(*, names: list[str], features: list[str], language: list[str
         raise ValueError(f"the features hold different numbers of items: {sizes}; extract them from one dataset")
     width = {n: x.shape[1] for n, x in feats.items()}  # for the d/N floor
     n_total = next(iter(sizes.values()))
-    world = [r["scene"] for r in read_jsonl(scenes)] if scenes else None
+    world = [r["scene"] for r in read_jsonl(scenes, keys=("scene",))] if scenes else None
     if world is not None and len(world) != n_total:
         raise ValueError(f"{scenes} holds {len(world)} scenes, the features {n_total} items")
     grid = [n for n in c["grid"] if n <= n_total]
