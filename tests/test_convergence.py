@@ -258,7 +258,7 @@ def test_run_convergence_with_the_preregistered_test(tmp_path):
     _write(tmp_path / "comp.json", {**competence, "gate_passed": False})
     prh_main(args)
     assert json.loads((tmp_path / "exp" / "metrics.json").read_text())["language_vision_preregistered"]["verdict"] == "inconclusive"
-    with pytest.raises(ValueError, match="both"):
+    with pytest.raises(SystemExit, match="both"):  # a user error: one line (issue 49), no traceback
         prh_main(args[:-3])
     with pytest.raises(ValueError, match=r"config.preregistered has unknown keys \['permutation'\]"):
         prh_main([*args[:args.index("--config") + 1], json.dumps({"preregistered": {"permutation": 9}}),

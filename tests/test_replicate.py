@@ -113,15 +113,17 @@ def test_join_refuses_replicates_of_the_same_seed_or_another_suite():
 
 
 def test_cli_joins_replicate_ledgers(tmp_path):
-    metrics = {"samples_to_match": {"value": 1.2, "verdict": R}, "least_squares": {"verdict": NR}}
+    # samples_to_match is weighed (issue 47: run_matches, 1.4 +- 0.4): two runs at 1.40 and 1.41 lie inside the margin
+    metrics = {"samples_to_match": {"value": 1.40, "verdict": R}, "least_squares": {"verdict": NR}}
     (tmp_path / "exp" / "lte").mkdir(parents=True)
     (tmp_path / "exp" / "lte" / "metrics.json").write_text(json.dumps(metrics))
     rep = tmp_path / "rep.json"
-    rep.write_text(json.dumps(_ledger(1000, [("lte.samples_to_match", R, 1.3, 1), ("lte.least_squares", R, 1.0, 1)])))
+    rep.write_text(json.dumps(_ledger(1000, [("lte.samples_to_match", R, 1.41, 1), ("lte.least_squares", R, 1.0, 1)])))
     L.main(["--suite", "offline", "--alpha", "0.05", "--seed", "0", "--file", f"lte:metrics={tmp_path}/exp/lte/metrics.json",
             "--replicate", str(rep), "--out", str(tmp_path / "c.json")])
     rows = {r["id"]: r for r in json.loads((tmp_path / "c.json").read_text())["claims"]}
     assert rows["lte.samples_to_match"]["verdict"] == R and rows["lte.samples_to_match"]["seeds"] == 2
+    assert rows["lte.samples_to_match"]["verdict_registered"] == R and rows["lte.samples_to_match"]["replicates"] == 2
     assert rows["lte.samples_to_match"]["provisional"] == PROVISIONAL
     assert rows["lte.least_squares"]["verdict"] == INC
 
