@@ -15,7 +15,6 @@ import argparse
 import importlib
 import re
 import signal
-from pathlib import Path
 
 import pytest
 

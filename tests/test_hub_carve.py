@@ -68,6 +68,7 @@ def test_materialised_train_and_test_do_not_overlap(test_only_repo, tmp_path):
     assert not set(src("tr")) & set(src("te")) and len(src("tr")) + len(src("te")) == 20
     assert np.load(tmp_path / "tr" / "labels.npy").tolist() == [i % 4 for i in src("tr")]
     assert (m_tr["split"], m_tr["split_size"], m_tr["source_split_size"], m_tr["carve"]) == ("train", 10, 20, carve)
+    assert (m_te["split"], m_te["split_size"], m_te["source_split_size"], m_te["carve"]) == ("test", 10, 20, carve)
     assert read_json(tmp_path / "te" / "meta.json")["split_size"] == 10
     # the n cap subsamples within the part: still inside it, still seeded
     materialize_hub_dataset(tmp_path / "tr3", split="train", n=3, seed=1, **kw)

@@ -8,7 +8,6 @@ line; unknown names get close matches."""
 from __future__ import annotations
 
 import copy
-import json
 import os
 import subprocess
 import sys

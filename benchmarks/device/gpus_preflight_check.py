@@ -1,6 +1,10 @@
 """Issue 53 on a real GPU: prh --gpus claims the card, a job asking for more cards than the machine has fails in one
 line, and the pre-flight's one-batch check runs a tiny Llama and ViT on CUDA, plus streamed hooks on CUDA."""
-import json, os, subprocess, sys, tempfile
+import json
+import os
+import subprocess
+import sys
+import tempfile
 sys.path.insert(0, "tests")
 out = {}
 env = {**os.environ, "PRH_GPU_LOCK_DIR": tempfile.mkdtemp()}
@@ -21,7 +25,8 @@ cfg = {"paper": {"models": {
 from prh.preflight import check_models
 checked, problems = check_models(cfg, list(cfg["paper"]["models"]), device="cuda", cards=1)
 out["preflight_models_cuda"] = {"checked": checked, "problems": problems}
-import torch, warnings
+import torch
+import warnings
 from prh.models.loaders import load_language_model
 from prh.features import extract_language_features
 m, tok = load_language_model(f"{d}/lm", dtype=torch.bfloat16)

@@ -27,7 +27,6 @@ of ``dvc.lock`` is ``prh.lock``.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from prh.config import (all_datasets, all_models, config_layers, merge, source_name, validate_schema, vtab_tasks,
                         where_set)

@@ -282,7 +282,7 @@ def weigh(decision: dict, entries, *, alpha: float) -> dict:
                     "replicates": k, "mde": mde_correlation([runs] * k, alpha=alpha, tests=tests),
                     "method": f"run-level permutation ({runs} runs as clusters) per replicate, Fisher-combined; "
                               "no interval (the ledger cannot say not reproduced)",
-                    "note": f"run-level one-sided p per replicate: "
+                    "note": "run-level one-sided p per replicate: "
                             + " / ".join(f"{e['run_p_greater']:.3g}" for e in used)}
         if runs is not None:
             k = len(used)

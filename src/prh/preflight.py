@@ -230,7 +230,6 @@ def _cards() -> int:
 
 
 def main(argv: list[str] | None = None) -> None:
-    import json
 
     p = argparse.ArgumentParser(prog="prh preflight", description=__doc__.splitlines()[0])
     p.add_argument("--config", required=True, help="the config's paper, datasets, downstream, bridge and cluster "

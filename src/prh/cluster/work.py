@@ -5,6 +5,7 @@ them into GPU-seconds at the float32 peak."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from prh.cluster.rates import (CAPTION_TOKENS, CLASS_NAME_TOKENS, COLOR_PROMPT_TOKENS, COLOR_PROMPTS, FP32_BYTES,
                                FP32_PEAK_FLOPS, GMACS, LOAD_BYTES_PER_S, STARTUP_S, TIMM_SHAPES, TRAIN_MFU, TRANSFORMERS,

@@ -31,7 +31,6 @@ floor in bits per byte that no language model of the captions can beat on averag
 from __future__ import annotations
 
 import functools
-import json
 import math
 import re
 from dataclasses import dataclass

@@ -80,7 +80,6 @@ def evaluate_language_zoo(*, data: str, train_data: str, names: list[str], model
     dict with ``unigram`` and ``floor`` (bpb) and per model ``bpb``, ``reducible_fraction``,
     ``below_unigram``, training ``steps``, ``seed``, ``run`` and parameter count.
     """
-    import torch
 
     from prh.data.world_prob import entropy_floor_bpb
     from prh.evaluation.likelihood import bits_per_byte

@@ -299,7 +299,6 @@ def sample_main(argv: list[str] | None = None) -> None:
 def main(argv: list[str] | None = None) -> None:
     from prh.config import schema_defaults
     from prh.device import DTYPES
-    from prh.errors import ModelNotAvailableError
 
     p = argparse.ArgumentParser(prog="prh score-lm", description="1 - bits-per-byte of a causal LM (PRH Fig. 3)")
     p.add_argument("--model", required=True, help="hub repo id or save_pretrained dir")

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import functools
 import io
-import itertools
 import json
 
 __all__ = ["CORPUS", "KINDS", "LLAMA3_CHAT_TEMPLATE", "tokenizer_files"]

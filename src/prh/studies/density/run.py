@@ -28,6 +28,7 @@ than at the sparsest level.
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import numpy as np
 from scipy import stats

@@ -357,7 +357,6 @@ def run_summarise(
 
 
 def main(argv: list[str] | None = None) -> None:
-    from prh.errors import ModelNotAvailableError
     from prh.io import none_or
 
     p = argparse.ArgumentParser(prog="prh summarise-captions", description=__doc__.splitlines()[0])

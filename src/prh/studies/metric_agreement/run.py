@@ -28,7 +28,7 @@ import time
 import numpy as np
 from scipy import stats
 
-from prh.io import add_path_options, json_object, named_paths, read_alignment, read_json, write_json
+from prh.io import add_path_options, json_object, named_paths, read_alignment, write_json
 from prh.studies.convergence.run import correlations, language_vision
 from prh.studies.metric_agreement.locality import lm_scores
 
