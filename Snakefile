@@ -41,6 +41,8 @@ with user_errors():
         ),
     )
 validate(config, schema="workflow/schemas/params.schema.yaml")
+
+
 # Before the first job of a real paper-suite run (Snakemake calls onstart: only when it is about to
 # execute jobs: never for -n in any spelling, --touch (`make pull`), --report, --dag, --rulegraph,
 # --summary or --list-rules, nor when nothing is to be done; jobs a cluster executor starts do not
@@ -53,10 +55,14 @@ onstart:
         # every prh command's exact costs to results/benchmarks/commands.jsonl; a local run's expected duration,
         # and the time left on each of its progress lines ("N of M steps (x%) done, K left, about T min to go")
         needrun = list(workflow.dag.needrun_jobs())
-        start_run([str(job.benchmark) if job.benchmark else None for job in needrun], results=R,
-                  cores=workflow.cores if workflow.local_exec else None,  # a cluster run has no --cores: it raises
-                  costs_path=f"{workflow.basedir}/{COSTS_FILE}" if workflow.local_exec else None,
-                  jobids=[job.jobid for job in needrun], handlers=logger.handlers)
+        start_run(
+            [str(job.benchmark) if job.benchmark else None for job in needrun],
+            results=R,
+            cores=workflow.cores if workflow.local_exec else None,  # a cluster run has no --cores: it raises
+            costs_path=f"{workflow.basedir}/{COSTS_FILE}" if workflow.local_exec else None,
+            jobids=[job.jobid for job in needrun],
+            handlers=logger.handlers,
+        )
     if config["suite"] == "paper" and workflow.is_main_process and not workflow.touch:
         from prh.models.hub_cache import check_before_run
 
@@ -109,6 +115,6 @@ for _rule in workflow.rules:
 
 
 rule all:
+    default_target: True
     input:
         TARGETS,
-    default_target: True

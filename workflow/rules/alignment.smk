@@ -5,16 +5,14 @@ from prh.metrics.memory import align_memory_mb
 
 # The two alignments every suite needs: vision-vision on the vision-only set,
 # language-vision on the paired set.
-VISION_ALIGNMENT = alignment_json(
-    SUITE_CFG["vision_dataset"], SUITE_CFG["vision_models"], SUITE_CFG["vision_models"]
-)
-CROSS_ALIGNMENT = alignment_json(
-    SUITE_CFG["paired_dataset"], SUITE_CFG["language_models"], SUITE_CFG["vision_models"]
-)
+VISION_ALIGNMENT = alignment_json(SUITE_CFG["vision_dataset"], SUITE_CFG["vision_models"], SUITE_CFG["vision_models"])
+CROSS_ALIGNMENT = alignment_json(SUITE_CFG["paired_dataset"], SUITE_CFG["language_models"], SUITE_CFG["vision_models"])
 # Per model set, 1 when every row model is a language model and the suite leaves their token-embedding
 # layer out (--skip-x-layers): a language model's layer 0 is its token embeddings, a bag of words.
-SKIP_LANGUAGE_EMBEDDING = {name: int(ALIGN["skip_language_embedding"][SUITE] and all(
-    MODELS[m]["modality"] == "language" for m in members)) for name, members in config["model_sets"].items()}
+SKIP_LANGUAGE_EMBEDDING = {
+    name: int(ALIGN["skip_language_embedding"][SUITE] and all(MODELS[m]["modality"] == "language" for m in members))
+    for name, members in config["model_sets"].items()
+}
 
 
 rule align:
@@ -23,6 +21,29 @@ rule align:
         y=lambda w: set_features(w.dataset, w.yset),
     output:
         f"{R}/alignment/{{dataset}}/{{metric}}/{{xset}}__{{yset}}.json",
+    log:
+        log_path("align", "{dataset}", "{metric}", "{xset}__{yset}"),
+    benchmark:
+        bench_path("align", "{dataset}", "{metric}", "{xset}__{yset}")
+    wildcard_constraints:
+        dataset=DATASET,
+        metric=METRIC,
+        xset=MODEL_SET,
+        yset=MODEL_SET,
+    conda:
+        CONDA_ENV
+    threads: 2
+    resources:
+        # from the feature files' headers: one layer at a time is read, so it follows one layer's size, not the file's
+        mem_mb=lambda w, input: align_memory_mb(
+            x_features=list(input.x),
+            y_features=list(input.y),
+            metric=w.metric,
+            topk=ALIGN["topk"],
+            cca_dim=ALIGN["cca_dim"],
+            dtype=ALIGN["dtype"],
+        ),
+        runtime=60,
     params:
         x_names=lambda w: model_set(w.xset),
         y_names=lambda w: model_set(w.yset),
@@ -36,23 +57,6 @@ rule align:
         seed=lambda w: config["seed"] if ALIGN["null_permutations"] and w.metric == ALIGN["metric"] else 0,  # only the null uses it
         device=config["device"],
         skip=lambda w: SKIP_LANGUAGE_EMBEDDING[w.xset],
-    wildcard_constraints:
-        dataset=DATASET,
-        metric=METRIC,
-        xset=MODEL_SET,
-        yset=MODEL_SET,
-    log:
-        log_path("align", "{dataset}", "{metric}", "{xset}__{yset}"),
-    benchmark:
-        bench_path("align", "{dataset}", "{metric}", "{xset}__{yset}")
-    threads: 2
-    resources:
-        # from the feature files' headers: one layer at a time is read, so it follows one layer's size, not the file's
-        mem_mb=lambda w, input: align_memory_mb(x_features=list(input.x), y_features=list(input.y), metric=w.metric,
-                                                topk=ALIGN["topk"], cca_dim=ALIGN["cca_dim"], dtype=ALIGN["dtype"]),
-        runtime=60,
-    conda:
-        CONDA_ENV
     shell:
         "prh align --metric {wildcards.metric} --topk {params.topk} --quantile {params.quantile}"
         " --x-names {params.x_names} --x-features {input.x}"
@@ -78,6 +82,27 @@ rule align_all_metrics:
         y=lambda w: set_features(w.dataset, w.yset),
     output:
         [f"{R}/alignment/{{dataset}}/{m}/{{xset}}__{{yset}}.json" for m in SUPPORTED_METRICS],
+    log:
+        log_path("align", "{dataset}", "all_metrics", "{xset}__{yset}"),
+    benchmark:
+        bench_path("align", "{dataset}", "all_metrics", "{xset}__{yset}")
+    wildcard_constraints:
+        dataset=one_of({t[0] for t in ALL_METRIC_TABLES}),
+        xset=one_of({t[1] for t in ALL_METRIC_TABLES}),
+        yset=one_of({t[2] for t in ALL_METRIC_TABLES}),
+    conda:
+        CONDA_ENV
+    threads: 2
+    resources:
+        mem_mb=lambda w, input: align_memory_mb(
+            x_features=list(input.x),
+            y_features=list(input.y),
+            metric=SUPPORTED_METRICS,
+            topk=ALIGN["topk"],
+            cca_dim=ALIGN["cca_dim"],
+            dtype=ALIGN["dtype"],
+        ),
+        runtime=120,
     params:
         metrics=SUPPORTED_METRICS,
         x_names=lambda w: model_set(w.xset),
@@ -92,21 +117,6 @@ rule align_all_metrics:
         knn_precision=ALIGN["knn_precision"],
         device=config["device"],
         skip=lambda w: SKIP_LANGUAGE_EMBEDDING[w.xset],
-    wildcard_constraints:
-        dataset=one_of({t[0] for t in ALL_METRIC_TABLES}),
-        xset=one_of({t[1] for t in ALL_METRIC_TABLES}),
-        yset=one_of({t[2] for t in ALL_METRIC_TABLES}),
-    log:
-        log_path("align", "{dataset}", "all_metrics", "{xset}__{yset}"),
-    benchmark:
-        bench_path("align", "{dataset}", "all_metrics", "{xset}__{yset}")
-    threads: 2
-    resources:
-        mem_mb=lambda w, input: align_memory_mb(x_features=list(input.x), y_features=list(input.y), metric=SUPPORTED_METRICS,
-                                                topk=ALIGN["topk"], cca_dim=ALIGN["cca_dim"], dtype=ALIGN["dtype"]),
-        runtime=120,
-    conda:
-        CONDA_ENV
     shell:
         "prh align --metric {params.metrics} --topk {params.topk} --quantile {params.quantile}"
         " --x-names {params.x_names} --x-features {input.x}"

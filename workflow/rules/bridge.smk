@@ -8,20 +8,30 @@ BRIDGE = f"{R}/experiments/bridge"
 BRIDGE_CFG = config.get("bridge") or {}
 BRIDGE_SUITE = BRIDGE_CFG.get(SUITE) or {}
 with user_errors():  # an unknown arm or key: one line, as the config check's
-    BRIDGE_ARMS = select_arms(expand_arms(BRIDGE_SUITE.get("arms"), BRIDGE_SUITE.get("sweeps")),
-                              BRIDGE_SUITE.get("run_arms"), where=f"bridge.{SUITE}.run_arms")
+    BRIDGE_ARMS = select_arms(
+        expand_arms(BRIDGE_SUITE.get("arms"), BRIDGE_SUITE.get("sweeps")),
+        BRIDGE_SUITE.get("run_arms"),
+        where=f"bridge.{SUITE}.run_arms",
+    )
 # images.npy and meta.json of the stage-1 (train_data) and stage-2 (probe_data) datasets
-BRIDGE_DATA = {key: {"images": f"{R}/data/{BRIDGE_SUITE[key]}/images.npy", "meta": f"{R}/data/{BRIDGE_SUITE[key]}/meta.json"}
-               for key in ("train_data", "probe_data") if key in BRIDGE_SUITE}
+BRIDGE_DATA = {
+    key: {"images": f"{R}/data/{BRIDGE_SUITE[key]}/images.npy", "meta": f"{R}/data/{BRIDGE_SUITE[key]}/meta.json"}
+    for key in ("train_data", "probe_data")
+    if key in BRIDGE_SUITE
+}
 # The vision features the arms are aligned with: offline, every zoo vision model's (the strongest by the
 # zoo's probes is read); the paper suite names one
 if not BRIDGE_SUITE:
     BRIDGE_VISION = {}
 elif SUITE == "offline":
-    BRIDGE_VISION = {"vision_probes": f"{R}/experiments/zoo/vision.json",
-                     "vision_feats": set_features(BRIDGE_SUITE["probe_data"], "zoo_vision")}
+    BRIDGE_VISION = {
+        "vision_probes": f"{R}/experiments/zoo/vision.json",
+        "vision_feats": set_features(BRIDGE_SUITE["probe_data"], "zoo_vision"),
+    }
 elif BRIDGE_SUITE.get("strongest_vision"):
-    BRIDGE_VISION = {"vision_feats": [f"{R}/features/{BRIDGE_SUITE['probe_data']}/{BRIDGE_SUITE['strongest_vision']}.safetensors"]}
+    BRIDGE_VISION = {
+        "vision_feats": [f"{R}/features/{BRIDGE_SUITE['probe_data']}/{BRIDGE_SUITE['strongest_vision']}.safetensors"]
+    }
 else:
     BRIDGE_VISION = {}
 # name=checkpoint specs and families for Fig 2: the offline zoo (MiniLM, the zoo's vision models, the
@@ -34,12 +44,20 @@ elif SUITE != "offline":
     BRIDGE_FAMILIES = {"gpt2": "language_pretrained", "gpt2_init": "language_init"}
 else:
     _gpt2 = [m for m in model_set(LANGUAGE_PANEL) if ZOO_LANGUAGE.get(m, {}).get("arch") == "gpt2"]
-    BRIDGE_OUTLIER_MODELS = {"minilm": "pkg:minilm", "minilm_init": "init:minilm",
-                             **{m: model_dir(m) for m in model_set("zoo_vision") + _gpt2}}
-    BRIDGE_FAMILIES = {"minilm": "language_pretrained", "minilm_init": "language_init",
-                       **{m: "vision_random" if ZOO_VISION[m].get("objective") == "random" else "vision_trained"
-                          for m in model_set("zoo_vision")},
-                       **{m: "language_init" if ZOO_LANGUAGE[m].get("steps") == 0 else "language_trained" for m in _gpt2}}
+    BRIDGE_OUTLIER_MODELS = {
+        "minilm": "pkg:minilm",
+        "minilm_init": "init:minilm",
+        **{m: model_dir(m) for m in model_set("zoo_vision") + _gpt2},
+    }
+    BRIDGE_FAMILIES = {
+        "minilm": "language_pretrained",
+        "minilm_init": "language_init",
+        **{
+            m: "vision_random" if ZOO_VISION[m].get("objective") == "random" else "vision_trained"
+            for m in model_set("zoo_vision")
+        },
+        **{m: "language_init" if ZOO_LANGUAGE[m].get("steps") == 0 else "language_trained" for m in _gpt2},
+    }
 
 
 rule bridge_arm:
@@ -50,8 +68,19 @@ rule bridge_arm:
     output:
         result=f"{BRIDGE}/arms/{{arm}}/result.json",
         feats=f"{BRIDGE}/arms/{{arm}}/features.safetensors",
+    log:
+        log_path("bridge_arm", "{arm}"),
+    benchmark:
+        bench_path("bridge_arm", "{arm}")
     wildcard_constraints:
         arm=one_of(BRIDGE_ARMS),
+    conda:
+        CONDA_ENV
+    threads: 1
+    resources:
+        mem_mb=3000,
+        runtime=lambda w: 15 if SUITE == "offline" else 600,
+        gpu=lambda w: 0 if SUITE == "offline" else 1,
     params:
         arm=lambda w: json_param(BRIDGE_ARMS[w.arm]),
         config=json_param(BRIDGE_SUITE.get("config") or {}),
@@ -59,17 +88,6 @@ rule bridge_arm:
         probe=lambda w, input: os.path.dirname(input.probe_meta),
         seed=config["seed"],
         device=config["device"],
-    log:
-        log_path("bridge_arm", "{arm}"),
-    benchmark:
-        bench_path("bridge_arm", "{arm}")
-    threads: 1
-    resources:
-        mem_mb=3000,
-        runtime=lambda w: 15 if SUITE == "offline" else 600,
-        gpu=lambda w: 0 if SUITE == "offline" else 1,
-    conda:
-        CONDA_ENV
     shell:
         "OMP_NUM_THREADS={threads} prh --gpus {resources.gpu} run-bridge-arm --name {wildcards.arm} --arm {params.arm} --config {params.config}"
         " --train-data {params.train} --probe-data {params.probe} --seed {params.seed}"
@@ -81,20 +99,20 @@ rule bridge_outliers:
         [f"{spec}/model.safetensors" for spec in BRIDGE_OUTLIER_MODELS.values() if spec.startswith(R)],
     output:
         f"{BRIDGE}/outliers.json",
-    params:
-        models=" ".join(shlex.quote(f"{k}={v}") for k, v in BRIDGE_OUTLIER_MODELS.items()),
-        families=json_param(BRIDGE_FAMILIES),
-        config=json_param(BRIDGE_CFG.get("outliers") or {}),
     log:
         log_path("bridge_outliers", "outliers"),
     benchmark:
         bench_path("bridge_outliers", "outliers")
+    conda:
+        CONDA_ENV
     threads: 1
     resources:
         mem_mb=3000,
         runtime=10,
-    conda:
-        CONDA_ENV
+    params:
+        models=" ".join(shlex.quote(f"{k}={v}") for k, v in BRIDGE_OUTLIER_MODELS.items()),
+        families=json_param(BRIDGE_FAMILIES),
+        config=json_param(BRIDGE_CFG.get("outliers") or {}),
     shell:
         "OMP_NUM_THREADS={threads} prh run-bridge-outliers --models {params.models} --families {params.families}"
         " --config {params.config} --out {output} > {log} 2>&1"
@@ -102,29 +120,34 @@ rule bridge_outliers:
 
 rule bridge_align:
     input:
+        **BRIDGE_VISION,
         feats=expand(f"{BRIDGE}/arms/{{arm}}/features.safetensors", arm=sorted(BRIDGE_ARMS)),
         probe_meta=BRIDGE_DATA.get("probe_data", {}).get("meta", []),
-        **BRIDGE_VISION,
     output:
         f"{BRIDGE}/alignment.json",
-    params:
-        probe=lambda w, input: os.path.dirname(input.probe_meta),
-        # the strongest vision model: the zoo's probes pick it (offline), or the suite names it
-        which=lambda w, input: f"--vision-probes {input.vision_probes}" if input.get("vision_probes") else (
-            f"--vision-model {BRIDGE_SUITE['strongest_vision']}" if BRIDGE_SUITE.get("strongest_vision") else ""),
-        vision_feats=lambda w, input: f"--vision-features {' '.join(input.vision_feats)}" if input.get("vision_feats") else "",
-        topk=BRIDGE_SUITE["config"]["topk"],  # schema-filled (bridge.schema.yaml)
-        quantile=BRIDGE_SUITE["config"]["quantile"],
     log:
         log_path("bridge_align", "align"),
     benchmark:
         bench_path("bridge_align", "align")
+    conda:
+        CONDA_ENV
     threads: 1
     resources:
         mem_mb=2000,
         runtime=10,
-    conda:
-        CONDA_ENV
+    params:
+        probe=lambda w, input: os.path.dirname(input.probe_meta),
+        # the strongest vision model: the zoo's probes pick it (offline), or the suite names it
+        which=lambda w, input: (
+            f"--vision-probes {input.vision_probes}"
+            if input.get("vision_probes")
+            else (f"--vision-model {BRIDGE_SUITE['strongest_vision']}" if BRIDGE_SUITE.get("strongest_vision") else "")
+        ),
+        vision_feats=lambda w, input: (
+            f"--vision-features {' '.join(input.vision_feats)}" if input.get("vision_feats") else ""
+        ),
+        topk=BRIDGE_SUITE["config"]["topk"],  # schema-filled (bridge.schema.yaml)
+        quantile=BRIDGE_SUITE["config"]["quantile"],
     shell:
         "OMP_NUM_THREADS={threads} prh run-bridge-align --arms {input.feats} --probe-data {params.probe}"
         " {params.which} {params.vision_feats} --topk {params.topk} --quantile {params.quantile} --out {output} > {log} 2>&1"
@@ -138,23 +161,27 @@ rule bridge_analyse:
     output:
         metrics=f"{BRIDGE}/metrics.json",
         figures=f"{BRIDGE}/figures.json",
-    params:
-        config=json_param(BRIDGE_CFG.get("analysis") or {}),
     log:
         log_path("bridge_analyse", "analyse"),
     benchmark:
         bench_path("bridge_analyse", "analyse")
+    conda:
+        CONDA_ENV
     resources:
         mem_mb=1000,
         runtime=5,
-    conda:
-        CONDA_ENV
+    params:
+        config=json_param(BRIDGE_CFG.get("analysis") or {}),
     shell:
         "prh run-bridge-analysis --arms {input.arms} --outliers {input.outliers} --alignment {input.alignment}"
         " --config {params.config} --metrics {output.metrics} --figures {output.figures} > {log} 2>&1"
 
 
 if BRIDGE_ARMS:
-    TARGETS += figure_targets("bridge_fig02_outliers", "bridge_fig03_random_labels", "bridge_fig08_partial_bridge",
-                              "bridge_fig10_outliers_after")
+    TARGETS += figure_targets(
+        "bridge_fig02_outliers",
+        "bridge_fig03_random_labels",
+        "bridge_fig08_partial_bridge",
+        "bridge_fig10_outliers_after",
+    )
     TARGETS.append(rules.bridge_analyse.output.metrics)

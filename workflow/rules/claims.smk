@@ -18,7 +18,9 @@ CLAIMS = config["claims"]
 # a replicate (R under results/replicates/) builds the training-based studies only
 _studies = CLAIMS["replicated"] if R != "results" else None
 # "study:key" -> path of every study this run builds (TARGETS is complete: this file is included last)
-LEDGER_FILES = {k: v for k, v in workflow_files(TARGETS, SUITE, R).items() if _studies is None or k.split(":")[0] in _studies}
+LEDGER_FILES = {
+    k: v for k, v in workflow_files(TARGETS, SUITE, R).items() if _studies is None or k.split(":")[0] in _studies
+}
 
 REPLICATE_LEDGERS = []
 for _seed in CLAIMS["replicates"]:
@@ -26,8 +28,9 @@ for _seed in CLAIMS["replicates"]:
     # (snakemake --print-compilation, Snakemake 9.27 as pinned in requirements.lock; tests/test_replicate.py
     # plans it); written as calls because the seeds come from the config
     workflow.module(name=f"seed{_seed}", snakefile=workflow.main_snakefile, config=replicate_config(config, _seed))
-    workflow.userule(rules=["*"], from_module=f"seed{_seed}", exclude_rules=["all"],
-                     name_modifier=f"seed{_seed}_*", lineno=0)(lambda: None)
+    workflow.userule(
+        rules=["*"], from_module=f"seed{_seed}", exclude_rules=["all"], name_modifier=f"seed{_seed}_*", lineno=0
+    )(lambda: None)
     REPLICATE_LEDGERS.append(f"{R}/replicates/seed{_seed}/claims.json")
 
 
@@ -38,18 +41,18 @@ rule claims_ledger:
         replicates=REPLICATE_LEDGERS,
     output:
         ledger=f"{R}/claims.json",
-    params:
-        files=" ".join(f"--file {k}={v}" for k, v in LEDGER_FILES.items()),
-        replicates=" ".join(f"--replicate {p}" for p in REPLICATE_LEDGERS),
-        alpha=CLAIMS["alpha"],
-        seed=config["seed"],
-        suite=SUITE,
     log:
         log_path("claims_ledger"),
     benchmark:
         bench_path("claims_ledger")
     conda:
         CONDA_ENV
+    params:
+        files=" ".join(f"--file {k}={v}" for k, v in LEDGER_FILES.items()),
+        replicates=" ".join(f"--replicate {p}" for p in REPLICATE_LEDGERS),
+        alpha=CLAIMS["alpha"],
+        seed=config["seed"],
+        suite=SUITE,
     shell:
         "prh claims-ledger --suite {params.suite} --alpha {params.alpha} --seed {params.seed} {params.files}"
         " {params.replicates} --out {output.ledger} > {log} 2>&1"
@@ -66,13 +69,13 @@ TARGETS += [rules.claims_ledger.output.ledger, *figure_targets("claims_ledger")]
 rule effective_config:
     output:
         f"{R}/config.json",
-    params:
-        # the config's hash, not the config: a dry run prints a changed param's old and new values
-        sha256=hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest(),
     log:
         log_path("effective_config", "effective_config"),
     benchmark:
         bench_path("effective_config")
+    params:
+        # the config's hash, not the config: a dry run prints a changed param's old and new values
+        sha256=hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest(),
     run:
         from prh.io import write_json
 

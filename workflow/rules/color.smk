@@ -21,20 +21,20 @@ rule color_vision:
         **({} if COLOR_IMAGES == "packaged" else {"images": f"{R}/data/{COLOR_IMAGES}/images.npy"}),
     output:
         vision=f"{COLOR}/vision.json",
-    params:
-        images=lambda w, input: input.get("images", "packaged"),
-        config=json_param(COLOR_CFG["vision"]),
-        seed=config["seed"],
     log:
         log_path("color_vision", "color_vision"),
     benchmark:
         bench_path("color_vision", "color_vision")
+    conda:
+        CONDA_ENV
     threads: 1
     resources:
         mem_mb=4000,
         runtime=30,
-    conda:
-        CONDA_ENV
+    params:
+        images=lambda w, input: input.get("images", "packaged"),
+        config=json_param(COLOR_CFG["vision"]),
+        seed=config["seed"],
     shell:
         "OMP_NUM_THREADS={threads} prh run-color vision --images {params.images} --out {output.vision} --config {params.config}"
         " --seed {params.seed} > {log} 2>&1"
@@ -42,27 +42,27 @@ rule color_vision:
 
 rule color_language:
     input:
+        **PREFLIGHT_INPUT,
         # zoo checkpoints trained by the workflow; packaged and hub models need no input file
         models=[f"{model_dir(m)}/config.json" for m, s in COLOR_SPECS.items() if s["source"].startswith(R)],
-        **PREFLIGHT_INPUT,
     output:
         language=f"{COLOR}/language.json",
-    params:
-        models=json_param(COLOR_SPECS),
-        config=json_param(COLOR_CFG["language"]),
-        seed=config["seed"],
-        device=config["device"],
     log:
         log_path("color_language", "color_language"),
     benchmark:
         bench_path("color_language", "color_language")
+    conda:
+        CONDA_ENV
     threads: 1
     resources:
         mem_mb=4000 if SUITE == "offline" else 16000,
         runtime=15 if SUITE == "offline" else 60,
         gpu=0 if SUITE == "offline" else 1,
-    conda:
-        CONDA_ENV
+    params:
+        models=json_param(COLOR_SPECS),
+        config=json_param(COLOR_CFG["language"]),
+        seed=config["seed"],
+        device=config["device"],
     shell:
         "OMP_NUM_THREADS={threads} prh --gpus {resources.gpu} run-color language --models {params.models} --out {output.language} --config {params.config}"
         " --seed {params.seed} --device {params.device} > {log} 2>&1"
@@ -71,19 +71,19 @@ rule color_language:
 rule color_nce:
     output:
         nce=f"{COLOR}/nce.json",
-    params:
-        config=json_param(COLOR_CFG["nce"]),
-        seed=config["seed"],
     log:
         log_path("color_nce", "color_nce"),
     benchmark:
         bench_path("color_nce", "color_nce")
+    conda:
+        CONDA_ENV
     threads: 1
     resources:
         mem_mb=2000,
         runtime=15,
-    conda:
-        CONDA_ENV
+    params:
+        config=json_param(COLOR_CFG["nce"]),
+        seed=config["seed"],
     shell:
         "OMP_NUM_THREADS={threads} prh run-color nce --out {output.nce} --config {params.config} --seed {params.seed}"
         " > {log} 2>&1"
@@ -100,12 +100,12 @@ rule color_metrics:
         log_path("color_metrics", "color_metrics"),
     benchmark:
         bench_path("color_metrics", "color_metrics")
+    conda:
+        CONDA_ENV
     threads: 1
     resources:
         mem_mb=500,
         runtime=5,
-    conda:
-        CONDA_ENV
     shell:
         "prh run-color metrics --vision {input.vision} --language {input.language} --nce {input.nce}"
         " --out {output.metrics} > {log} 2>&1"

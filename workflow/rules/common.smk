@@ -182,9 +182,9 @@ class ReportNumbers:
 
 def planned_jobs(dag):
     """Rule, wildcards and resources of every job the DAG would run (what prh.cluster.plan_cost reads)."""
-    return [{"rule": job.rule.name, "wildcards": dict(job.wildcards_dict),
-             "resources": {k: v for k, v in job.resources.items() if isinstance(v, (int, float, str))}}
-            for job in dag.needrun_jobs(exclude_finished=False)]
+    simple = lambda res: {k: v for k, v in res.items() if isinstance(v, (int, float, str))}  # noqa: E731
+    jobs = dag.needrun_jobs(exclude_finished=False)
+    return [{"rule": j.rule.name, "wildcards": dict(j.wildcards_dict), "resources": simple(j.resources)} for j in jobs]
 
 
 def report_plan_cost():

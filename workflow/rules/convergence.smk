@@ -11,7 +11,7 @@ from prh.config import language_runs
 from prh.studies.convergence.design import SLICES as CONV_SLICES
 
 CONV = f"{R}/experiments/convergence"
-CONV_CFG = {**config["convergence"], "bins": config["convergence"]["bins"][SUITE]}   # bins are per suite
+CONV_CFG = {**config["convergence"], "bins": config["convergence"]["bins"][SUITE]}  # bins are per suite
 # each command's keys of the block (prh.studies.convergence.design.SLICES): editing one reruns only its rule
 CONV_CONFIG = {command: json_param({k: CONV_CFG[k] for k in keys}) for command, keys in CONV_SLICES.items()}
 CONV_VSET, CONV_LSET = SUITE_CFG["vision_models"], SUITE_CFG["language_models"]
@@ -27,30 +27,32 @@ else:
 # then a cheap gather: the same file one job over all 19 tasks writes (tests/test_probes.py).
 rule probe_vtab_task:
     input:
-        features=lambda w: [f"{R}/features/{ds}/{m}.safetensors" for ds in VTAB_TASKS[w.task]
-                            for m in model_set(CONV_FIG2_VSET)],
+        features=lambda w: [
+            f"{R}/features/{ds}/{m}.safetensors" for ds in VTAB_TASKS[w.task] for m in model_set(CONV_FIG2_VSET)
+        ],
         labels=lambda w: [f"{R}/data/{ds}/labels.npy" for ds in VTAB_TASKS[w.task]],
     output:
         f"{CONV}/vtab/{{task}}.json",
-    wildcard_constraints:
-        task=one_of(VTAB_TASKS),
-    params:
-        tasks=lambda w, input: json_param(
-            {w.task: {"train": os.path.dirname(input.labels[0]), "test": os.path.dirname(input.labels[1])}}),
-        names=model_set(CONV_FIG2_VSET),
-        # results/features/<dataset>/<model>.safetensors -> results/features
-        features_root=lambda w, input: os.path.dirname(os.path.dirname(input.features[0])),
-        seed=config["seed"],
     log:
         log_path("probe_vtab_task", "{task}"),
     benchmark:
         bench_path("probe_vtab_task", "{task}")
+    wildcard_constraints:
+        task=one_of(VTAB_TASKS),
+    conda:
+        CONDA_ENV
     threads: 4
     resources:
         mem_mb=8000,
         runtime=60,
-    conda:
-        CONDA_ENV
+    params:
+        tasks=lambda w, input: json_param(
+            {w.task: {"train": os.path.dirname(input.labels[0]), "test": os.path.dirname(input.labels[1])}}
+        ),
+        names=model_set(CONV_FIG2_VSET),
+        # results/features/<dataset>/<model>.safetensors -> results/features
+        features_root=lambda w, input: os.path.dirname(os.path.dirname(input.features[0])),
+        seed=config["seed"],
     shell:
         "OMP_NUM_THREADS={threads} prh probe-splits --tasks {params.tasks} --names {params.names}"
         " --features-root {params.features_root} --seed {params.seed} --out {output} > {log} 2>&1"
@@ -65,11 +67,11 @@ rule probe_vtab:
         log_path("probe_vtab", "probe_vtab"),
     benchmark:
         bench_path("probe_vtab", "probe_vtab")
+    conda:
+        CONDA_ENV
     resources:
         mem_mb=1000,
         runtime=5,
-    conda:
-        CONDA_ENV
     shell:
         "prh merge-probe-splits --inputs {input} --out {output} > {log} 2>&1"
 
@@ -83,11 +85,11 @@ rule lm_score_merge:
         log_path("lm_score_merge", "lm_score_merge"),
     benchmark:
         bench_path("lm_score_merge", "lm_score_merge")
+    conda:
+        CONDA_ENV
     resources:
         mem_mb=1000,
         runtime=5,
-    conda:
-        CONDA_ENV
     shell:
         "prh merge-lm-scores --scores {input} --out {output} > {log} 2>&1"
 
@@ -104,6 +106,16 @@ rule convergence:
         model_map=f"{CONV}/model_map.json",
         language_vision=f"{CONV}/language_vision.json",
         metrics=f"{CONV}/metrics.json",
+    log:
+        log_path("convergence", "convergence"),
+    benchmark:
+        bench_path("convergence", "convergence")
+    conda:
+        CONDA_ENV
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=10,
     params:
         families=json_param({m: MODELS[m].get("family", m) for m in model_set(CONV_FIG2_VSET) + model_set(CONV_VSET)}),
         config=CONV_CONFIG["run-convergence"],
@@ -112,25 +124,23 @@ rule convergence:
         preregistered=lambda w, input: (
             f"--preregistered-competence {input.lm_competence} --preregistered-vision-models "
             + " ".join(model_set(CONV_CFG["preregistered"]["vision_models"]))
-            + f" --amended-runs {json_param(language_runs(config))}" if input.lm_competence else ""),
-    log:
-        log_path("convergence", "convergence"),
-    benchmark:
-        bench_path("convergence", "convergence")
-    threads: 1
-    resources:
-        mem_mb=2000,
-        runtime=10,
-    conda:
-        CONDA_ENV
+            + f" --amended-runs {json_param(language_runs(config))}"
+            if input.lm_competence
+            else ""
+        ),
     shell:
         "OMP_NUM_THREADS={threads} prh run-convergence --probes {input.probes} --vision-alignment {input.vision}"
         " --cross-alignment {input.cross} --language {input.language} --families {params.families}"
         " --competence {output.competence} --model-map {output.model_map} --language-vision {output.language_vision}"
         " --metrics {output.metrics} --config {params.config} {params.preregistered} > {log} 2>&1"
 
-TARGETS += [f"{CONV}/metrics.json",
-            *figure_targets("convergence_fig02_competence_alignment", "convergence_fig02_model_map", "convergence_fig03_language_vision")]
+
+TARGETS += [
+    f"{CONV}/metrics.json",
+    *figure_targets(
+        "convergence_fig02_competence_alignment", "convergence_fig02_model_map", "convergence_fig03_language_vision"
+    ),
+]
 
 
 if SUITE == "offline":
@@ -139,17 +149,34 @@ if SUITE == "offline":
     # later sentences depend on them in the world's generator, each run's final checkpoint (layers alignment
     # reads) against its untrained same-size model's layer 0 (a random-embedding bag of words as wide) on one
     # split, a one-sided McNemar test per model, a pre-registered fraction that must pass.
-    GATE_RUNS = {run: {k: r[k] for k in ("final", "untrained", "seed")} for run, r in language_runs(config).items()
-                 if r["final"] in ZOO_CAUSAL and r["untrained"] in ZOO_CAUSAL}
-
+    GATE_RUNS = {
+        run: {k: r[k] for k in ("final", "untrained", "seed")}
+        for run, r in language_runs(config).items()
+        if r["final"] in ZOO_CAUSAL and r["untrained"] in ZOO_CAUSAL
+    }
 
     # (no run with both models in the zoo_language set: no gate job; the ledger's claim is then not testable)
     rule world_gate:
         input:
             scenes=shapes_files(LM_EVAL_DATASET)["scenes"],
-            feats=sorted({f"{R}/features/{LM_EVAL_DATASET}/{r[k]}.safetensors" for r in GATE_RUNS.values() for k in ("final", "untrained")}),
+            feats=sorted(
+                {
+                    f"{R}/features/{LM_EVAL_DATASET}/{r[k]}.safetensors"
+                    for r in GATE_RUNS.values()
+                    for k in ("final", "untrained")
+                }
+            ),
         output:
             f"{CONV}/world_gate.json",
+        log:
+            log_path("world_gate", "language"),
+        benchmark:
+            bench_path("world_gate", "language")
+        conda:
+            CONDA_ENV
+        resources:
+            mem_mb=2000,
+            runtime=20,
         params:
             data=lambda w, input: os.path.dirname(input.scenes),
             feats_dir=lambda w, input: os.path.dirname(input.feats[0]),
@@ -158,15 +185,6 @@ if SUITE == "offline":
             world=json_param(config["world"]),
             skip="--skip-embedding" if config["alignment"]["skip_language_embedding"]["offline"] else "",
             seed=config["seed"],
-        log:
-            log_path("world_gate", "language"),
-        benchmark:
-            bench_path("world_gate", "language")
-        resources:
-            mem_mb=2000,
-            runtime=20,
-        conda:
-            CONDA_ENV
         shell:
             "prh world-gate --data {params.data} --features-dir {params.feats_dir} --runs {params.runs} --gate {params.gate}"
             " --world {params.world} --seed {params.seed} {params.skip} --out {output} > {log} 2>&1"
@@ -184,19 +202,19 @@ if SUITE == "offline":
         output:
             platonic=f"{CONV}/platonic.json",
             metrics=f"{CONV}/platonic_metrics.json",
-        params:
-            config=CONV_CONFIG["run-platonic"],
-            kernel=json_param(config["world"]["kernel"]),
         log:
             log_path("convergence_platonic", "convergence_platonic"),
         benchmark:
             bench_path("convergence_platonic", "convergence_platonic")
+        conda:
+            CONDA_ENV
         threads: 1
         resources:
             mem_mb=4000,
             runtime=10,
-        conda:
-            CONDA_ENV
+        params:
+            config=CONV_CONFIG["run-platonic"],
+            kernel=json_param(config["world"]["kernel"]),
         shell:
             "OMP_NUM_THREADS={threads} prh run-platonic --vision-features {input.vision}"
             " --vision-scenes {input.vision_scenes} --language-features {input.language}"
@@ -204,4 +222,7 @@ if SUITE == "offline":
             " --platonic {output.platonic} --metrics {output.metrics} --config {params.config} --kernel {params.kernel}"
             " > {log} 2>&1"
 
-    TARGETS += [f"{CONV}/platonic_metrics.json", *figure_targets("convergence_platonic_reference", "convergence_fig03_preregistered")]
+    TARGETS += [
+        f"{CONV}/platonic_metrics.json",
+        *figure_targets("convergence_platonic_reference", "convergence_fig03_preregistered"),
+    ]

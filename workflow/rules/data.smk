@@ -15,22 +15,22 @@ SAMPLE_SHEET_DATASET = config["suites"].get("offline", {}).get("paired_dataset")
 rule shapes_dataset:
     output:
         **shapes_files("{dataset}"),
+    log:
+        log_path("shapes_dataset", "{dataset}"),
+    benchmark:
+        bench_path("shapes_dataset", "{dataset}")
+    wildcard_constraints:
+        dataset=one_of(SHAPES_DATASETS),
+    conda:
+        CONDA_ENV
+    resources:
+        mem_mb=1000,
+        runtime=15,
     params:
         out=lambda w: f"{R}/data/{w.dataset}",
         n=lambda w: config["datasets"][w.dataset]["n"],
         seed=lambda w: config["datasets"][w.dataset]["seed"],
         world=json_param(WORLD_DATA),
-    wildcard_constraints:
-        dataset=one_of(SHAPES_DATASETS),
-    log:
-        log_path("shapes_dataset", "{dataset}"),
-    benchmark:
-        bench_path("shapes_dataset", "{dataset}")
-    resources:
-        mem_mb=1000,
-        runtime=15,
-    conda:
-        CONDA_ENV
     shell:
         "prh make-shapes --out {params.out} --n {params.n} --seed {params.seed} --world {params.world} > {log} 2>&1"
 

@@ -25,11 +25,22 @@ DENS_LSET, DENS_VSET = LANGUAGE_PANEL, SUITE_CFG["vision_models"]
 
 rule summarise_captions:
     input:
-        captions=f"{R}/data/{DENS_DATASET}/captions.jsonl",
         **PREFLIGHT_INPUT,
+        captions=f"{R}/data/{DENS_DATASET}/captions.jsonl",
     output:
         captions=f"{R}/data/{DENS_DATASET}/density/captions.jsonl",
         meta=f"{R}/data/{DENS_DATASET}/density/meta.json",
+    log:
+        log_path("summarise_captions", DENS_DATASET),
+    benchmark:
+        bench_path("summarise_captions", DENS_DATASET)
+    conda:
+        CONDA_ENV
+    threads: 4
+    resources:
+        mem_mb=32000,
+        runtime=GPU_RUNTIME("summarise_captions", 600),
+        gpu=gpus_for(DENS["captioner"]) if SUITE == "paper" else 1,
     params:
         data=lambda w, input: os.path.dirname(input.captions),
         out=lambda w, output: os.path.dirname(output.meta),
@@ -46,17 +57,6 @@ rule summarise_captions:
         device=config["device"],
         # a captioner larger than one GPU is spread over the job's GPUs (the same formula as its gpu count)
         device_map=device_map_arg(DENS["captioner"]) if SUITE == "paper" else "",
-    log:
-        log_path("summarise_captions", DENS_DATASET),
-    benchmark:
-        bench_path("summarise_captions", DENS_DATASET)
-    threads: 4
-    resources:
-        mem_mb=32000,
-        runtime=GPU_RUNTIME("summarise_captions", 600),
-        gpu=gpus_for(DENS["captioner"]) if SUITE == "paper" else 1,
-    conda:
-        CONDA_ENV
     shell:
         "prh --gpus {resources.gpu} summarise-captions --data {params.data} --model {params.model:q} --revision {params.revision:q}"
         " --num-words {params.num_words} --batch-size {params.batch_size}"
@@ -68,14 +68,22 @@ rule summarise_captions:
 use rule extract_language as extract_language_density with:
     input:
         unpack(lambda w: ZOO_CHECKPOINT["language"].get(w.model, {})),
-        captions=DENS_CAPTIONS,
         **PREFLIGHT_INPUT,
+        captions=DENS_CAPTIONS,
     output:
         feats=[f"{R}/features/{{dataset}}/density{level}/{{model}}.safetensors" for level in DENS_LEVELS],
         meta=[f"{R}/features/{{dataset}}/density{level}/{{model}}.json" for level in DENS_LEVELS],
+    log:
+        log_path("extract_language_density", "{dataset}", "{model}"),
+    benchmark:
+        bench_path("extract_language_density", "{dataset}", "{model}")
     wildcard_constraints:
         model=EXTRACT_MODELS["language"],
         dataset=DATASET,
+    resources:
+        mem_mb=lambda w: host_mem_mb(w.model),
+        runtime=GPU_RUNTIME("extract_language_density", lambda w: EXTRACT_RUNTIME[w.model] * len(DENS_LEVELS)),
+        gpu=lambda w: gpus_for(w.model),
     params:
         model=lambda w: MODEL_ARG[w.model],
         revision=lambda w: REVISION_ARG[w.model],
@@ -85,26 +93,39 @@ use rule extract_language as extract_language_density with:
         pooling=FEAT["language_pooling"],
         options=lambda w: f"{LANGUAGE_OPTIONS} --text-field texts --text-index {' '.join(map(str, DENS_LEVELS))} --no-bpb",
         device=config["device"],
-    log:
-        log_path("extract_language_density", "{dataset}", "{model}"),
-    benchmark:
-        bench_path("extract_language_density", "{dataset}", "{model}")
-    resources:
-        mem_mb=lambda w: host_mem_mb(w.model),
-        runtime=GPU_RUNTIME("extract_language_density", lambda w: EXTRACT_RUNTIME[w.model] * len(DENS_LEVELS)),
-        gpu=lambda w: gpus_for(w.model),
 
 
 rule density:
     input:
         captions=DENS_CAPTIONS,
-        language=[f"{R}/features/{DENS_DATASET}/density{level}/{m}.safetensors"
-                  for level in DENS_LEVELS for m in model_set(DENS_LSET)],
+        language=[
+            f"{R}/features/{DENS_DATASET}/density{level}/{m}.safetensors"
+            for level in DENS_LEVELS
+            for m in model_set(DENS_LSET)
+        ],
         vision=set_features(DENS_DATASET, DENS_VSET),
         scenes=shapes_files(DENS_DATASET)["scenes"] if SUITE == "offline" else [],
     output:
         density=f"{DENS_OUT}/density.json",
         metrics=f"{DENS_OUT}/metrics.json",
+    log:
+        log_path("density", DENS_DATASET),
+    benchmark:
+        bench_path("density", DENS_DATASET)
+    conda:
+        CONDA_ENV
+    threads: 2
+    resources:
+        # one layer of one file in memory at a time (align_memory_mb), not a whole feature file
+        mem_mb=lambda w, input: align_memory_mb(
+            x_features=list(input.language),
+            y_features=list(input.vision),
+            metric=ALIGN["metric"],
+            topk=ALIGN["topk"],
+            cca_dim=ALIGN["cca_dim"],
+            dtype=ALIGN["dtype"],
+        ),
+        runtime=60,
     params:
         language_names=model_set(DENS_LSET),
         vision_names=model_set(DENS_VSET),
@@ -115,19 +136,6 @@ rule density:
         quantile=ALIGN["quantile"],
         cca_dim=ALIGN["cca_dim"],
         device=config["device"],
-    log:
-        log_path("density", DENS_DATASET),
-    benchmark:
-        bench_path("density", DENS_DATASET)
-    threads: 2
-    resources:
-        # one layer of one file in memory at a time (align_memory_mb), not a whole feature file
-        mem_mb=lambda w, input: align_memory_mb(x_features=list(input.language), y_features=list(input.vision),
-                                                metric=ALIGN["metric"], topk=ALIGN["topk"],
-                                                cca_dim=ALIGN["cca_dim"], dtype=ALIGN["dtype"]),
-        runtime=60,
-    conda:
-        CONDA_ENV
     shell:
         "prh run-density --captions {input.captions} --language-names {params.language_names}"
         " --language-features {input.language} --vision-names {params.vision_names}"

@@ -10,8 +10,10 @@ DOWN_LSET = DOWN["language_models"][SUITE] or SUITE_CFG["language_models"]
 DOWN_VSET = DOWN["vision_models"][SUITE] or SUITE_CFG["vision_models"]
 DOWN_CROSS = alignment_json(SUITE_CFG["paired_dataset"], DOWN_LSET, DOWN_VSET)
 if SUITE != "offline" and DOWN["strongest_vision"] not in model_set(DOWN_VSET):
-    raise ValueError(f"downstream.strongest_vision={DOWN['strongest_vision']!r} is not in the model set "
-                     f"downstream.vision_models.{SUITE}={DOWN_VSET!r} ({model_set(DOWN_VSET)}): add it there")
+    raise ValueError(
+        f"downstream.strongest_vision={DOWN['strongest_vision']!r} is not in the model set "
+        f"downstream.vision_models.{SUITE}={DOWN_VSET!r} ({model_set(DOWN_VSET)}): add it there"
+    )
 # the LMs' 1 - bpb colours Fig 4's points: offline the zoo's language JSON, paper one `prh score-lm` JSON per LM
 DOWN_LANGUAGE = CONV_LANGUAGE if SUITE == "offline" else [lm_score_json(m) for m in model_set(DOWN_LSET)]
 
@@ -26,6 +28,16 @@ rule downstream_mc:
         scenes=shapes_files(SUITE_CFG["paired_dataset"])["scenes"],
     output:
         f"{DOWN_OUT}/shapes_mc.json",
+    log:
+        log_path("downstream_mc", "downstream_mc"),
+    benchmark:
+        bench_path("downstream_mc", "downstream_mc")
+    conda:
+        CONDA_ENV
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=30,
     params:
         models=lambda w, input: [os.path.dirname(p) for p in input.models],
         names=[m for m in model_set(DOWN_LSET) if MODELS[m]["source"] == "zoo"],
@@ -33,16 +45,6 @@ rule downstream_mc:
         n_items=DOWN["n_items"],
         n_choices=DOWN["n_choices"],
         seed=config["seed"],
-    log:
-        log_path("downstream_mc", "downstream_mc"),
-    benchmark:
-        bench_path("downstream_mc", "downstream_mc")
-    threads: 1
-    resources:
-        mem_mb=4000,
-        runtime=30,
-    conda:
-        CONDA_ENV
     shell:
         "OMP_NUM_THREADS={threads} prh score-mc --data {params.data} --models {params.models}"
         " --names {params.names} --n-items {params.n_items} --n-choices {params.n_choices}"
@@ -54,6 +56,19 @@ rule downstream_harness:
         **PREFLIGHT_INPUT,
     output:
         HARNESS_JSON,
+    log:
+        log_path("downstream_harness", "{model}"),
+    benchmark:
+        bench_path("downstream_harness", "{model}")
+    wildcard_constraints:
+        model=one_of(n for n, m in MODELS.items() if m["source"] == "hub" and m["modality"] == "language"),
+    conda:
+        CONDA_ENV
+    resources:
+        gpu=lambda w: gpus_for(w.model),
+        mem_mb=lambda w: host_mem_mb(w.model),
+        # ~40M prompt tokens (10-shot HellaSwag x 4 endings) and 1,319 x 256 greedy GSM8K steps: ~1 h at 7B on one GPU
+        runtime=GPU_RUNTIME("downstream_harness", lambda w: int(30 + 8 * MODELS[w.model]["n_params"] / 1e9)),
     params:
         repo=lambda w: MODELS[w.model]["repo"],
         revision=lambda w: MODELS[w.model]["revision"],
@@ -64,19 +79,6 @@ rule downstream_harness:
         device=config["device"],
         # a model larger than one GPU is spread over the job's GPUs
         device_map=lambda w: device_map_arg(w.model),
-    wildcard_constraints:
-        model=one_of(n for n, m in MODELS.items() if m["source"] == "hub" and m["modality"] == "language"),
-    log:
-        log_path("downstream_harness", "{model}"),
-    benchmark:
-        bench_path("downstream_harness", "{model}")
-    resources:
-        gpu=lambda w: gpus_for(w.model),
-        mem_mb=lambda w: host_mem_mb(w.model),
-        # ~40M prompt tokens (10-shot HellaSwag x 4 endings) and 1,319 x 256 greedy GSM8K steps: ~1 h at 7B on one GPU
-        runtime=GPU_RUNTIME("downstream_harness", lambda w: int(30 + 8 * MODELS[w.model]["n_params"] / 1e9)),
-    conda:
-        CONDA_ENV
     shell:
         "prh --gpus {resources.gpu} eval-harness --model {params.repo:q} --revision {params.revision:q} --name {wildcards.model}"
         " --tasks {params.tasks} {params.limit} --batch-size {params.batch_size} --fewshot-seed {params.fewshot_seed}"
@@ -92,11 +94,11 @@ rule downstream_harness_merge:
         log_path("downstream_harness_merge", "downstream_harness_merge"),
     benchmark:
         bench_path("downstream_harness_merge", "downstream_harness_merge")
+    conda:
+        CONDA_ENV
     resources:
         mem_mb=1000,
         runtime=5,
-    conda:
-        CONDA_ENV
     shell:
         "prh merge-harness --scores {input} --out {output} > {log} 2>&1"
 
@@ -110,18 +112,19 @@ rule downstream:
     output:
         downstream=f"{DOWN_OUT}/downstream.json",
         metrics=f"{DOWN_OUT}/metrics.json",
-    params:
-        which=lambda w, input: f"--probes {input.probes}" if input.probes
-        else f"--strongest-vision {DOWN.get('strongest_vision')}",
     log:
         log_path("downstream", "downstream"),
     benchmark:
         bench_path("downstream", "downstream")
+    conda:
+        CONDA_ENV
     resources:
         mem_mb=1000,
         runtime=5,
-    conda:
-        CONDA_ENV
+    params:
+        which=lambda w, input: (
+            f"--probes {input.probes}" if input.probes else f"--strongest-vision {DOWN.get('strongest_vision')}"
+        ),
     shell:
         "prh run-downstream --cross-alignment {input.cross} --scores {input.scores} {params.which}"
         " --language {input.language} --downstream {output.downstream} --metrics {output.metrics} > {log} 2>&1"

@@ -22,15 +22,28 @@ PROBE_ONLY_DATASETS = {name for pair in VTAB_TASKS.values() for name in pair if 
 # names of a modality (wildcard constraint), a zoo model's checkpoint files (hub models: none), what
 # `--model` gets (the zoo checkpoint dir, or the hub name: timm name or repo id), `--revision` (hub
 # models), and minutes of runtime (loading ~1 min per 10 GB of weights plus the forward passes).
-EXTRACT_MODELS = {mod: one_of(m for m, s in MODELS.items() if s.get("modality") == mod) for mod in ("vision", "language")}
-ZOO_CHECKPOINT = {mod: {m: {"config": f"{model_dir(m)}/config.json",
-                            **({"weights": f"{model_dir(m)}/model.safetensors"} if mod == "vision" else {})}
-                        for m, s in MODELS.items() if s["source"] == "zoo"} for mod in ("vision", "language")}
+EXTRACT_MODELS = {
+    mod: one_of(m for m, s in MODELS.items() if s.get("modality") == mod) for mod in ("vision", "language")
+}
+ZOO_CHECKPOINT = {
+    mod: {
+        m: {
+            "config": f"{model_dir(m)}/config.json",
+            **({"weights": f"{model_dir(m)}/model.safetensors"} if mod == "vision" else {}),
+        }
+        for m, s in MODELS.items()
+        if s["source"] == "zoo"
+    }
+    for mod in ("vision", "language")
+}
 MODEL_ARG = {m: model_dir(m) if s["source"] == "zoo" else s["repo"] for m, s in MODELS.items()}
-REVISION_ARG = {m: f"--revision {shlex.quote(s['revision'])}" if s.get("revision") and s["source"] != "zoo" else ""
-                for m, s in MODELS.items()}
-EXTRACT_RUNTIME = {m: 20 if s["source"] == "zoo" else int(30 + 4 * (float(s.get("n_params") or 0) / 1e9))
-                   for m, s in MODELS.items()}
+REVISION_ARG = {
+    m: f"--revision {shlex.quote(s['revision'])}" if s.get("revision") and s["source"] != "zoo" else ""
+    for m, s in MODELS.items()
+}
+EXTRACT_RUNTIME = {
+    m: 20 if s["source"] == "zoo" else int(30 + 4 * (float(s.get("n_params") or 0) / 1e9)) for m, s in MODELS.items()
+}
 # Optional flags of extract-language (a lambda passes them, so the template's {caption} is not read as a wildcard)
 LANGUAGE_OPTIONS = " ".join(
     ([f"--prompt-template {shlex.quote(FEAT['prompt_template'])}"] if FEAT.get("prompt_template") else [])
@@ -38,25 +51,39 @@ LANGUAGE_OPTIONS = " ".join(
     + ([f"--gpu-memory-budget-gb {FEAT['gpu_memory_budget_gb']}"] if FEAT.get("gpu_memory_budget_gb") else [])
     # the paper suite reads bits per byte from lm_score's OpenWebText sample, never from the features: no second
     # full-vocabulary pass per LM over the captions (issue 53)
-    + (["--no-bpb"] if SUITE == "paper" else []))
+    + (["--no-bpb"] if SUITE == "paper" else [])
+)
 # Shapes datasets (offline) store several independently drawn densest captions per scene (captions.jsonl
 # `samples`, world.caption_samples): a scene's features are the mean over them. Hub datasets have one
 # caption per item (`text`). Density features (density.smk) replace these options: one caption per level.
-CAPTION_ARGS = {ds: "--text-field samples --average-samples" if spec.get("kind") == "shapes" else ""
-                for ds, spec in config["datasets"].items()}
+CAPTION_ARGS = {
+    ds: "--text-field samples --average-samples" if spec.get("kind") == "shapes" else ""
+    for ds, spec in config["datasets"].items()
+}
 
 
 rule extract_vision:
     input:
         unpack(lambda w: ZOO_CHECKPOINT["vision"].get(w.model, {})),
-        images=f"{R}/data/{{dataset}}/images.npy",
         **PREFLIGHT_INPUT,
+        images=f"{R}/data/{{dataset}}/images.npy",
     output:
         feats=f"{R}/features/{{dataset}}/{{model}}.safetensors",
         meta=f"{R}/features/{{dataset}}/{{model}}.json",
+    log:
+        log_path("extract_vision", "{dataset}", "{model}"),
+    benchmark:
+        bench_path("extract_vision", "{dataset}", "{model}")
     wildcard_constraints:
         model=EXTRACT_MODELS["vision"],
         dataset=DATASET,
+    conda:
+        CONDA_ENV
+    threads: lambda w: 1 if MODELS[w.model]["source"] == "zoo" else 4
+    resources:
+        mem_mb=lambda w: host_mem_mb(w.model),
+        runtime=GPU_RUNTIME("extract_vision", lambda w: EXTRACT_RUNTIME[w.model]),
+        gpu=lambda w: gpus_for(w.model),
     params:
         model=lambda w: MODEL_ARG[w.model],
         revision=lambda w: REVISION_ARG[w.model],
@@ -67,17 +94,6 @@ rule extract_vision:
         dtype=FEAT["vision_dtype"],  # float32 as the reference (schema default)
         # on CUDA, batches sized from the memory budget (issue 34); a CPU keeps vision_batch_size
         budget=f"--gpu-memory-budget-gb {FEAT['gpu_memory_budget_gb']}" if FEAT.get("gpu_memory_budget_gb") else "",
-    log:
-        log_path("extract_vision", "{dataset}", "{model}"),
-    benchmark:
-        bench_path("extract_vision", "{dataset}", "{model}")
-    threads: lambda w: 1 if MODELS[w.model]["source"] == "zoo" else 4
-    resources:
-        mem_mb=lambda w: host_mem_mb(w.model),
-        runtime=GPU_RUNTIME("extract_vision", lambda w: EXTRACT_RUNTIME[w.model]),
-        gpu=lambda w: gpus_for(w.model),
-    conda:
-        CONDA_ENV
     shell:
         "prh --gpus {resources.gpu} extract-vision --model {params.model:q} {params.revision} --data {params.data}"
         " --out {output.feats} --name {wildcards.model} --batch-size {params.batch_size}"
@@ -87,14 +103,25 @@ rule extract_vision:
 rule extract_language:
     input:
         unpack(lambda w: ZOO_CHECKPOINT["language"].get(w.model, {})),
-        captions=f"{R}/data/{{dataset}}/captions.jsonl",
         **PREFLIGHT_INPUT,
+        captions=f"{R}/data/{{dataset}}/captions.jsonl",
     output:
         feats=f"{R}/features/{{dataset}}/{{model}}.safetensors",
         meta=f"{R}/features/{{dataset}}/{{model}}.json",
+    log:
+        log_path("extract_language", "{dataset}", "{model}"),
+    benchmark:
+        bench_path("extract_language", "{dataset}", "{model}")
     wildcard_constraints:
         model=EXTRACT_MODELS["language"],
         dataset=DATASET,
+    conda:
+        CONDA_ENV
+    threads: lambda w: 1 if MODELS[w.model]["source"] == "zoo" else 4
+    resources:
+        mem_mb=lambda w: host_mem_mb(w.model),
+        runtime=GPU_RUNTIME("extract_language", lambda w: EXTRACT_RUNTIME[w.model]),
+        gpu=lambda w: gpus_for(w.model),
     params:
         model=lambda w: MODEL_ARG[w.model],
         revision=lambda w: REVISION_ARG[w.model],
@@ -104,17 +131,6 @@ rule extract_language:
         pooling=FEAT["language_pooling"],
         options=lambda w: f"{LANGUAGE_OPTIONS} {CAPTION_ARGS.get(w.dataset, '')}".strip(),
         device=config["device"],
-    log:
-        log_path("extract_language", "{dataset}", "{model}"),
-    benchmark:
-        bench_path("extract_language", "{dataset}", "{model}")
-    threads: lambda w: 1 if MODELS[w.model]["source"] == "zoo" else 4
-    resources:
-        mem_mb=lambda w: host_mem_mb(w.model),
-        runtime=GPU_RUNTIME("extract_language", lambda w: EXTRACT_RUNTIME[w.model]),
-        gpu=lambda w: gpus_for(w.model),
-    conda:
-        CONDA_ENV
     shell:
         "prh --gpus {resources.gpu} extract-language --model {params.model:q} {params.revision} --data {params.data}"
         " --out {output.feats} --name {wildcards.model} --batch-size {params.batch_size}"

@@ -7,9 +7,9 @@
 FIGURE_CONTEXT = {"sample_sheet_dataset": SAMPLE_SHEET_DATASET}
 FIGURE_WILDCARDS = {"dataset": DATASET, "metric": METRIC, "xset": MODEL_SET, "yset": MODEL_SET}
 # Zoo models of the run's sets left at their random initialisation: the baselines of "the models learn"
-UNTRAINED_ZOO_MODELS = (
-    [m for m in config["model_sets"].get("zoo_vision", []) if ZOO_VISION.get(m, {}).get("objective") == "random"]
-    + [m for m in config["model_sets"].get("zoo_language", []) if ZOO_LANGUAGE.get(m, {}).get("steps") == 0])
+UNTRAINED_ZOO_MODELS = [
+    m for m in config["model_sets"].get("zoo_vision", []) if ZOO_VISION.get(m, {}).get("objective") == "random"
+] + [m for m in config["model_sets"].get("zoo_language", []) if ZOO_LANGUAGE.get(m, {}).get("steps") == 0]
 
 
 for _fig in FIGURES.values():
@@ -20,32 +20,38 @@ for _fig in FIGURES.values():
         input:
             **_fig.paths(FIGURE_CONTEXT),
         output:
-            main=report(f"{R}/figures/{_fig.name}.{_fig.formats[0]}", caption=f"../report/{_fig.caption}.rst",
-                        category=_fig.category),
             **{ext: f"{R}/figures/{_fig.name}.{ext}" for ext in _fig.formats[1:]},
+            main=report(
+                f"{R}/figures/{_fig.name}.{_fig.formats[0]}",
+                caption=f"../report/{_fig.caption}.rst",
+                category=_fig.category,
+            ),
+        log:
+            log_path("plot", _fig.name),
+        benchmark:
+            bench_path("plot", _fig.name)
         wildcard_constraints:
             **FIGURE_WILDCARDS,
+        conda:
+            CONDA_ENV
+        resources:
+            mem_mb=1000,
+            runtime=5,
         params:
             name=shlex.quote(_fig.name),
             # `--input key=path` for each input (the registry's keys, in its order)
             inputs=lambda w, input: " ".join(f"--input {k}={shlex.quote(v)}" for k, v in input.items()),
             numbers=ReportNumbers(),
-        log:
-            log_path("plot", _fig.name),
-        benchmark:
-            bench_path("plot", _fig.name)
-        resources:
-            mem_mb=1000,
-            runtime=5,
-        conda:
-            CONDA_ENV
         shell:
             "prh plot {params.name} --out {output.main} {params.inputs} > {log} 2>&1"
 
 
 # the two headline tables' heatmaps: results/alignment/<ds>/<metric>/<x>__<y>.json -> alignment_<ds>_<metric>_<x>__<y>
-TARGETS += [f"{R}/figures/alignment_{'_'.join(path[:-len('.json')].split('/')[-3:])}.{ext}"
-            for path in (VISION_ALIGNMENT, CROSS_ALIGNMENT) for ext in ("pdf", "png")]
+TARGETS += [
+    f"{R}/figures/alignment_{'_'.join(path[:-len('.json')].split('/')[-3:])}.{ext}"
+    for path in (VISION_ALIGNMENT, CROSS_ALIGNMENT)
+    for ext in ("pdf", "png")
+]
 
 
 rule zoo_metrics:
@@ -57,19 +63,19 @@ rule zoo_metrics:
     output:
         metrics=f"{R}/experiments/zoo/metrics.json",
         competence=f"{R}/experiments/zoo/language_competence.json",
-    params:
-        untrained=UNTRAINED_ZOO_MODELS,
-        gate=json_param(config["convergence"]["preregistered"]["gate"]),
-        gate_min_steps=config["convergence"]["preregistered"]["min_steps_for_gate"],
     log:
         log_path("zoo_metrics", "metrics"),
     benchmark:
         bench_path("zoo_metrics", "metrics")
+    conda:
+        CONDA_ENV
     resources:
         mem_mb=500,
         runtime=5,
-    conda:
-        CONDA_ENV
+    params:
+        untrained=UNTRAINED_ZOO_MODELS,
+        gate=json_param(config["convergence"]["preregistered"]["gate"]),
+        gate_min_steps=config["convergence"]["preregistered"]["min_steps_for_gate"],
     shell:
         "prh summarise-zoo --vision {input.vision} --language {input.language}"
         " --language-probes {input.language_probes} --mc {input.mc} --gate {params.gate}"

@@ -10,7 +10,9 @@ LTE_PAPER = LTE_CFG["paper"]
 # torchrun on one machine, or under srun across nnodes with a c10d rendezvous on the first node,
 # for the offline experiments (lte) and the paper's (lte.paper)
 # (prh.cluster.launch; tests/slurm runs the srun form as one SLURM job of 2 tasks)
-LTE_LAUNCHER = {name: torchrun_launcher(cfg["nnodes"], cfg["nproc"]) for name, cfg in (("lte", LTE_CFG), ("paper", LTE_PAPER))}
+LTE_LAUNCHER = {
+    name: torchrun_launcher(cfg["nnodes"], cfg["nproc"]) for name, cfg in (("lte", LTE_CFG), ("paper", LTE_PAPER))
+}
 LTE_RUN = LTE_LAUNCHER["lte"] + " -m prh.cli run-lte"
 # Per experiment, the vision block without the keys of the others (prefixes): editing the
 # table's or Fig 4.7's keys reruns only that experiment.
@@ -23,21 +25,21 @@ LTE_VISION_CONFIG = {
 rule lte_least_squares:
     output:
         f"{LTE}/least_squares.json",
-    params:
-        run=LTE_RUN,
-        config=json_param(LTE_CFG["least_squares"]),
-        seed=config["seed"],
     log:
         log_path("lte", "least_squares"),
     benchmark:
         bench_path("lte", "least_squares")
+    conda:
+        CONDA_ENV
     threads: LTE_CFG["nproc"]
     resources:
         mem_mb=1500 * LTE_CFG["nproc"],
         runtime=30,
         nodes=LTE_CFG["nnodes"],
-    conda:
-        CONDA_ENV
+    params:
+        run=LTE_RUN,
+        config=json_param(LTE_CFG["least_squares"]),
+        seed=config["seed"],
     shell:
         "OMP_NUM_THREADS=1 {params.run} --experiment least_squares --config {params.config} --seed {params.seed} "
         "--out {output} > {log} 2>&1"
@@ -48,22 +50,22 @@ rule lte_vision:
         **shapes_files(LTE_CFG["dataset"]),
     output:
         f"{LTE}/vision.json",
-    params:
-        run=LTE_RUN,
-        config=LTE_VISION_CONFIG["vision"],
-        data=lambda w, input: os.path.dirname(input.meta),
-        seed=config["seed"],
     log:
         log_path("lte", "vision"),
     benchmark:
         bench_path("lte", "vision")
+    conda:
+        CONDA_ENV
     threads: LTE_CFG["nproc"]
     resources:
         mem_mb=1500 * LTE_CFG["nproc"],
         runtime=60,
         nodes=LTE_CFG["nnodes"],
-    conda:
-        CONDA_ENV
+    params:
+        run=LTE_RUN,
+        config=LTE_VISION_CONFIG["vision"],
+        data=lambda w, input: os.path.dirname(input.meta),
+        seed=config["seed"],
     shell:
         "OMP_NUM_THREADS=1 {params.run} --experiment vision --data {params.data} --config {params.config} "
         "--seed {params.seed} --out {output} > {log} 2>&1"
@@ -80,23 +82,23 @@ for _exp in ("table", "orthogonality"):
             lr=rules.lte_vision.output[0],
         output:
             f"{LTE}/{_exp}.json",
+        log:
+            log_path("lte", _exp),
+        benchmark:
+            bench_path("lte", _exp)
+        conda:
+            CONDA_ENV
+        threads: LTE_CFG["nproc"]
+        resources:
+            mem_mb=1500 * LTE_CFG["nproc"],
+            runtime=60,
+            nodes=LTE_CFG["nnodes"],
         params:
             run=LTE_RUN,
             experiment=_exp,
             config=LTE_VISION_CONFIG[_exp],
             data=lambda w, input: os.path.dirname(input.meta),
             seed=config["seed"],
-        log:
-            log_path("lte", _exp),
-        benchmark:
-            bench_path("lte", _exp)
-        threads: LTE_CFG["nproc"]
-        resources:
-            mem_mb=1500 * LTE_CFG["nproc"],
-            runtime=60,
-            nodes=LTE_CFG["nnodes"],
-        conda:
-            CONDA_ENV
         shell:
             "OMP_NUM_THREADS=1 {params.run} --experiment {params.experiment} --data {params.data} --lr-from {input.lr} "
             "--config {params.config} --seed {params.seed} --out {output} > {log} 2>&1"
@@ -110,19 +112,19 @@ rule lte_verdicts:
         orthogonality=rules.lte_orthogonality.output[0],
     output:
         f"{LTE}/metrics.json",
-    params:
-        max_ratio=LTE_CFG["claims"]["max_ratio"],
-        min_gap=LTE_CFG["claims"]["min_gap"],
     log:
         log_path("lte", "verdicts"),
     benchmark:
         bench_path("lte", "verdicts")
+    conda:
+        CONDA_ENV
     threads: 1
     resources:
         mem_mb=500,
         runtime=5,
-    conda:
-        CONDA_ENV
+    params:
+        max_ratio=LTE_CFG["claims"]["max_ratio"],
+        min_gap=LTE_CFG["claims"]["min_gap"],
     shell:
         "prh run-lte-verdicts --least-squares {input.least_squares} --vision {input.vision} --table {input.table} "
         "--orthogonality {input.orthogonality} --max-ratio {params.max_ratio} --min-gap {params.min_gap} "
@@ -132,32 +134,31 @@ rule lte_verdicts:
 # The paper suite's runs (LTE_PAPER).
 rule lte_paper:
     input:
-        meta=f"{R}/data/{{dataset}}/meta.json",
         **PREFLIGHT_INPUT,
+        meta=f"{R}/data/{{dataset}}/meta.json",
     output:
         f"{LTE}/paper/{{dataset}}__{{model}}.json",
-    params:
-        config=lambda w: json_param(
-            {**LTE_PAPER["vision"], "model": LTE_PAPER["models"][w.model]}),
-        data=lambda w, input: os.path.dirname(input.meta),
-        seed=config["seed"],
-        run=LTE_LAUNCHER["paper"],
-        device=LTE_PAPER["device"],
-    wildcard_constraints:
-        dataset=one_of(LTE_PAPER["datasets"]),
-        model=one_of(LTE_PAPER["models"]),
     log:
         log_path("lte_paper", "{dataset}__{model}"),
     benchmark:
         bench_path("lte_paper", "{dataset}__{model}")
+    wildcard_constraints:
+        dataset=one_of(LTE_PAPER["datasets"]),
+        model=one_of(LTE_PAPER["models"]),
+    conda:
+        CONDA_ENV
     threads: 4 * LTE_PAPER["nproc"]
     resources:
         mem_mb=64000,
         runtime=2880,
         gpu=LTE_PAPER["nproc"] if LTE_PAPER["device"] == "cuda" else 0,  # per node (README of the SLURM profile)
         nodes=LTE_PAPER["nnodes"],
-    conda:
-        CONDA_ENV
+    params:
+        config=lambda w: json_param({**LTE_PAPER["vision"], "model": LTE_PAPER["models"][w.model]}),
+        data=lambda w, input: os.path.dirname(input.meta),
+        seed=config["seed"],
+        run=LTE_LAUNCHER["paper"],
+        device=LTE_PAPER["device"],
     shell:
         "OMP_NUM_THREADS=4 prh --gpus {resources.gpu} -- {params.run} -m prh.cli run-lte --experiment vision --device {params.device} "
         "--data {params.data} --config {params.config} --seed {params.seed} --out {output} > {log} 2>&1"
@@ -166,6 +167,11 @@ rule lte_paper:
 if SUITE == "paper":
     TARGETS += [f"{LTE}/paper/{d}__{m}.json" for d in LTE_PAPER["datasets"] for m in LTE_PAPER["models"]]
 else:
-    TARGETS += figure_targets("lte_fig8.1_least_squares", "lte_fig4.6_vs_standard",
-                              "lte_fig4.7_head_orthogonality", "lte_fig8.5_update_rank", "lte_table4.9_mini")
+    TARGETS += figure_targets(
+        "lte_fig8.1_least_squares",
+        "lte_fig4.6_vs_standard",
+        "lte_fig4.7_head_orthogonality",
+        "lte_fig8.5_update_rank",
+        "lte_table4.9_mini",
+    )
     TARGETS.append(rules.lte_verdicts.output[0])

@@ -21,6 +21,16 @@ rule locality:
     output:
         locality=f"{AGREE_OUT}/locality.json",
         metrics=f"{AGREE_OUT}/locality_metrics.json",
+    log:
+        log_path("locality", "locality"),
+    benchmark:
+        bench_path("locality", "locality")
+    conda:
+        CONDA_ENV
+    threads: 2
+    resources:
+        mem_mb=8000,
+        runtime=120,
     params:
         language_names=model_set(AGREE_LSET),
         vision_names=model_set(AGREE_VSET),
@@ -28,16 +38,6 @@ rule locality:
         families=AGREE_FAMILIES,
         quantile=ALIGN["quantile"],
         device=config["device"],
-    log:
-        log_path("locality", "locality"),
-    benchmark:
-        bench_path("locality", "locality")
-    threads: 2
-    resources:
-        mem_mb=8000,
-        runtime=120,
-    conda:
-        CONDA_ENV
     shell:
         "prh run-locality --x-names {params.language_names} --x-features {input.language}"
         " --y-names {params.vision_names} --y-features {input.vision} --ks {params.ks}"
@@ -48,7 +48,9 @@ rule locality:
 
 rule metric_agreement:
     input:
-        vision=[alignment_json(SUITE_CFG["vision_dataset"], AGREE_VSET, AGREE_VSET, metric=m) for m in SUPPORTED_METRICS],
+        vision=[
+            alignment_json(SUITE_CFG["vision_dataset"], AGREE_VSET, AGREE_VSET, metric=m) for m in SUPPORTED_METRICS
+        ],
         cross=[alignment_json(SUITE_CFG["paired_dataset"], AGREE_LSET, AGREE_VSET, metric=m) for m in SUPPORTED_METRICS],
         features=set_features(SUITE_CFG["vision_dataset"], AGREE_VSET),
         bpb=CONV_LANGUAGE,
@@ -56,6 +58,16 @@ rule metric_agreement:
         metric_agreement=f"{AGREE_OUT}/metric_agreement.json",
         cross_metrics=f"{AGREE_OUT}/cross_metrics.json",
         metrics=f"{AGREE_OUT}/metrics.json",
+    log:
+        log_path("metric_agreement", "metric_agreement"),
+    benchmark:
+        bench_path("metric_agreement", "metric_agreement")
+    conda:
+        CONDA_ENV
+    threads: 2
+    resources:
+        mem_mb=8000,
+        runtime=60,
     params:
         vision_names=model_set(AGREE_VSET),
         batch_sizes=AGREE["batch_sizes"],
@@ -64,16 +76,6 @@ rule metric_agreement:
         quantile=ALIGN["quantile"],
         cca_dim=ALIGN["cca_dim"],
         device=config["device"],
-    log:
-        log_path("metric_agreement", "metric_agreement"),
-    benchmark:
-        bench_path("metric_agreement", "metric_agreement")
-    threads: 2
-    resources:
-        mem_mb=8000,
-        runtime=60,
-    conda:
-        CONDA_ENV
     shell:
         "prh run-metric-agreement --vision-alignments {input.vision} --vision-names {params.vision_names}"
         " --vision-features {input.features} --batch-sizes {params.batch_sizes}"
@@ -83,5 +85,13 @@ rule metric_agreement:
         " --cross-metrics {output.cross_metrics} --metrics {output.metrics} > {log} 2>&1"
 
 
-TARGETS += [f"{AGREE_OUT}/metrics.json", f"{AGREE_OUT}/locality_metrics.json",
-            *figure_targets("metric_agreement_fig10_locality", "metric_agreement_fig12", "metric_agreement_fig13_cross_metrics", "metric_agreement_fig14_cross_metrics")]
+TARGETS += [
+    f"{AGREE_OUT}/metrics.json",
+    f"{AGREE_OUT}/locality_metrics.json",
+    *figure_targets(
+        "metric_agreement_fig10_locality",
+        "metric_agreement_fig12",
+        "metric_agreement_fig13_cross_metrics",
+        "metric_agreement_fig14_cross_metrics",
+    ),
+]

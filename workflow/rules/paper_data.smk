@@ -8,19 +8,38 @@ from functools import partial
 from prh.cluster import runtime_rule
 
 # the schema's defaults, so a config that skipped validation still renders every flag
-HUB_DEFAULTS = dict(revision=None, config=None, split="train", image_column="image", text_column=None,
-                    label_column=None, n=None, seed=0, image_size=224)
+HUB_DEFAULTS = dict(
+    revision=None,
+    config=None,
+    split="train",
+    image_column="image",
+    text_column=None,
+    label_column=None,
+    n=None,
+    seed=0,
+    image_size=224,
+)
 HUB_DEFAULTS.update(carve=None, data_files=None)  # a split carved from another; the repo files read
-HUB_DATASETS = {
-    name: {**HUB_DEFAULTS, **spec} for name, spec in config["datasets"].items() if spec["kind"] == "hub"
-}
+HUB_DATASETS = {name: {**HUB_DEFAULTS, **spec} for name, spec in config["datasets"].items() if spec["kind"] == "hub"}
 LM_CFG = config["paper"]["lm_score"]  # schema-filled (paper.schema.yaml)
 LM_SAMPLE = f"{R}/data/openwebtext_sample"
 # The causal LMs whose score the paper suite's figures plot: the suite's language set, PRH's test set and Fig 4's set
 _FIG4_LMS = (config.get("downstream") or {}).get("language_models", {}).get("paper")
-LM_SCORE_MODELS = [] if SUITE != "paper" else list(dict.fromkeys(
-    n for n in [*suite_models("language"), *config["model_sets"].get("prh_test_language", []),
-                *(model_set(_FIG4_LMS) if _FIG4_LMS else [])] if MODELS[n]["source"] == "hub"))
+LM_SCORE_MODELS = (
+    []
+    if SUITE != "paper"
+    else list(
+        dict.fromkeys(
+            n
+            for n in [
+                *suite_models("language"),
+                *config["model_sets"].get("prh_test_language", []),
+                *(model_set(_FIG4_LMS) if _FIG4_LMS else []),
+            ]
+            if MODELS[n]["source"] == "hub"
+        )
+    )
+)
 
 
 # The paper suite's pre-flight report (rule preflight, below; issue 53, prh.preflight): gated access, the first row
@@ -32,29 +51,31 @@ PREFLIGHT_INPUT = {"preflight": ancient(PREFLIGHT)} if SUITE == "paper" else {}
 
 # `runtime=` of the forward-pass GPU rules: twice each job's estimate at the plan's rates, never below the old limit
 GPU_RUNTIME = partial(runtime_rule, config=config, results=R)
-PREFLIGHT_MODELS = sorted(m for m, s in MODELS.items() if s["source"] == "hub" and m in (config["paper"].get("models") or {}))
+PREFLIGHT_MODELS = sorted(
+    m for m, s in MODELS.items() if s["source"] == "hub" and m in (config["paper"].get("models") or {})
+)
 PREFLIGHT_CONFIG = {k: config.get(k) for k in ("paper", "datasets", "downstream", "bridge", "cluster")}
 
 
 rule preflight:
     output:
         PREFLIGHT,
-    params:
-        config=lambda w: json_param(PREFLIGHT_CONFIG),
-        models=" ".join(PREFLIGHT_MODELS),
-        device=config["device"],
     log:
         log_path("preflight", "all"),
     benchmark:
         bench_path("preflight", "all")
+    conda:
+        CONDA_ENV
     threads: 4
     resources:
         mem_mb=16000,
         runtime=60,
         # as many cards as the largest planned model, so one model is spread over several as its jobs will be
         gpu=max([gpus_for(m) for m in PREFLIGHT_MODELS] or [0]) if SUITE == "paper" else 0,
-    conda:
-        CONDA_ENV
+    params:
+        config=lambda w: json_param(PREFLIGHT_CONFIG),
+        models=" ".join(PREFLIGHT_MODELS),
+        device=config["device"],
     shell:
         "prh --gpus {resources.gpu} preflight --config {params.config} --models {params.models}"
         " --device {params.device} --out {output} > {log} 2>&1"
@@ -69,23 +90,23 @@ rule hub_dataset:
         captions=f"{R}/data/{{dataset}}/captions.jsonl",
         labels=f"{R}/data/{{dataset}}/labels.npy",
         meta=f"{R}/data/{{dataset}}/meta.json",
+    log:
+        log_path("hub_dataset", "{dataset}"),
+    benchmark:
+        bench_path("hub_dataset", "{dataset}")
+    wildcard_constraints:
+        dataset=one_of(HUB_DATASETS),
+    conda:
+        CONDA_ENV
+    resources:
+        # images are decoded into a memory-mapped file (prh.data.hub_datasets): memory does not grow with N x S^2
+        mem_mb=8000,
+        runtime=120,
     params:
         spec=lambda w: HUB_DATASETS[w.dataset],
         out=lambda w, output: os.path.dirname(output.meta),
         carve=lambda w: json.dumps(HUB_DATASETS[w.dataset]["carve"]),
         data_files=lambda w: json.dumps(HUB_DATASETS[w.dataset]["data_files"]),
-    wildcard_constraints:
-        dataset=one_of(HUB_DATASETS),
-    log:
-        log_path("hub_dataset", "{dataset}"),
-    benchmark:
-        bench_path("hub_dataset", "{dataset}")
-    resources:
-        # images are decoded into a memory-mapped file (prh.data.hub_datasets): memory does not grow with N x S^2
-        mem_mb=8000,
-        runtime=120,
-    conda:
-        CONDA_ENV
     shell:
         "prh fetch-dataset --repo {params.spec[repo]:q} --revision {params.spec[revision]:q}"
         " --config {params.spec[config]:q} --split {params.spec[split]:q}"
@@ -99,18 +120,18 @@ rule lm_sample:
     output:
         texts=f"{LM_SAMPLE}/texts.jsonl",
         meta=f"{LM_SAMPLE}/meta.json",
-    params:
-        lm=LM_CFG,
-        out=lambda w, output: os.path.dirname(output.meta),
     log:
         log_path("lm_sample", "openwebtext"),
     benchmark:
         bench_path("lm_sample", "openwebtext")
+    conda:
+        CONDA_ENV
     resources:
         mem_mb=8000,
         runtime=120,
-    conda:
-        CONDA_ENV
+    params:
+        lm=LM_CFG,
+        out=lambda w, output: os.path.dirname(output.meta),
     shell:
         "prh sample-lm-text --repo {params.lm[repo]:q} --revision {params.lm[revision]:q} --split {params.lm[split]:q}"
         " --text-column {params.lm[text_column]:q} --n-bytes {params.lm[n_bytes]}"
@@ -120,10 +141,23 @@ rule lm_sample:
 
 rule lm_score:
     input:
-        texts=f"{LM_SAMPLE}/texts.jsonl",
         **PREFLIGHT_INPUT,
+        texts=f"{LM_SAMPLE}/texts.jsonl",
     output:
         lm_score_json("{model}"),
+    log:
+        log_path("lm_score", "{model}"),
+    benchmark:
+        bench_path("lm_score", "{model}")
+    wildcard_constraints:
+        model=one_of(n for n, m in MODELS.items() if m["source"] == "hub" and m["modality"] == "language"),
+    conda:
+        CONDA_ENV
+    resources:
+        gpu=lambda w: gpus_for(w.model),
+        mem_mb=lambda w: host_mem_mb(w.model),
+        # ~4M tokens: minutes for 1B parameters on one GPU, about an hour at 70B
+        runtime=GPU_RUNTIME("lm_score", lambda w: int(30 + MODELS[w.model]["n_params"] / 1e9)),
     params:
         repo=lambda w: MODELS[w.model]["repo"],
         revision=lambda w: MODELS[w.model]["revision"],
@@ -132,19 +166,6 @@ rule lm_score:
         device=config["device"],
         # a model larger than one GPU is spread over the job's GPUs
         device_map=lambda w: device_map_arg(w.model),
-    wildcard_constraints:
-        model=one_of(n for n, m in MODELS.items() if m["source"] == "hub" and m["modality"] == "language"),
-    log:
-        log_path("lm_score", "{model}"),
-    benchmark:
-        bench_path("lm_score", "{model}")
-    resources:
-        gpu=lambda w: gpus_for(w.model),
-        mem_mb=lambda w: host_mem_mb(w.model),
-        # ~4M tokens: minutes for 1B parameters on one GPU, about an hour at 70B
-        runtime=GPU_RUNTIME("lm_score", lambda w: int(30 + MODELS[w.model]["n_params"] / 1e9)),
-    conda:
-        CONDA_ENV
     shell:
         "prh --gpus {resources.gpu} score-lm --model {params.repo:q} --revision {params.revision:q} --name {wildcards.model}"
         " --sample {params.sample} --out {output} --batch-size {params.batch_size}"

@@ -7,8 +7,11 @@
 import os
 
 # The metadata.jsonl that `prh prepare-*` writes, per dataset with `prepare` (hub_dataset waits for it)
-PREPARED_METADATA = {name: os.path.join(os.path.normpath(os.path.expanduser(spec["repo"])), "train", "metadata.jsonl")
-                     for name, spec in config["datasets"].items() if spec.get("prepare")}
+PREPARED_METADATA = {
+    name: os.path.join(os.path.normpath(os.path.expanduser(spec["repo"])), "train", "metadata.jsonl")
+    for name, spec in config["datasets"].items()
+    if spec.get("prepare")
+}
 PREPARE_FLAG = {"dci": "prepare-dci --source", "places": "prepare-places --archive"}
 
 for _ds_name, _ds_spec in config["datasets"].items():
@@ -25,19 +28,19 @@ for _ds_name, _ds_spec in config["datasets"].items():
             [ancient(f) for f in _prep_files if os.path.exists(f)],
         output:
             PREPARED_METADATA[_ds_name],
+        log:
+            log_path("prepare", _ds_name),
+        benchmark:
+            bench_path("prepare", _ds_name)
+        conda:
+            CONDA_ENV
+        resources:
+            mem_mb=4000,
+            runtime=120,
         params:
             args=f"{PREPARE_FLAG[_ds_prep['command']]} {shlex.quote(_ds_prep['source'])}"
             + (f" --filelist {shlex.quote(_ds_prep['filelist'])}" if _ds_prep.get("filelist") else ""),
             # <out>/train/metadata.jsonl -> <out>, from the output (snakemake --lint: no hard-coded prefix)
             out=lambda w, output: os.path.dirname(os.path.dirname(output[0])),
-        log:
-            log_path("prepare", _ds_name),
-        benchmark:
-            bench_path("prepare", _ds_name)
-        resources:
-            mem_mb=4000,
-            runtime=120,
-        conda:
-            CONDA_ENV
         shell:
             "prh {params.args} --out {params.out:q} > {log} 2>&1"

@@ -7,8 +7,10 @@ SS_DATASET = SS["dataset"][SUITE] or SUITE_CFG["paired_dataset"]
 SS_VISION, SS_LANGUAGE = SS["vision_models"][SUITE], SS["language_models"][SUITE]
 SS_OUT = f"{R}/experiments/sample_size"
 # the sweep's settings: the block without the rules' own keys, plus the world's kernel (offline)
-SS_CONFIG = {**{k: v for k, v in SS.items() if k not in ("dataset", "vision_models", "language_models")},
-             "kernel": config["world"]["kernel"]}
+SS_CONFIG = {
+    **{k: v for k, v in SS.items() if k not in ("dataset", "vision_models", "language_models")},
+    "kernel": config["world"]["kernel"],
+}
 
 
 rule sample_size:
@@ -18,6 +20,16 @@ rule sample_size:
     output:
         sweep=f"{SS_OUT}/sweep.json",
         metrics=f"{SS_OUT}/metrics.json",
+    log:
+        log_path("sample_size", SS_DATASET),
+    benchmark:
+        bench_path("sample_size", SS_DATASET)
+    conda:
+        CONDA_ENV
+    threads: 2
+    resources:
+        mem_mb=8000,
+        runtime=120,
     params:
         names=" ".join(SS_VISION + SS_LANGUAGE),
         language=" ".join(SS_LANGUAGE),
@@ -25,16 +37,6 @@ rule sample_size:
         config=json_param(SS_CONFIG),
         seed=config["seed"],
         device=config["device"],
-    log:
-        log_path("sample_size", SS_DATASET),
-    benchmark:
-        bench_path("sample_size", SS_DATASET)
-    threads: 2
-    resources:
-        mem_mb=8000,
-        runtime=120,
-    conda:
-        CONDA_ENV
     shell:
         "OMP_NUM_THREADS={threads} prh run-sample-size --names {params.names} --features {input.feats}"
         " --language {params.language} {params.scenes} --config {params.config} --seed {params.seed} --device {params.device}"

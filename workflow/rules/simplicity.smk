@@ -15,22 +15,22 @@ SIMPLICITY_SLICES = {
 rule simplicity_experiment:
     output:
         f"{SIMPLICITY}/{{experiment}}.json",
-    wildcard_constraints:
-        experiment=one_of(SIMPLICITY_SLICES),
-    params:
-        config=lambda w: json_param(SIMPLICITY_SLICES[w.experiment]),
-        seed=config["seed"],
-        flag=lambda w: w.experiment.replace("_", "-"),  # --random-nets, --products, --trained: the file it writes
     log:
         log_path("simplicity", "{experiment}"),
     benchmark:
         bench_path("simplicity", "{experiment}")
+    wildcard_constraints:
+        experiment=one_of(SIMPLICITY_SLICES),
+    conda:
+        CONDA_ENV
     threads: 1
     resources:
         mem_mb=2000,
         runtime=15,
-    conda:
-        CONDA_ENV
+    params:
+        config=lambda w: json_param(SIMPLICITY_SLICES[w.experiment]),
+        seed=config["seed"],
+        flag=lambda w: w.experiment.replace("_", "-"),  # --random-nets, --products, --trained: the file it writes
     shell:
         "OMP_NUM_THREADS={threads} prh run-simplicity --part {wildcards.experiment} --{params.flag} {output}"
         " --config {params.config} --seed {params.seed} > {log} 2>&1"
@@ -45,16 +45,20 @@ rule simplicity_metrics:
         log_path("simplicity", "metrics"),
     benchmark:
         bench_path("simplicity", "metrics")
+    conda:
+        CONDA_ENV
     resources:
         mem_mb=1000,
         runtime=5,
-    conda:
-        CONDA_ENV
     shell:
         "prh run-simplicity --part metrics --random-nets {input.random_nets} --products {input.products}"
         " --trained {input.trained} --metrics {output} > {log} 2>&1"
 
 
-TARGETS += figure_targets("simplicity_fig2.2_random_net_rank", "simplicity_fig2.5_optimizer_rank", "simplicity_fig2.6_trained_linear_rank",
-                          "simplicity_fig7.1_gaussian_product_rank")
+TARGETS += figure_targets(
+    "simplicity_fig2.2_random_net_rank",
+    "simplicity_fig2.5_optimizer_rank",
+    "simplicity_fig2.6_trained_linear_rank",
+    "simplicity_fig7.1_gaussian_product_rank",
+)
 TARGETS.append(rules.simplicity_metrics.output[0])

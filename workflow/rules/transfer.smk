@@ -18,6 +18,16 @@ for _part in TRANSFER_SLICES:
             f"transfer_{_part}"
         output:
             **TRANSFER_OUTPUTS[_part],
+        log:
+            log_path("transfer", _part),
+        benchmark:
+            bench_path("transfer", _part)
+        conda:
+            CONDA_ENV
+        threads: 1
+        resources:
+            mem_mb=3000,
+            runtime=30,
         params:
             part=_part,
             config=json_param({k: config["transfer"][k] for k in TRANSFER_SLICES[_part]}),
@@ -25,16 +35,6 @@ for _part in TRANSFER_SLICES:
             device=config["device"],
             # --<name> {output.<name>}: each file at the path the rule names
             paths=lambda w, output: " ".join(f"--{name.replace('_', '-')} {path}" for name, path in output.items()),
-        log:
-            log_path("transfer", _part),
-        benchmark:
-            bench_path("transfer", _part)
-        threads: 1
-        resources:
-            mem_mb=3000,
-            runtime=30,
-        conda:
-            CONDA_ENV
         shell:
             "OMP_NUM_THREADS={threads} prh run-transfer --part {params.part} {params.paths}"
             " --config {params.config} --seed {params.seed} --device {params.device} > {log} 2>&1"
@@ -49,17 +49,22 @@ rule transfer_claims:
         log_path("transfer", "claims"),
     benchmark:
         bench_path("transfer", "claims")
+    conda:
+        CONDA_ENV
     resources:
         mem_mb=1000,
         runtime=5,
-    conda:
-        CONDA_ENV
     shell:
         "prh run-transfer --part claims --peaks-alignment {input.peaks_alignment} --peaks-transfer {input.peaks_transfer}"
         " --peaks-deep {input.peaks_deep} --emergence-shuffled {input.emergence_shuffled}"
         " --digits-layerwise {input.digits_layerwise} --layerwise {output.layerwise} --metrics {output.metrics} > {log} 2>&1"
 
 
-TARGETS += figure_targets("transfer_fig02_shuffled_emergence", "transfer_fig07_layerwise", "transfer_fig10_peaks_alignment",
-                          "transfer_fig11_peaks_transfer", "transfer_fig12_peaks_layers")
+TARGETS += figure_targets(
+    "transfer_fig02_shuffled_emergence",
+    "transfer_fig07_layerwise",
+    "transfer_fig10_peaks_alignment",
+    "transfer_fig11_peaks_transfer",
+    "transfer_fig12_peaks_layers",
+)
 TARGETS.append(rules.transfer_claims.output.metrics)

@@ -12,16 +12,34 @@ import os
 ZOO_RUNS = (config.get("zoo") or {}).get("language") or {}
 ZOO_LANGUAGE = {m: s for m, s in MODELS.items() if s["source"] == "zoo" and s["modality"] == "language"}
 # The files of a language checkpoint dir (config.json is what the feature rule asks for).
-CHECKPOINT_FILES = {"config": "config.json", "weights": "model.safetensors", "tokenizer": "tokenizer.json",
-                    "info": "training.json"}
+CHECKPOINT_FILES = {
+    "config": "config.json",
+    "weights": "model.safetensors",
+    "tokenizer": "tokenizer.json",
+    "info": "training.json",
+}
 # Spec keys passed to `prh train-language` as --<key> flags (see workflow/schemas/zoo_language.schema.yaml).
-TRAIN_LANGUAGE_KEYS = ("arch", "n_layer", "n_embd", "n_head", "steps", "context", "batch_size", "lr", "warmup",
-                       "weight_decay", "qa_pairs", "relational")
+TRAIN_LANGUAGE_KEYS = (
+    "arch",
+    "n_layer",
+    "n_embd",
+    "n_head",
+    "steps",
+    "context",
+    "batch_size",
+    "lr",
+    "warmup",
+    "weight_decay",
+    "qa_pairs",
+    "relational",
+)
 # Architecture, budget, checkpoints, seed and hyperparameters of each zoo run, as CLI flags.
 TRAIN_LANGUAGE_FLAGS = {
-    run: " ".join([f"--{k.replace('_', '-')} {spec[k]}" for k in TRAIN_LANGUAGE_KEYS if spec.get(k) is not None]
-                  + (["--checkpoints " + " ".join(str(k) for k in spec["checkpoints"])] if spec.get("checkpoints") else [])
-                  + [f"--seed {config['seed'] + spec['seed']}"])
+    run: " ".join(
+        [f"--{k.replace('_', '-')} {spec[k]}" for k in TRAIN_LANGUAGE_KEYS if spec.get(k) is not None]
+        + (["--checkpoints " + " ".join(str(k) for k in spec["checkpoints"])] if spec.get("checkpoints") else [])
+        + [f"--seed {config['seed'] + spec['seed']}"]
+    )
     for run, spec in ZOO_RUNS.items()
 }
 ZOO_LANGUAGE_SET = (config.get("model_sets") or {}).get("zoo_language", [])
@@ -41,21 +59,21 @@ rule train_tokenizer:
         unpack(lambda w: shapes_files(w.data)),
     output:
         tokenizer=f"{R}/models/_tokenizer/{{data}}/tokenizer.json",
-    wildcard_constraints:
-        data=one_of(SHAPES_DATASETS),
-    params:
-        data=lambda w, input: os.path.dirname(input.captions),
-        out=lambda w, output: os.path.dirname(output.tokenizer),
     log:
         log_path("train_tokenizer", "{data}"),
     benchmark:
         bench_path("train_tokenizer", "{data}")
+    wildcard_constraints:
+        data=one_of(SHAPES_DATASETS),
+    conda:
+        CONDA_ENV
     threads: 1
     resources:
         mem_mb=2000,
         runtime=10,
-    conda:
-        CONDA_ENV
+    params:
+        data=lambda w, input: os.path.dirname(input.captions),
+        out=lambda w, output: os.path.dirname(output.tokenizer),
     shell:
         "prh train-tokenizer --data {params.data} --out {params.out} > {log} 2>&1"
 
@@ -72,25 +90,31 @@ for _run in ZOO_TRAINED_RUNS:
             tokenizer=f"{R}/models/_tokenizer/{ZOO_RUNS[_run]['data']}/tokenizer.json",
         output:
             # every checkpoint's directory
-            **{f"{key}_{m}": f"{model_dir(m)}/{name}" for m, s in ZOO_LANGUAGE.items() if s["run"] == _run
-               for key, name in CHECKPOINT_FILES.items()},
-        params:
-            data=lambda w, input: os.path.dirname(input.captions),
-            tokenizer=lambda w, input: os.path.dirname(input.tokenizer),
-            # results/models/<run>_{steps} (the CLI fills in each checkpoint's steps), or <run>
-            out=lambda w, output, run=_run: os.path.join(os.path.dirname(os.path.dirname(output[0])), run + (
-                "_{steps}" if ZOO_RUNS[run].get("checkpoints") else "")),
-            flags=TRAIN_LANGUAGE_FLAGS[_run],
+            **{
+                f"{key}_{m}": f"{model_dir(m)}/{name}"
+                for m, s in ZOO_LANGUAGE.items()
+                if s["run"] == _run
+                for key, name in CHECKPOINT_FILES.items()
+            },
         log:
             log_path("train_language", _run),
         benchmark:
             bench_path("train_language", _run)
+        conda:
+            CONDA_ENV
         threads: 1
         resources:
             mem_mb=2000,
             runtime=30,
-        conda:
-            CONDA_ENV
+        params:
+            data=lambda w, input: os.path.dirname(input.captions),
+            tokenizer=lambda w, input: os.path.dirname(input.tokenizer),
+            # results/models/<run>_{steps} (the CLI fills in each checkpoint's steps), or <run>
+            out=lambda w, output, run=_run: os.path.join(
+                os.path.dirname(os.path.dirname(output[0])),
+                run + ("_{steps}" if ZOO_RUNS[run].get("checkpoints") else ""),
+            ),
+            flags=TRAIN_LANGUAGE_FLAGS[_run],
         shell:
             "prh train-language --data {params.data} --tokenizer {params.tokenizer} --out '{params.out}'"
             " {params.flags} --threads {threads} > {log} 2>&1"
@@ -99,19 +123,19 @@ for _run in ZOO_TRAINED_RUNS:
 rule minilm:
     output:
         **{key: f"{model_dir('{model}')}/{name}" for key, name in CHECKPOINT_FILES.items()},
-    wildcard_constraints:
-        model=one_of(ZOO_PACKAGED),
-    params:
-        out=lambda w, output: os.path.dirname(output.config),
     log:
         log_path("minilm", "{model}"),
     benchmark:
         bench_path("minilm", "{model}")
+    wildcard_constraints:
+        model=one_of(ZOO_PACKAGED),
+    conda:
+        CONDA_ENV
     resources:
         mem_mb=500,
         runtime=5,
-    conda:
-        CONDA_ENV
+    params:
+        out=lambda w, output: os.path.dirname(output.config),
     shell:
         "prh package-minilm --out {params.out} > {log} 2>&1"
 
@@ -123,6 +147,16 @@ rule lm_eval:
         models=[f"{model_dir(m)}/config.json" for m in ZOO_CAUSAL],
     output:
         f"{R}/experiments/zoo/language.json",
+    log:
+        log_path("lm_eval", "language"),
+    benchmark:
+        bench_path("lm_eval", "language")
+    conda:
+        CONDA_ENV
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=30,
     params:
         data=lambda w, input: os.path.dirname(input.captions),
         train=lambda w, input: os.path.dirname(input.train[0]),
@@ -130,16 +164,6 @@ rule lm_eval:
         models=" ".join(model_dir(m) for m in ZOO_CAUSAL),
         max_items=LM_EVAL_ITEMS,
         world=json_param(config["world"]),
-    log:
-        log_path("lm_eval", "language"),
-    benchmark:
-        bench_path("lm_eval", "language")
-    threads: 1
-    resources:
-        mem_mb=2000,
-        runtime=30,
-    conda:
-        CONDA_ENV
     shell:
         "prh eval-lm --data {params.data} --train-data {params.train} --names {params.names}"
         " --models {params.models} --world {params.world} --max-items {params.max_items} --out {output}"
@@ -155,20 +179,20 @@ rule probe_language:
         feats=[f"{R}/features/{LM_EVAL_DATASET}/{m}.safetensors" for m in ZOO_CAUSAL],
     output:
         f"{R}/experiments/zoo/language_probes.json",
+    log:
+        log_path("probe_language", "language"),
+    benchmark:
+        bench_path("probe_language", "language")
+    conda:
+        CONDA_ENV
+    resources:
+        mem_mb=2000,
+        runtime=30,
     params:
         data=lambda w, input: os.path.dirname(input.scenes),
         names=" ".join(ZOO_CAUSAL),
         tasks=" ".join(config["convergence"]["preregistered"]["gate"]),
         seed=config["seed"],
-    log:
-        log_path("probe_language", "language"),
-    benchmark:
-        bench_path("probe_language", "language")
-    resources:
-        mem_mb=2000,
-        runtime=30,
-    conda:
-        CONDA_ENV
     shell:
         "prh probe --data {params.data} --names {params.names} --features {input.feats} --tasks {params.tasks}"
         " --layer best --seed {params.seed} --out {output} > {log} 2>&1"
@@ -181,8 +205,11 @@ if SUITE == "offline" and ZOO_CAUSAL:
 # Issue 48's relational predictor and left-most gate (prh.evaluation.relational) on held-out scenes, for the causal
 # LMs of convergence.relational.model_set (presets/language.yaml); off in the default run (model_set null).
 REL_CFG = config["convergence"].get("relational") or {}
-REL_MODELS = [m for m in model_set(REL_CFG["model_set"]) if ZOO_LANGUAGE.get(m, {}).get("arch") == "gpt2"] \
-    if REL_CFG.get("model_set") else []
+REL_MODELS = (
+    [m for m in model_set(REL_CFG["model_set"]) if ZOO_LANGUAGE.get(m, {}).get("arch") == "gpt2"]
+    if REL_CFG.get("model_set")
+    else []
+)
 
 if SUITE == "offline" and REL_MODELS:
 
@@ -192,22 +219,22 @@ if SUITE == "offline" and REL_MODELS:
             models=[f"{model_dir(m)}/config.json" for m in REL_MODELS],
         output:
             f"{R}/experiments/zoo/relational.json",
+        log:
+            log_path("score_relational", "language"),
+        benchmark:
+            bench_path("score_relational", "language")
+        conda:
+            CONDA_ENV
+        threads: 1
+        resources:
+            mem_mb=2000,
+            runtime=60,
         params:
             data=lambda w, input: os.path.dirname(input.scenes),
             names=" ".join(REL_MODELS),
             models=" ".join(model_dir(m) for m in REL_MODELS),
             settings=f"--n-items {REL_CFG['n_items']} --n-pairs {REL_CFG['n_pairs']} --alpha {REL_CFG['gate_alpha']}"
             f" --seed {REL_CFG['seed']}",
-        log:
-            log_path("score_relational", "language"),
-        benchmark:
-            bench_path("score_relational", "language")
-        threads: 1
-        resources:
-            mem_mb=2000,
-            runtime=60,
-        conda:
-            CONDA_ENV
         shell:
             "prh score-relational --data {params.data} --models {params.models} --names {params.names}"
             " {params.settings} --out {output} > {log} 2>&1"

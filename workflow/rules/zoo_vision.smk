@@ -20,10 +20,14 @@ TRAIN_VISION_KEYS = {
 # Architecture, objective, seed and hyperparameters of each zoo model, as CLI flags. Keys left out
 # of a spec take the CLI defaults, which equal the schema defaults (a test checks).
 TRAIN_VISION_FLAGS = {
-    model: " ".join([f"--arch {spec['arch']}", f"--objective {spec['objective']}",
-                     f"--seed {config['seed'] + spec['seed']}"]
-                    + [f"--{k.replace('_', '-')} {spec[k]}" for k in TRAIN_VISION_KEYS[spec["objective"]]
-                       if spec.get(k) is not None])
+    model: " ".join(
+        [f"--arch {spec['arch']}", f"--objective {spec['objective']}", f"--seed {config['seed'] + spec['seed']}"]
+        + [
+            f"--{k.replace('_', '-')} {spec[k]}"
+            for k in TRAIN_VISION_KEYS[spec["objective"]]
+            if spec.get(k) is not None
+        ]
+    )
     for model, spec in ZOO_VISION.items()
 }
 
@@ -35,25 +39,24 @@ rule train_vision:
     output:
         config=f"{model_dir('{model}')}/config.json",
         weights=f"{model_dir('{model}')}/model.safetensors",
-    wildcard_constraints:
-        model=one_of(ZOO_VISION),
-    params:
-        data=lambda w, input: os.path.dirname(input.images),
-        out=lambda w, output: os.path.dirname(output.config),
-        flags=lambda w: TRAIN_VISION_FLAGS[w.model],
     log:
         log_path("train_vision", "{model}"),
     benchmark:
         bench_path("train_vision", "{model}")
+    wildcard_constraints:
+        model=one_of(ZOO_VISION),
+    conda:
+        CONDA_ENV
     threads: 1
     resources:
         mem_mb=2000,
         runtime=15,
-    conda:
-        CONDA_ENV
+    params:
+        data=lambda w, input: os.path.dirname(input.images),
+        out=lambda w, output: os.path.dirname(output.config),
+        flags=lambda w: TRAIN_VISION_FLAGS[w.model],
     shell:
-        "prh train-vision --data {params.data} --out {params.out} {params.flags} --threads {threads}"
-        " > {log} 2>&1"
+        "prh train-vision --data {params.data} --out {params.out} {params.flags} --threads {threads}" " > {log} 2>&1"
 
 
 rule probe_vision:
@@ -62,19 +65,19 @@ rule probe_vision:
         feats=expand(f"{R}/features/{PROBE_DATASET}/{{model}}.safetensors", model=ZOO_VISION_SET),
     output:
         f"{R}/experiments/zoo/vision.json",
-    params:
-        data=lambda w, input: os.path.dirname(input.scenes),
-        names=" ".join(ZOO_VISION_SET),
-        seed=config["seed"],
     log:
         log_path("probe_vision", "vision"),
     benchmark:
         bench_path("probe_vision", "vision")
+    conda:
+        CONDA_ENV
     resources:
         mem_mb=2000,
         runtime=20,
-    conda:
-        CONDA_ENV
+    params:
+        data=lambda w, input: os.path.dirname(input.scenes),
+        names=" ".join(ZOO_VISION_SET),
+        seed=config["seed"],
     shell:
         "prh probe --data {params.data} --names {params.names} --features {input.feats}"
         " --seed {params.seed} --out {output} > {log} 2>&1"

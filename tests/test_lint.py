@@ -1,0 +1,37 @@
+"""The habits of a well-kept Python project (issue 52): the package, tests and benchmarks pass `ruff check` (its
+configuration in pyproject.toml), and the Snakefile and rule files are as `snakefmt` writes them. Both tools are in
+the `test` extra and pinned in requirements.lock."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+
+def run(tool: str, *args: str) -> subprocess.CompletedProcess:
+    exe = BIN / tool
+    assert exe.exists(), f"{tool} is not installed beside {sys.executable}: `make test` installs the test extra"
+    return subprocess.run([str(exe), *args], cwd=ROOT, capture_output=True, text=True)
+
+
+def test_ruff_finds_nothing():
+    proc = run("ruff", "check", "--no-cache", "--output-format", "concise", "src", "tests", "benchmarks")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_workflow_files_are_snakefmt_formatted():
+    rules = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "workflow" / "rules").glob("*.smk"))
+    proc = run("snakefmt", "--check", "Snakefile", *rules)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_ruff_would_catch_an_undefined_name(tmp_path):
+    """The check can fail: the same configuration on a file with an undefined name and an unused import."""
+    bad = tmp_path / "bad.py"
+    bad.write_text("import os\n\n\ndef f():\n    return undefined_name\n")
+    proc = run("ruff", "check", "--no-cache", "--config", str(ROOT / "pyproject.toml"), str(bad))
+    assert proc.returncode == 1 and "F821" in proc.stdout and "F401" in proc.stdout
