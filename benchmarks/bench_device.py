@@ -33,6 +33,10 @@ import torch
 # dense bf16, fp32 (no TF32) and TF32 peaks by card name (NVIDIA datasheets, SXM)
 PEAKS = {"H100": (989e12, 67e12, 494e12), "H200": (989e12, 67e12, 494e12), "A100": (312e12, 19.5e12, 156e12)}
 GEMM = 4096  # side of the measured GEMM where the card is not in PEAKS
+# --toy (the test suite's run: the JSON's format, not a measurement): each workload at a size of milliseconds
+TOY = {"gemm": 256, "texts": 16, "shape": dict(hidden_size=64, intermediate_size=172, num_hidden_layers=1,
+                                                num_attention_heads=2, num_key_value_heads=2),
+       "images": 4, "knn_n": 500}
 
 
 def sync(dev: str) -> None:
@@ -40,7 +44,7 @@ def sync(dev: str) -> None:
         torch.cuda.synchronize()
 
 
-def peaks(dev: str) -> dict:
+def peaks(dev: str, toy: bool = False) -> dict:
     """(bf16, fp32) peak FLOP/s: the datasheet of a known card, else the best of 3 measured GEMM^3 products."""
     if dev == "cuda":
         name = torch.cuda.get_device_name()
@@ -48,8 +52,9 @@ def peaks(dev: str) -> dict:
             if card in name:
                 return {"device": name, "bf16": bf16, "fp32": fp32, "tf32": tf32, "from": "datasheet"}
     out = {"device": torch.cuda.get_device_name() if dev == "cuda" else "cpu", "from": "measured GEMM"}
+    side = TOY["gemm"] if toy else GEMM
     for key, dtype in (("bf16", torch.bfloat16), ("fp32", torch.float32)):
-        a, b = (torch.randn(GEMM, GEMM, device=dev, dtype=dtype) for _ in range(2))
+        a, b = (torch.randn(side, side, device=dev, dtype=dtype) for _ in range(2))
         a @ b
         sync(dev)
         best = float("inf")
@@ -58,7 +63,7 @@ def peaks(dev: str) -> dict:
             a @ b
             sync(dev)
             best = min(best, time.perf_counter() - t0)
-        out[key] = 2 * GEMM**3 / best
+        out[key] = 2 * side**3 / best
     out["tf32"] = out["fp32"]  # not measured: a CPU has no TF32, and on an unknown card this stays a lower bound
     return out
 
@@ -80,17 +85,18 @@ def tokenizer_for(texts: list[str]):
     return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", pad_token="<pad>", bos_token="<s>")
 
 
-def language(dev: str, peak: float) -> dict:
+def language(dev: str, peak: float, toy: bool = False) -> dict:
     from transformers import LlamaConfig, LlamaForCausalLM
 
     from prh.features import extract_language_features
 
     cuda = dev == "cuda"
-    texts = captions(8192 if cuda else 256)
+    texts = captions(TOY["texts"] if toy else 8192 if cuda else 256)
     tok = tokenizer_for(texts)
     shape = dict(hidden_size=2048, intermediate_size=5632, num_hidden_layers=22, num_attention_heads=32,
                  num_key_value_heads=4) if cuda else dict(hidden_size=256, intermediate_size=688, num_hidden_layers=4,
                                                           num_attention_heads=4, num_key_value_heads=4)
+    shape = TOY["shape"] if toy else shape
     cfg = LlamaConfig(vocab_size=32000, max_position_embeddings=2048, **shape)
     dtype = torch.bfloat16 if cuda else torch.float32
     with torch.device(dev):
@@ -109,7 +115,7 @@ def language(dev: str, peak: float) -> dict:
             "tokens_per_s": round(tokens / s), "mfu": 2 * params * tokens / s / peak}
 
 
-def vision(dev: str, peaks: dict) -> dict:
+def vision(dev: str, peaks: dict, toy: bool = False) -> dict:
     """At ``features.vision_dtype``'s default (tf32: float32 with TF32 products on CUDA), against that precision's
     peak."""
     import timm
@@ -120,6 +126,7 @@ def vision(dev: str, peaks: dict) -> dict:
 
     cuda = dev == "cuda"
     name, macs, n = ("vit_large_patch16_224", 61.6e9, 2048) if cuda else ("vit_tiny_patch16_224", 1.26e9, 64)
+    n = TOY["images"] if toy else n
     with torch.device(dev):
         model = timm.create_model(name, pretrained=False).eval()
     cfg = timm.data.resolve_data_config({}, model=model)
@@ -139,12 +146,12 @@ def vision(dev: str, peaks: dict) -> dict:
             "images_per_s": round(n / s, 1), "mfu": 2 * macs * n / s / peak}
 
 
-def knn_seconds(dev: str) -> dict:
+def knn_seconds(dev: str, toy: bool = False) -> dict:
     from prh.metrics.knn import knn, resolve_precision
 
-    n = 100_000 if dev == "cuda" else 10_000
+    n = TOY["knn_n"] if toy else 100_000 if dev == "cuda" else 10_000
     x = torch.nn.functional.normalize(torch.randn(n, 768, device=dev), dim=1)
-    knn(x[:1000], 10, precision="auto")  # warm-up
+    knn(x[:min(n, 1000)], 10, precision="auto")  # warm-up
     sync(dev)
     t0 = time.perf_counter()
     knn(x, 10, precision="auto")
@@ -157,11 +164,12 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--json", required=True, help="where to write the measurements and rates")
     p.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"])
+    p.add_argument("--toy", action="store_true", help="every workload at a toy size: checks the JSON, measures nothing")
     a = p.parse_args()
     dev = ("cuda" if torch.cuda.is_available() else "cpu") if a.device == "auto" else a.device
-    pk = peaks(dev)
-    measured = {"peaks": pk, "language": language(dev, pk["bf16"] if dev == "cuda" else pk["fp32"]),
-                "vision": vision(dev, pk), "knn": knn_seconds(dev)}
+    pk = peaks(dev, a.toy)
+    measured = {"peaks": pk, "language": language(dev, pk["bf16"] if dev == "cuda" else pk["fp32"], a.toy),
+                "vision": vision(dev, pk, a.toy), "knn": knn_seconds(dev, a.toy), "toy": a.toy}
     rates = {"mfu": min(1.0, measured["language"]["mfu"]), "vision_mfu": min(1.0, measured["vision"]["mfu"]),
              "peak_flops": pk["bf16"], "fp32_peak_flops": pk["fp32"], "tf32_peak_flops": pk["tf32"]}
     out = {"device": pk["device"], "kind": dev, "torch": torch.__version__, "date": time.strftime("%Y-%m-%d"),

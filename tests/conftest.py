@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,24 @@ ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+# The modules that take minutes (whole-DAG fixtures, the 200 mutations, the kills), longest first. pytest-xdist
+# (--dist loadfile --no-loadscope-reorder in pyproject.toml) hands files to workers in this order, so the long
+# ones start at once, side by side, and the many short modules fill the workers after them; by test count (xdist's
+# default) they started last and the suite waited on one of them alone (issue 51).
+LONGEST_FIRST = ("tests/test_replay.py", "tests/test_workflow.py", "tests/test_mutations.py",
+                 "tests/test_fault_injection.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    """The modules of LONGEST_FIRST first, then the rest by test count, most first; a module's own order is kept."""
+    def module(item) -> str:
+        return item.nodeid.split("::", 1)[0]
+
+    counts = Counter(module(item) for item in items)
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: (rank.get(module(item), len(rank)), -counts[module(item)], module(item)))
 
 
 @pytest.fixture(scope="session")

@@ -19,7 +19,7 @@ def run_entry(tmp_path, argv: list[str], setup: str = "", call: str = "entry", s
     finish = "cli.entry()" if call == "entry" else "sys.exit(cli.main())"
     script = "\n".join(["import sys", "from prh import cli", textwrap.dedent(setup), f"sys.argv = ['prh', *{argv!r}]", finish])
     return subprocess.run([sys.executable, "-c", script], cwd=tmp_path, stdout=stdout, stderr=subprocess.PIPE,
-                          text=True, timeout=60, env=ENV)
+                          text=True, timeout=600, env=ENV)
 
 
 SETUP = """
@@ -84,7 +84,7 @@ def test_exit_statuses_are_the_interpreter_s(tmp_path):
         assert run_entry(tmp_path, ["--help"], stdout=full).returncode == 120
         assert run_entry(tmp_path, ["--help"], stdout=full, call="main").returncode == 120  # the interpreter's own
     module = subprocess.run([sys.executable, "-m", "prh.cli", "no-such-command"], cwd=tmp_path, capture_output=True,
-                            text=True, timeout=60, env=ENV)
+                            text=True, timeout=600, env=ENV)
     assert module.returncode == 1 and "unknown command" in module.stderr
 
 
@@ -102,7 +102,7 @@ def closed_pipe(tmp_path, argv: list[str], setup: str = "", *, read_first_line: 
         proc.stdout.readline()
     proc.stdout.close()
     err = proc.stderr.read().decode()
-    return proc.wait(timeout=60), err
+    return proc.wait(timeout=600), err
 
 
 @pytest.mark.parametrize("argv", LISTS, ids=lambda a: " ".join(a))

@@ -179,7 +179,7 @@ def test_snakemake_plans_the_prepare_rules_before_the_dataset(tmp_path):
         shutil.copy(ROOT / name, tmp_path / name)
     _dci_download(tmp_path / "downloads")  # the DCI download is there; Places' is not (the job will say so)
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    proc = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--config", "suite=paper", "--",
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "-n", "-p", "--config", "suite=paper", "--",
                            "results/data/dci/meta.json", "results/data/places365_val/meta.json"],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     log = proc.stdout + proc.stderr

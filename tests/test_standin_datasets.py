@@ -276,7 +276,7 @@ def test_standin_hub_refuses_a_real_cache(tmp_path):
     (real / "hub" / "models--gpt2" / "refs").mkdir(parents=True)
     (real / "hub" / "models--gpt2" / "refs" / "main").write_text("a" * 40)
     r = subprocess.run([sys.executable, "-m", "prh.cli", "standin-hub", "--hf-home", str(real)],
-                       capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parents[1])
+                       capture_output=True, text=True, timeout=600, cwd=Path(__file__).resolve().parents[1])
     assert r.returncode != 0 and "looks like a real Hugging Face cache" in r.stderr
     assert (real / "hub" / "models--gpt2" / "refs" / "main").read_text() == "a" * 40
     assert not (real / "standin-hub.json").exists()
