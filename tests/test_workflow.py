@@ -46,11 +46,7 @@ def run(cmd, cwd, check=True, env=None):
 def planned_jobs(cwd, *extra) -> dict[str, int]:
     """Rule name -> number of jobs a dry run plans (empty when there is nothing to do)."""
     proc = run(["snakemake", "--dry-run", "--cores", "1", *extra], cwd)
-    return job_stats(proc.stdout + proc.stderr)
-
-
-def job_stats(out: str) -> dict[str, int]:
-    """Rule name -> number of jobs, from a dry run's log ("Job stats:"); empty when there is nothing to do."""
+    out = proc.stdout + proc.stderr
     if "Nothing to be done" in out:
         return {}
     table = out.split("Job stats:", 1)[1]
