@@ -39,10 +39,7 @@ def repo_root() -> Path:
     return ROOT
 
 
-# An S3 client that finds no credentials of the user's (~/.aws) and asks no cloud metadata service for some.
-S3_ISOLATED = {"AWS_SHARED_CREDENTIALS_FILE": "/nonexistent/aws/credentials", "AWS_CONFIG_FILE": "/nonexistent/aws/config",
-               "AWS_EC2_METADATA_DISABLED": "true", "AWS_DEFAULT_REGION": "us-east-1"}
-S3_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}  # fake: moto takes any
+from s3_env import S3_CREDENTIALS, S3_ISOLATED  # noqa: E402  (a module of its own: tests/slurm has a conftest too)
 
 
 @pytest.fixture(scope="session")

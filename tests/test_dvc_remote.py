@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import S3_CREDENTIALS, S3_ISOLATED
+from s3_env import S3_CREDENTIALS, S3_ISOLATED
 
 BIN = Path(sys.executable).parent
 

@@ -181,7 +181,7 @@ def test_gpu_count_follows_the_configured_card_memory(paper_copy):
     targets = [f"results/experiments/lm_score/{m}.json" for m in ("llama3-70b", "llama-30b", "bloomz-560m")]
     found = {}
     for cards, extra in ((80, []), (40, ["--configfile", "cards.yaml"])):
-        proc = subprocess.run([sys.executable, "-m", "snakemake", "--dry-run", "--profile", "profiles/slurm",
+        proc = subprocess.run([sys.executable, "-m", "snakemake", "--dry-run", "--printshellcmds", "--profile", "profiles/slurm",
                                *extra, "--config", "suite=paper", "--", *targets],
                               cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
         log = proc.stdout + proc.stderr

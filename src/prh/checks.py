@@ -43,6 +43,7 @@ REFERENCES = {**{f"suites.*.{key}": "dataset" for key in ("paired_dataset", "vis
               "lte.dataset": "dataset", "convergence.vision_models.*": "model set", "phase.vision_models.*": "model set",
               "phase.language_models.*": "model set", "downstream.language_models.*": "model set",
               "downstream.vision_models.*": "model set", "convergence.preregistered.vision_models": "model set",
+              "convergence.relational.model_set": "model set",
               "bridge.*.strongest_vision": "model", "color.images.*": "dataset", "sample_size.dataset.*": "dataset",
               "sample_size.vision_models.*": "model", "sample_size.language_models.*": "model",
               "lte.paper.datasets": "dataset", "downstream.strongest_vision": "model",

@@ -16,4 +16,4 @@ SLICES = {
     "run-platonic": ("topk", "quantile", "platonic_sensitivity"),
 }
 # keys only the rules read (which models and datasets the jobs take)
-WORKFLOW_KEYS = ("vision_models", "vtab_tasks")
+WORKFLOW_KEYS = ("vision_models", "vtab_tasks", "relational")  # relational: zoo_language.smk reads it (issue 48)
