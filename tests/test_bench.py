@@ -191,7 +191,8 @@ def test_the_progress_line_says_the_steps_and_the_time_left():
 
 
 def test_start_run_puts_the_time_left_on_snakemake_s_terminal_handler_only(tmp_path, monkeypatch, capsys):
-    monkeypatch.delenv("PRH_RUSAGE_LOG", raising=False)
+    monkeypatch.setenv("PRH_RUSAGE_LOG", "unset")  # recorded, so that teardown removes what start_run sets
+    monkeypatch.delenv("PRH_RUSAGE_LOG")
     (tmp_path / "costs.json").write_text(json.dumps(COSTS))
     terminal, logfile = logging.StreamHandler(), logging.FileHandler(tmp_path / "log")
     terminal.name = "DefaultStreamHandler"

@@ -27,7 +27,8 @@ def as_user_without_root(argv: list[str]) -> list[str]:
 
 
 def run_prh(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HOME": str(cwd), "TQDM_DISABLE": "1", "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PRH_")}  # no job-side settings of other tests
+    env = {**env, "HOME": str(cwd), "TQDM_DISABLE": "1", "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
     return subprocess.run(as_user_without_root([sys.executable, "-m", "prh.cli", *args]), cwd=cwd, env=env,
                           capture_output=True, text=True)
 
