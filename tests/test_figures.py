@@ -34,7 +34,8 @@ def test_dvc_plots_are_the_registered_figures(repo_root):
     stems = [p.removeprefix("results/figures/").removesuffix(".png") for p in plots]
     patterns = [re.compile(re.sub(r"\\\{\w+\\\}", ".+", re.escape(n)) + "$") for n in FIGURES]
     assert all(any(p.match(s) for p in patterns) for s in stems), stems
-    assert {n for n, f in FIGURES.items() if "{" not in n and "png" in f.formats} <= set(stems)
+    # a preset's figure (presets/<name>.yaml) is not an output of the default `dvc repro`
+    assert {n for n, f in FIGURES.items() if "{" not in n and "png" in f.formats and not f.preset} <= set(stems)
 
 
 def test_figure_table_names_each_figure_with_its_rule_and_code(repo_root):

@@ -12,8 +12,7 @@ from prh.checks import check_config
 from prh.config import language_runs, load, merge
 from prh.pooling import mde_correlation, pooled_spearman_power, runs_for_power
 
-TARGETS = ["results/experiments/zoo/relational.json",
-           "results/alignment/shapes_eval/mutual_knn/language_relational__zoo_vision_trained.json"]
+TARGETS = ["results/experiments/convergence/relational.json", "results/figures/convergence_relational.pdf"]
 
 
 @pytest.fixture(scope="module")
@@ -46,6 +45,7 @@ def test_the_preset_plans_the_runs(repo_root):
     trained = {k for k in jobs if k.startswith("train_language_")}
     assert len(trained) == 36 and all(k.startswith("train_language_rel_") for k in trained)  # not the default zoo
     assert jobs["extract_language"] == 110 and jobs["score_relational"] == 1 and jobs["align"] == 1
+    assert jobs["relational_test"] == 1 and jobs["plot_convergence_relational"] == 1  # the analysis and its figure
 
 
 def test_the_mix_reaches_the_command_only_where_it_is_set(repo_root):

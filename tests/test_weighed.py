@@ -503,5 +503,5 @@ def test_run_matches_is_an_equivalence_test_at_the_sesoi():
 
 
 def test_a_decision_null_must_be_finite():
-    with pytest.raises(ValueError, match="no_effect a finite number"):
+    with pytest.raises(ValueError, match="no_effect must be a finite number"):
         check_decision({**RUN, "no_effect": float("nan")})

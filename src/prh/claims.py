@@ -2,18 +2,18 @@
 
 A verdict is one of four labels:
 
-* ``not testable``: the rule cannot fire on this data (an undefined statistic, one paired
-  unit, a base rate of 0 or 1, too few units);
-* ``inconclusive``: the rule can fire, but the data cannot tell (an interval straddling the
-  equivalence margin, a validity gate not passed, an effect too small to read);
+* ``not testable``: the rule cannot fire on this data (an undefined statistic, one paired unit, a base rate of 0 or
+  1, too few units);
+* ``inconclusive``: the rule can fire, but the data cannot tell (an interval straddling the equivalence margin, a
+  validity gate not passed, an effect too small to read);
 * ``reproduced`` / ``not reproduced``: the pre-registered rule passed / failed.
 
 :func:`verdict` is the only function that picks a label; :func:`interval_verdict`,
 :func:`correlation_verdict` and :func:`seeds_verdict` (independent runs) are rules written with it. :func:`replication`
-adds what the number of independent runs allows: a "reproduced" that rests on fewer than
-``MIN_SEEDS`` runs is marked "one seed: provisional" (``provisional`` in the ledger).
-:func:`replicated_verdict` joins one claim's verdicts from independent replicates of a whole study
-(the master seeds of ``claims.replicates``): the replication rule, fixed before the replicate run.
+adds what the number of independent runs allows: a "reproduced" that rests on fewer than ``MIN_SEEDS`` runs is marked
+"one seed: provisional" (``provisional`` in the ledger). :func:`replicated_verdict` joins one claim's verdicts from
+independent replicates of a whole study (the master seeds of ``claims.replicates``): the replication rule, fixed
+before the replicate run.
 
 Issue 47 (``DECISION_RULE``): :func:`weigh` judges a claim from its replicates pooled, the run as unit, against its
 smallest effect of interest (its manifest's ``decision``), with its power (MDE at 80 %); the registered verdict beside.
@@ -39,8 +39,8 @@ PROVISIONAL = "one seed: provisional"
 
 
 def verdict(passed: bool | None, *, testable: bool = True, conclusive: bool = True) -> str:
-    """The label of a rule's outcome: ``passed`` None or ``testable`` False -> not testable; else
-    ``conclusive`` False -> inconclusive; else reproduced / not reproduced."""
+    """The label of a rule's outcome: ``passed`` None or ``testable`` False -> not testable; else ``conclusive`` False
+    -> inconclusive; else reproduced / not reproduced."""
     if passed is None or not testable:
         return "not testable"
     if not conclusive:
@@ -51,10 +51,9 @@ def verdict(passed: bool | None, *, testable: bool = True, conclusive: bool = Tr
 def interval_verdict(kind: str, lo: float | None, hi: float | None, margin: float) -> str:
     """A "beats" (A - B > 0) or "matches" (|A - B| < margin) claim from an interval of A - B.
 
-    beats: reproduced when lo > 0; not reproduced when hi < margin (no effect as large as the
-    margin is compatible); inconclusive otherwise. matches: reproduced when the interval lies
-    inside (-margin, margin); not reproduced when it lies wholly outside; inconclusive otherwise.
-    No interval (one paired unit): not testable."""
+    beats: reproduced when lo > 0; not reproduced when hi < margin (no effect as large as the margin is compatible);
+    inconclusive otherwise. matches: reproduced when the interval lies inside (-margin, margin); not reproduced when
+    it lies wholly outside; inconclusive otherwise. No interval (one paired unit): not testable."""
     if kind not in ("beats", "matches"):
         raise ValueError(f"kind={kind!r} must be 'beats' or 'matches'")
     if lo is None or hi is None:
@@ -76,13 +75,13 @@ def correlation_verdict(r: float | None, p: float | None, n: int | None, *, alph
 
 
 def seeds_verdict(effects, passed: bool | None, *, margin: float = 0.0) -> str:
-    """A claim replicated over independent runs (issue 36): ``effects`` holds one signed effect per run
-    (positive = the claimed direction), ``passed`` whether the pre-registered statistic passed.
+    """A claim replicated over independent runs (issue 36): ``effects`` holds one signed effect per run (positive =
+    the claimed direction), ``passed`` whether the pre-registered statistic passed.
 
-    not testable: the rule cannot fire (``passed`` None, no run, an undefined effect);
-    inconclusive: the runs disagree in sign, or the mean effect lies within ``margin`` of 0;
-    reproduced: passed and every run agrees (fewer than ``MIN_SEEDS`` runs: still "reproduced",
-    and :func:`replication` marks it provisional); not reproduced otherwise."""
+    not testable: the rule cannot fire (``passed`` None, no run, an undefined effect); inconclusive: the runs
+    disagree in sign, or the mean effect lies within ``margin`` of 0;
+    reproduced: passed and every run agrees (fewer than ``MIN_SEEDS`` runs: still "reproduced", and
+    :func:`replication` marks it provisional); not reproduced otherwise."""
     effects = [float(e) for e in effects]
     if not effects or any(not math.isfinite(e) for e in effects):
         return verdict(None)
@@ -181,6 +180,7 @@ def weighed_verdict(*, effect: float | None, p: float | None, interval, sesoi: f
 
 
 KINDS = ("correlation", "beats", "matches", "sign_flip", "descriptive", "run_mean", "run_matches")
+CHOICES = {"direction": (1, -1), "own_p": (False, True), "strata": ("random", "fixed")}  # a decision's keys of few values
 
 
 def check_decision(decision: dict, where: str = "claim") -> dict:
@@ -189,11 +189,11 @@ def check_decision(decision: dict, where: str = "claim") -> dict:
     ``reason`` (why that size), ``set`` (when, and what had been seen), optional ``direction`` (1 rises, -1 falls),
     ``tests`` (the Holm family), ``interval_level`` (the level of the replicates' own intervals, beats/matches),
     ``runs`` (the independent runs inside one replicate when its recorded p counts units clustered in them),
-    ``no_effect`` and ``own_p`` (run_mean / run_matches: the statistic's value at no effect, default 0; whether each replicate's ``p``
-    is its own two-sided test of the statistic, to be weighed, default false)."""
+    ``no_effect`` and ``own_p`` (run_mean / run_matches: the value at no effect; each replicate's ``p`` its own test,
+    to be weighed), ``strata`` (correlation: "random" replicates, or "fixed" strata of one design)."""
     if not isinstance(decision, dict):
         raise ValueError(f"{where}: decision must be a mapping, got {decision!r}")
-    known = {"kind", "sesoi", "reason", "set", "direction", "tests", "interval_level", "runs", "no_effect", "own_p"}
+    known = {"kind", "sesoi", "reason", "set", "tests", "interval_level", "runs", "no_effect", *CHOICES}
     extra = sorted(set(decision) - known)
     if extra:
         raise ValueError(f"{where}: decision has unknown keys {extra}; known: {sorted(known)}")
@@ -207,14 +207,14 @@ def check_decision(decision: dict, where: str = "claim") -> dict:
     for key in ("reason", "set"):
         if not isinstance(decision.get(key), str) or not decision[key].strip():
             raise ValueError(f"{where}: decision needs a non-empty {key!r}")
-    if decision.get("direction", 1) not in (1, -1):
-        raise ValueError(f"{where}: decision direction must be 1 or -1, got {decision['direction']!r}")
+    for key, allowed in CHOICES.items():  # the first is the default; True is not 1 here
+        if not any(decision.get(key, allowed[0]) == a and type(decision.get(key, allowed[0])) is type(a) for a in allowed):
+            raise ValueError(f"{where}: decision {key} must be one of {list(allowed)}, got {decision[key]!r}")
     tests = decision.get("tests", 1)
     if isinstance(tests, bool) or not isinstance(tests, int) or tests < 1:
         raise ValueError(f"{where}: decision tests must be an integer >= 1, got {tests!r}")
-    if decision.get("own_p", False) not in (True, False) or not _finite(decision.get("no_effect", 0.0)):
-        raise ValueError(f"{where}: decision own_p must be true or false and no_effect a finite number, got "
-                         f"{decision.get('own_p')!r}, {decision.get('no_effect')!r}")
+    if not _finite(decision.get("no_effect", 0.0)):
+        raise ValueError(f"{where}: decision no_effect must be a finite number, got {decision['no_effect']!r}")
     if (runs := decision.get("runs")) is not None and (isinstance(runs, bool) or not isinstance(runs, int) or runs < 2):
         raise ValueError(f"{where}: decision runs must be an integer >= 2, got {runs!r}")
     return decision
@@ -296,7 +296,7 @@ def weigh(decision: dict, entries, *, alpha: float) -> dict:
         effects = [sign * float(e["value"]) for e in used]
         pooled = pooled_spearman(effects, ns)
         p = min(1.0, tests * pooled["p"])
-        meta = fisher_z_meta(effects, ns, level=level)
+        meta = fisher_z_meta(effects, ns, level=level, fixed=decision.get("strata") == "fixed")
         interval = None if meta is None else meta["interval"]
         label = weighed_verdict(effect=pooled["mean_r"], p=p, interval=interval, sesoi=sesoi, alpha=alpha,
                                 min_p=min(1.0, tests * pooled["min_p"]), gate=gate)

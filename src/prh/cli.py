@@ -88,6 +88,7 @@ STAGES: dict[str, dict[str, tuple[str, str]]] = {
     "studies": {
         "run-convergence": ("prh.studies.convergence.run:main", "PRH Figs 2 and 3: competence and language-vision"),
         "run-platonic": ("prh.studies.convergence.run:platonic_main", "alignment with the world kernel (offline)"),
+        "relational-test": ("prh.studies.convergence.relational:main", "the relational language test, run as unit (issue 48)"),
         "score-mc": ("prh.studies.downstream.run:mc_main", "score LMs on the shapes-world multiple choice (Fig 4)"),
         "run-downstream": ("prh.studies.downstream.run:main", "PRH Fig 4: alignment vs downstream scores"),
         "run-density": ("prh.studies.density.run:main", "PRH Fig 9: alignment per caption density"),

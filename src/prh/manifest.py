@@ -35,6 +35,7 @@ class Figure:
     study: str  # the study (or the stage) whose numbers it plots
     kwargs: dict = field(default_factory=dict)
     formats: tuple[str, ...] = ("pdf", "png")  # the files it writes; the first is the one the report shows
+    preset: str | None = None  # the preset (presets/<name>.yaml) whose run draws it; None: the default run
 
     @property
     def rule(self) -> str:
@@ -116,7 +117,7 @@ def load_study(path) -> Study:
     figures = tuple(
         Figure(f["name"], f"prh.plots.{name}:{f['draw']}",
                {k: f"{EXPERIMENTS}/{name}/{v}" for k, v in f["inputs"].items()}, f"{name}/{f['caption']}",
-               f["category"], name, f.get("kwargs", {}), tuple(f.get("formats", ("pdf", "png"))))
+               f["category"], name, f.get("kwargs", {}), tuple(f.get("formats", ("pdf", "png"))), f.get("preset"))
         for f in doc.get("figures") or ())
     return Study(name=name, title=doc["title"], source=doc["source"], outputs=tuple(doc["outputs"]),
                  figures=figures, commands=tuple(doc["commands"]),

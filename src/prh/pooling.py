@@ -155,14 +155,23 @@ def random_effects(effects, ses, *, level: float = 0.95) -> dict:
 SPEARMAN_Z_VAR = 1.06  # var(atanh r_s) ~ 1.06 / (n - 3) (Fieller, Hartley & Pearson 1957)
 
 
-def fisher_z_meta(rs, ns, *, level: float = 0.95) -> dict:
+def fisher_z_meta(rs, ns, *, level: float = 0.95, fixed: bool = False) -> dict:
     """``random_effects`` on Fisher's z of Spearman r (var 1.06 / (n - 3)), back on the r scale: ``estimate`` and
-    ``interval`` are r. A replicate with n <= 3 has no z variance and is left out (None if none is left)."""
+    ``interval`` are r. A replicate with n <= 3 has no z variance and is left out (None if none is left).
+    ``fixed``: the strata of one design (issue 48: sizes), not draws of replicates: the inverse-variance (fixed
+    effect) mean and its normal interval (random effects over 2 strata would have 1 df, a t of 12.7)."""
     keep = [(float(r), int(n)) for r, n in zip(rs, ns) if n is not None and n > 3]
     if not keep:
         return None
     z = [math.atanh(max(-0.999999, min(0.999999, r))) for r, _ in keep]
     se = [math.sqrt(SPEARMAN_Z_VAR / (n - 3)) for _, n in keep]
+    if fixed:
+        w = np.array([1 / s**2 for s in se])
+        mu, se_mu = float(w @ np.array(z) / w.sum()), float(1 / math.sqrt(w.sum()))
+        half = normal_quantile(0.5 + level / 2) * se_mu
+        return {"estimate": math.tanh(mu), "se": se_mu, "interval": [math.tanh(mu - half), math.tanh(mu + half)],
+                "k": len(keep), "tau2": None, "method": "fixed effect (inverse variance) over strata on Fisher z, "
+                                                         "var 1.06/(n-3), normal interval"}
     out = random_effects(z, se, level=level)
     return {**out, "estimate": math.tanh(out["estimate"]), "interval": [math.tanh(v) for v in out["interval"]],
             "method": out["method"] + " on Fisher z, var 1.06/(n-3)"}

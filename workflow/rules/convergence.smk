@@ -226,3 +226,33 @@ if SUITE == "offline":
         f"{CONV}/platonic_metrics.json",
         *figure_targets("convergence_platonic_reference", "convergence_fig03_preregistered"),
     ]
+
+
+if SUITE == "offline" and REL_MODELS:
+
+    # Issue 48's pre-registered relational test (presets/language.yaml): the run as unit, strata = sizes
+    rule relational_test:
+        input:
+            relational=rules.score_relational.output[0],
+            cross=f"{R}/alignment/{LM_EVAL_DATASET}/mutual_knn/{REL_CFG['model_set']}__"
+            f"{CONV_CFG['preregistered']['vision_models']}.json",
+        output:
+            f"{CONV}/relational.json",
+        log:
+            log_path("relational_test", "language"),
+        benchmark:
+            bench_path("relational_test", "language")
+        conda:
+            CONDA_ENV
+        resources:
+            mem_mb=2000,
+            runtime=10,
+        params:
+            zoo=json_param(ZOO_RUNS),
+            models=" ".join(REL_MODELS),
+            config=json_param({k: REL_CFG[k] for k in ("alpha", "sesoi", "effect", "seed")}),
+        shell:
+            "prh relational-test --relational {input.relational} --cross {input.cross} --zoo {params.zoo}"
+            " --model-set {params.models} --config {params.config} --out {output} > {log} 2>&1"
+
+    TARGETS += [rules.relational_test.output[0], *figure_targets("convergence_relational")]

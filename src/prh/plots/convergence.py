@@ -15,7 +15,8 @@ import numpy as np
 
 from prh.plots import nan_if_none, save_figure
 
-__all__ = ["plot_competence", "plot_model_map", "plot_language_vision", "plot_preregistered", "plot_platonic"]
+__all__ = ["plot_competence", "plot_model_map", "plot_language_vision", "plot_preregistered", "plot_platonic",
+           "plot_relational"]
 
 
 def _runs(names) -> dict[str, list[tuple[int, str]]]:
@@ -170,4 +171,56 @@ def plot_platonic(data: dict, out: Path) -> list[Path]:
                      f"n={c['n']})", fontsize=8)
         ax.set_xlabel(label)
         ax.set_ylabel(f"alignment with world kernel (k={data['settings']['topk']})")
+    return save_figure(fig, out)
+
+
+def plot_relational(data: dict, out: Path) -> list[Path]:
+    """Issue 48's relational test (``prh relational-test``): (a) competence first: each run's relational accuracy
+    by data mix against chance; (b) the test: accuracy against the gain over the untrained model, one point per run;
+    (c) each run's trajectory of calibrated alignment over its checkpoints, the untrained model of its size dashed."""
+    import matplotlib.pyplot as plt
+
+    points, w, gate = data["points"], data["weighed"], data["gate"]
+    families = sorted({p["family"] for p in points})
+    mixes = sorted({p["mix"] for p in points})
+    colors = {m: plt.cm.viridis(i / max(1, len(mixes) - 1)) for i, m in enumerate(mixes)}
+    markers = dict(zip(families, "osD^v"))
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.9), constrained_layout=True)
+    ax = axes[0]
+    for i, p in enumerate(points):
+        jitter = (i % 7 - 3) * 0.012
+        ax.scatter(p["mix"] + jitter + 0.06 * families.index(p["family"]), p["accuracy"], color=colors[p["mix"]],
+                   marker=markers[p["family"]], edgecolor="k", s=22, zorder=3)
+    ax.axhline(data["competence"]["chance_mean"], color="0.4", ls="--", lw=0.8, label="chance")
+    ax.set_xlabel("relational share of the QA slots (data mix)")
+    ax.set_ylabel("relational multiple-choice accuracy")
+    ax.set_title(f"competence: {data['competence']['runs_above_chance']} of {data['n']} runs above chance", fontsize=8)
+    ax.legend(fontsize=6)
+    ax = axes[1]
+    for p in points:
+        ax.scatter(p["accuracy"], p["gain"], color=colors[p["mix"]], marker=markers[p["family"]], edgecolor="k",
+                   s=26, zorder=3)
+    ax.axhline(0, color="0.5", lw=0.8, ls="--")
+    per = ", ".join(f"{f}: r={nan_if_none(s['spearman_r']):.2f}" for f, s in data["strata"].items())
+    ax.set_title(f"unit = run (n={data['n']}); {per}\npooled r={nan_if_none(w['value']):.2f}, "
+                 f"p={nan_if_none(w['p']):.2g}, power {data['power']['power']:.2f}; {data['verdict']}", fontsize=8)
+    ax.set_xlabel("relational accuracy (final checkpoint)")
+    ax.set_ylabel("calibrated alignment gain over untrained")
+    ax = axes[2]
+    for p in points:
+        steps = [t["step"] for t in p["trajectory"]]
+        ax.plot(steps, [t["outcome"] for t in p["trajectory"]], color=colors[p["mix"]], lw=0.8, alpha=0.7,
+                ls="-" if families.index(p["family"]) == 0 else ":")
+    for f in families:
+        base = next(p["untrained_outcome"] for p in points if p["family"] == f)
+        ax.axhline(base, color="k", lw=1, ls="--", label=f"untrained {f}")
+    ax.set_xscale("symlog", linthresh=100)
+    ax.set_xlabel("training step")
+    ax.set_ylabel("calibrated alignment with vision")
+    ax.set_title("trajectories (colour: mix; line: size)", fontsize=8)
+    handles = [plt.Line2D([], [], color=colors[m], marker="o", ls="", label=f"mix {m:g}") for m in mixes]
+    handles += [plt.Line2D([], [], color="0.3", marker=markers[f], ls="", label=f) for f in families]
+    ax.legend(handles=handles + ax.get_legend_handles_labels()[0], fontsize=6)
+    fig.suptitle(f"relational language test (issue 48, pre-registered); gate: {gate['n_passed']} of "
+                 f"{gate['n_runs']} final checkpoints follow the left-most swap", fontsize=9)
     return save_figure(fig, out)

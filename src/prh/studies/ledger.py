@@ -155,7 +155,7 @@ def _with_post_hoc(row: dict, spec) -> dict:
 
 def weighed(row: dict, decision: dict | None, alpha: float, entries: list[dict] | None = None) -> dict:
     """``row`` (its ``verdict`` the registered rule's) with issue 47's weighed verdict beside it: ``verdict`` becomes
-    ``prh.claims.weigh`` over ``entries`` (the replicates' entries; default: the row alone), ``verdict_registered``
+    ``prh.claims.weigh`` over ``entries`` (the replicates' entries; default: the row's ``strata``, else the row alone), ``verdict_registered``
     keeps the registered one; ``value``, ``interval``, ``p`` and ``n`` become the pooled ones, ``sesoi`` (with its
     reason), ``mde`` (80 % power), ``method``, ``replicates`` and ``post_hoc`` (when the decision was set) are added.
     A claim with no decision keeps its registered verdict, and says so in ``method``."""
@@ -165,7 +165,8 @@ def weighed(row: dict, decision: dict | None, alpha: float, entries: list[dict] 
                 "method": "registered rule (no SESOI declared)", "replicates": row.get("replicates"), "post_hoc": None}
     recorded = row.get("recorded") or {k: row.get(k) for k in ("value", "interval", "p", "n")}
     single = entries is None
-    entries = [recorded] if single else entries
+    # a study run once whose test pools strata of independent units (issue 48: sizes) records each as an entry
+    entries = (row.get("strata") or [recorded]) if single else entries
     got = weigh(decision, entries, alpha=alpha)
     if got["verdict"] is None:  # the records lack what the decision reads: the registered verdict stands, said so
         return {**row, "verdict_registered": registered, "sesoi": None, "sesoi_reason": None, "mde": None,

@@ -22,7 +22,24 @@ def _run_level(rl: dict | None) -> str | None:
     return f"run-level p = {rl['p_permutation']:.3g} ({rl['clusters']} runs as clusters, {rl['permutations']} permutations)"
 
 
-def results(suite: str, alpha: float, *, metrics: dict, platonic: dict | None, world_gate: dict | None = None) -> dict:
+def _relational(test: dict) -> dict:
+    """Issue 48's row: the verdict the registered test gave (``prh relational-test``), its strata as the entries the
+    ledger weighs (sizes of independent runs; none when no run passed the gate: not testable, as registered)."""
+    w, gate, power = test["weighed"], test["gate"], test["power"]
+    strata = [{"value": s["spearman_r"] if gate["passed"] else None, "n": s["n"]} for s in test["strata"].values()]
+    per_size = ", ".join(f"{f} r = {s['spearman_r']:.3g} (n = {s['n']})" if s["spearman_r"] is not None
+                         else f"{f} r undefined" for f, s in test["strata"].items())
+    note = "; ".join(filter(None, [
+        per_size, f"power {power['power']:.2f} at rho = {power['effect']:g}",
+        f"gate: {gate['n_passed']} of {gate['n_runs']} final checkpoints follow the left-most swap"
+        + ("" if gate["passed"] else ": not testable, the predictor does not read the relation"),
+        f"competence: {test['competence']['runs_above_chance']} of {test['n']} runs above chance"]))
+    return {"value": w["value"], "p": w["p"], "n": test["n"], "interval": w["interval"], "seeds": test["n"],
+            "verdict": test["verdict"], "strata": strata, "note": note}
+
+
+def results(suite: str, alpha: float, *, metrics: dict, platonic: dict | None, world_gate: dict | None = None,
+            relational: dict | None = None) -> dict:
     seeds = 1 if suite == "offline" else None  # offline: one draw of the zoo; paper: fixed public checkpoints
     out = {"fig02_competence": correlation(metrics["competence_alignment"], alpha, seeds),
            "fig03_descriptive": correlation(metrics["language_vision_descriptive"], alpha, seeds)}
@@ -58,6 +75,8 @@ def results(suite: str, alpha: float, *, metrics: dict, platonic: dict | None, w
                     f"{', '.join(untestable)}" if untestable else ""),
                 None if written is None else f"as first written (every kept attribute, testable or not): "
                                              f"{written:.3g} passed, {verdict(gate.get('passed_as_written'))}"]))}
+    if relational is not None:  # presets/language.yaml only
+        out["relational"] = _relational(relational)
     for modality in ("vision", "language"):
         if modality in ((platonic or {}).get("platonic") or {}):
             out[f"platonic_{modality}"] = correlation(platonic["platonic"][modality], alpha, seeds)
