@@ -46,6 +46,7 @@ def test_the_preset_plans_the_runs(repo_root):
     assert len(trained) == 36 and all(k.startswith("train_language_rel_") for k in trained)  # not the default zoo
     assert jobs["extract_language"] == 110 and jobs["score_relational"] == 1 and jobs["align"] == 1
     assert jobs["relational_test"] == 1 and jobs["plot_convergence_relational"] == 1  # the analysis and its figure
+    assert jobs["lm_eval_relational"] == 1  # the secondary predictor: bits per byte of the same models
 
 
 def test_the_mix_reaches_the_command_only_where_it_is_set(repo_root):

@@ -85,6 +85,12 @@ def test_the_strata_r_the_pooled_p_and_the_row_the_ledger_weighs():
     assert [t["step"] for t in point["trajectory"]] == [0, 10, 30]
     assert 0 < res["power"]["power"] < 1 and res["power"]["ns"] == [6, 6]
     assert res["competence"]["runs_above_chance"] == sum(acc[r["final"]] > 0.25 for r in runs.values())
+    assert res["secondary"]["note"].startswith("not computed")
+    bpb = {"models": {m: {"reducible_fraction": acc[m]} for m in names}}  # as the primary: the same ranks
+    second = relational_test(relational=relational, cross=cross, runs=runs, vision_models=VISION, alpha=0.05,
+                             sesoi=0.1, effect=0.5, power_sims=10, bpb=bpb)["secondary"]
+    assert second["strata"]["rel_s"]["spearman_r"] == pytest.approx(res["strata"]["rel_s"]["spearman_r"])
+    assert second["p"] == pytest.approx(res["weighed"]["p"], abs=0.01)
     # the ledger row: weighed from its strata, the same pooled test as the command's
     row = results("offline", 0.05, metrics=METRICS, platonic=None, relational=res)["relational"]
     decision = {"kind": "correlation", "sesoi": 0.1, "reason": "x", "set": "y"}

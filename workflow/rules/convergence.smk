@@ -234,6 +234,7 @@ if SUITE == "offline" and REL_MODELS:
     rule relational_test:
         input:
             relational=rules.score_relational.output[0],
+            bpb=rules.lm_eval_relational.output[0],
             cross=f"{R}/alignment/{LM_EVAL_DATASET}/mutual_knn/{REL_CFG['model_set']}__"
             f"{CONV_CFG['preregistered']['vision_models']}.json",
         output:
@@ -252,7 +253,7 @@ if SUITE == "offline" and REL_MODELS:
             models=" ".join(REL_MODELS),
             config=json_param({k: REL_CFG[k] for k in ("alpha", "sesoi", "effect", "seed")}),
         shell:
-            "prh relational-test --relational {input.relational} --cross {input.cross} --zoo {params.zoo}"
+            "prh relational-test --relational {input.relational} --bpb {input.bpb} --cross {input.cross} --zoo {params.zoo}"
             " --model-set {params.models} --config {params.config} --out {output} > {log} 2>&1"
 
     TARGETS += [rules.relational_test.output[0], *figure_targets("convergence_relational")]

@@ -238,3 +238,23 @@ if SUITE == "offline" and REL_MODELS:
         shell:
             "prh score-relational --data {params.data} --models {params.models} --names {params.names}"
             " {params.settings} --out {output} > {log} 2>&1"
+
+    # the secondary predictor (reported, not in the verdict): held-out bits per byte of the same models
+    use rule lm_eval as lm_eval_relational with:
+        input:
+            **shapes_files(LM_EVAL_DATASET),
+            train=list(shapes_files(LM_TRAIN_DATASET).values()),
+            models=[f"{model_dir(m)}/config.json" for m in REL_MODELS],
+        output:
+            f"{R}/experiments/zoo/relational_bpb.json",
+        log:
+            log_path("lm_eval", "relational"),
+        benchmark:
+            bench_path("lm_eval", "relational")
+        params:
+            data=lambda w, input: os.path.dirname(input.captions),
+            train=lambda w, input: os.path.dirname(input.train[0]),
+            names=" ".join(REL_MODELS),
+            models=" ".join(model_dir(m) for m in REL_MODELS),
+            max_items=LM_EVAL_ITEMS,
+            world=json_param(config["world"]),

@@ -74,8 +74,29 @@ def _competence(points: list[dict], families: list[str]) -> dict:
             "mix_vs_accuracy": mix_r}
 
 
+def _secondary(points: list[dict], bpb: dict | None, families: list[str], seed: int) -> dict:
+    """The registered secondary predictor, reported and not in the verdict: the reducible fraction of bits per byte
+    (``prh eval-lm``) of each run's final checkpoint against its gain, per size and pooled as the primary is."""
+    from prh.pooling import pooled_spearman
+
+    models = (bpb or {}).get("models") or {}
+    if not all(p["final"] in models for p in points):
+        return {"note": "not computed: no bits per byte of every final checkpoint"}
+    for p in points:
+        p["reducible_fraction"] = float(models[p["final"]]["reducible_fraction"])
+    strata = {}
+    for fam in families:
+        pts = [p for p in points if p["family"] == fam]
+        res = spearman_permutation([p["reducible_fraction"] for p in pts], [p["gain"] for p in pts], permutations=10000,
+                                   alternative="two-sided", seed=seed)
+        strata[fam] = {"n": len(pts), "spearman_r": res["spearman_r"], "p_two_sided": res["p_permutation"]}
+    pooled = pooled_spearman([s["spearman_r"] for s in strata.values()], [s["n"] for s in strata.values()], seed=seed)
+    return {"predictor": "reducible fraction of bits per byte (final checkpoint)", "strata": strata,
+            "pooled_r": pooled["mean_r"], "p": pooled["p"]}
+
+
 def relational_test(*, relational: dict, cross: dict, runs: dict[str, dict], vision_models: list[str], alpha: float,
-                    sesoi: float, effect: float, seed: int = 0, power_sims: int = 4000) -> dict:
+                    sesoi: float, effect: float, seed: int = 0, power_sims: int = 4000, bpb: dict | None = None) -> dict:
     """The registered test (module docstring) on ``runs`` (``relational_runs``), ``relational`` (``prh
     score-relational``'s JSON), ``cross`` (a ``prh align`` table, the language set against ``vision_models``, with its
     permutation null). Returns the points, each size's r, the pooled verdict, the power, the gate and competence."""
@@ -122,7 +143,7 @@ def relational_test(*, relational: dict, cross: dict, runs: dict[str, dict], vis
         "predictor": "relational multiple-choice accuracy on held-out scenes (final checkpoint)",
         "outcome": "calibrated alignment of the final checkpoint minus the untrained same-size model's",
         "vision_models": list(vision_models), "points": points,
-        "competence": _competence(points, families),
+        "competence": _competence(points, families), "secondary": _secondary(points, bpb, families, seed),
         "gate": {"passed": bool(passing), "n_passed": len(passing), "passing": passing,
                  "n_runs": len(points)},
         "power": {"effect": effect, "alpha": alpha, "ns": ns, "sims": power_sims,
@@ -139,6 +160,7 @@ def main(argv: list[str] | None = None) -> None:
 
     p = argparse.ArgumentParser(prog="prh relational-test", description=__doc__.splitlines()[0])
     p.add_argument("--relational", required=True, help="prh score-relational's JSON (results/experiments/zoo/relational.json)")
+    p.add_argument("--bpb", help="prh eval-lm's JSON of the same models: the secondary predictor (reported only)")
     p.add_argument("--cross", required=True, help="prh align table of the relational language set against the vision set")
     p.add_argument("--zoo", required=True, type=json_object, help="JSON: the config's zoo.language runs")
     p.add_argument("--model-set", nargs="+", required=True, help="the relational language set's models")
@@ -156,7 +178,8 @@ def main(argv: list[str] | None = None) -> None:
     try:
         res = relational_test(relational=read_json(a.relational, keys=("models",)), cross=cross, runs=runs,
                               vision_models=list(cross["y_names"]), alpha=float(cfg["alpha"]),
-                              sesoi=float(cfg["sesoi"]), effect=float(cfg["effect"]), seed=int(cfg.get("seed", 0)))
+                              sesoi=float(cfg["sesoi"]), effect=float(cfg["effect"]), seed=int(cfg.get("seed", 0)),
+                              bpb=read_json(a.bpb, keys=("models",)) if a.bpb else None)
     except (ValueError, KeyError) as err:
         raise UsageError(str(err)) from err
     write_json(a.out, res)
