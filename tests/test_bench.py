@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import logging
 from types import SimpleNamespace
 
@@ -225,3 +226,48 @@ def test_the_default_profile_prints_progress_not_shell_commands(repo_root):
     # not the progress lines, nor the rule blocks: `quiet: rules` would hide a failed job's error and log too
     assert "host" in quiet and not quiet & {"progress", "rules", "all"}, quiet
     assert profile["show-failed-logs"] is True
+
+
+def test_on_a_terminal_the_progress_line_is_rewritten_in_place_below_the_messages(tmp_path, monkeypatch):
+    import io
+
+    from snakemake.logging import ColorizingTextHandler, DefaultFormatter
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    monkeypatch.setenv("PRH_RUSAGE_LOG", "unset")
+    monkeypatch.delenv("PRH_PROGRESS", raising=False)
+    (tmp_path / "costs.json").write_text(json.dumps(COSTS))
+
+    def run(stream):
+        terminal = ColorizingTextHandler(nocolor=True, stream=stream)
+        terminal.setFormatter(DefaultFormatter())
+        terminal.name = "DefaultStreamHandler"
+        start_run(["results/benchmarks/plot/a.tsv", "results/benchmarks/plot/b.tsv"], results=str(tmp_path), cores=1,
+                  costs_path=tmp_path / "costs.json", jobids=[1, 2], handlers=[terminal])
+        for record in (snakemake_record(None, "Select jobs to execute..."),
+                       snakemake_record("job_finished", "Finished jobid: 1 (Rule: a)", job_id=1),
+                       snakemake_record("progress", done=1, total=2),
+                       snakemake_record(None, "Select jobs to execute..."),
+                       snakemake_record("job_finished", "Finished jobid: 2 (Rule: b)", job_id=2),
+                       snakemake_record("progress", done=2, total=2),
+                       snakemake_record(None, "Complete log: x")):
+            terminal.handle(record)
+        return re.sub(r"\[\w{3} \w{3} +\d+ [\d:]+ \d{4}\]\n", "", stream.getvalue())  # the timestamps of job ends
+
+    clear = TimeLeft.CLEAR
+    out = run(Terminal())
+    assert out == ("Select jobs to execute...\nFinished jobid: 1 (Rule: a)\n" + clear + "1 of 2 steps (50%) done, 1 left"
+                   + clear + "Select jobs to execute...\n1 of 2 steps (50%) done, 1 left"
+                   + clear + "Finished jobid: 2 (Rule: b)\n1 of 2 steps (50%) done, 1 left"
+                   + clear + "2 of 2 steps (100%) done, 0 left\nComplete log: x\n")
+    # what a screen shows: each message once, above the one progress line, which ends with the run
+    screen = [line.rsplit("\r\x1b[2K", 1)[-1] for line in out.split("\n")]
+    assert screen == ["Select jobs to execute...", "Finished jobid: 1 (Rule: a)", "Select jobs to execute...",
+                      "Finished jobid: 2 (Rule: b)", "2 of 2 steps (100%) done, 0 left", "Complete log: x", ""]
+    # not a terminal (a CI log, a file), or PRH_PROGRESS=lines: one line per message, as before
+    assert "\r" not in run(io.StringIO())
+    monkeypatch.setenv("PRH_PROGRESS", "lines")
+    assert "\r" not in run(Terminal())

@@ -27,6 +27,7 @@ before it runs: ``benchmarks/default_costs.json`` is one measured default run, a
 from __future__ import annotations
 
 import argparse
+import atexit
 import csv
 import json
 import logging
@@ -74,7 +75,15 @@ def start_run(benchmarks: list, *, results: str, cores: int | None, costs_path: 
         print(format_expected(expected_duration(families, costs=costs, cores=cores)), file=sys.stderr, flush=True)
         terminal = next((h for h in handlers if h.name == TERMINAL_HANDLER), None)
         if jobids is not None and terminal is not None:
-            terminal.setFormatter(TimeLeft(terminal.formatter, dict(zip(jobids, families)), costs=costs, cores=cores))
+            # on a terminal the progress line is rewritten in place (PRH_PROGRESS=lines: one line per step)
+            isatty = getattr(getattr(terminal, "stream", None), "isatty", None)
+            in_place = bool(isatty and isatty()) and os.environ.get(PROGRESS_ENV) != "lines"
+            terminal.setFormatter(TimeLeft(terminal.formatter, dict(zip(jobids, families)), costs=costs, cores=cores,
+                                           in_place=in_place))
+            if in_place:
+                terminal.terminator = ""
+                # a run that stops before its last step (an error, Ctrl-C) still ends its progress line
+                atexit.register(lambda fmt=terminal.formatter: fmt.bottom and terminal.stream.write("\n"))
 
 
 def dry_run_duration(workflow, costs_path: str | os.PathLike) -> None:
@@ -91,28 +100,43 @@ def dry_run_duration(workflow, costs_path: str | os.PathLike) -> None:
 
 
 TERMINAL_HANDLER = "DefaultStreamHandler"  # the name of Snakemake's terminal log handler (snakemake.logging)
+PROGRESS_ENV = "PRH_PROGRESS"  # "lines": the progress as one line per step even on a terminal
 
 
 class TimeLeft(logging.Formatter):
     """A local run's progress line says the time left (issue 51): Snakemake's "N of M steps (x%) done", then the
     steps left and the jobs not yet finished priced as ``expected_duration`` prices a plan (with the costs file).
     Wraps the formatter of Snakemake's terminal handler; every other line is formatted as before. Snakemake's log
-    records carry ``event`` (``job_finished`` with ``job_id``, ``progress`` with ``done`` and ``total``)."""
+    records carry ``event`` (``job_finished`` with ``job_id``, ``progress`` with ``done`` and ``total``).
 
-    def __init__(self, inner: logging.Formatter, jobs: dict[int, str | None], *, costs: dict, cores: int):
+    In ``in_place`` mode (a terminal: ``start_run`` sets it and the handler's terminator to "") the progress line
+    stays at the bottom of the screen, rewritten in place: every other message clears it, prints above it, and
+    puts it back; the last step's line ends the run with its newline."""
+
+    CLEAR = "\r\x1b[2K"  # carriage return, erase the line
+
+    def __init__(self, inner: logging.Formatter, jobs: dict[int, str | None], *, costs: dict, cores: int,
+                 in_place: bool = False):
         super().__init__()
         self.inner, self.left, self.costs, self.cores = inner, dict(jobs), costs, cores
+        self.in_place, self.bottom = in_place, ""  # the progress line now on screen (in place)
 
     def format(self, record: logging.LogRecord) -> str:
         event = str(getattr(record, "event", "") or "")
         if event == "job_finished":
             self.left.pop(getattr(record, "job_id", None), None)
         line = self.inner.format(record)
-        if event == "progress" and isinstance(getattr(record, "total", None), int):
+        progress = event == "progress" and isinstance(getattr(record, "total", None), int)
+        if progress:
             steps = record.total - record.done
             wall = expected_duration(list(self.left.values()), costs=self.costs, cores=self.cores)["wall_s"]
             line += f", {steps} left, about {wall / 60:.0f} min to go" if wall >= 60 else f", {steps} left"
-        return line
+        if not self.in_place or not line or line == "None":
+            return line
+        if progress:
+            self.bottom = "" if record.done >= record.total else line
+            return self.CLEAR + line + ("" if self.bottom else "\n")
+        return (self.CLEAR if self.bottom else "") + line + "\n" + self.bottom
 
 
 MISSING = {"", "NA", "-", "nan"}
