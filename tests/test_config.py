@@ -242,3 +242,38 @@ def test_vtab_tasks_default_to_every_pair_and_a_list_picks_a_subset(repo_root):
     bad = {**cfg, "convergence": {**cfg["convergence"], "vtab_tasks": ["dtd", "imagenet"]}}
     with pytest.raises(ConfigError, match="task 'imagenet' has no dataset vtab_imagenet_train or vtab_imagenet_test"):
         check_references(bad)
+
+
+def _enums(node, where=""):
+    """(dotted schema path, values) of every ``enum`` in a schema tree."""
+    if isinstance(node, dict):
+        if isinstance(node.get("enum"), list):
+            yield where, node["enum"]
+        for k, v in node.items():
+            yield from _enums(v, f"{where}.{k}" if where else k)
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from _enums(v, f"{where}[{i}]")
+
+
+def test_the_schema_metric_lists_are_the_registry(repo_root):
+    """The schema's `alignment.metric` names exactly the registry's metrics (prh.metrics.names), in its order: a metric
+    added to or dropped from either side fails here, not in a job. Any other enum of metric names (sample_size's
+    sweep) is a subset of it."""
+    from prh.metrics.names import SUPPORTED_METRICS
+
+    schemas = repo_root / "workflow" / "schemas"
+    metric = config.load_schema(schemas / "alignment.schema.yaml")["properties"]["metric"]
+    assert metric["enum"] == SUPPORTED_METRICS, (
+        f"alignment.schema.yaml's metric enum {metric['enum']} differs from prh.metrics.names.SUPPORTED_METRICS "
+        f"{SUPPORTED_METRICS}: missing {sorted(set(SUPPORTED_METRICS) - set(metric['enum']))}, "
+        f"unknown {sorted(set(metric['enum']) - set(SUPPORTED_METRICS))}")
+    assert metric["default"] in SUPPORTED_METRICS
+    found = 0
+    for path in sorted(schemas.glob("*.schema.yaml")):
+        for where, values in _enums(config.load_schema(path)):
+            if set(values) & set(SUPPORTED_METRICS):
+                found += 1
+                unknown = sorted(set(values) - set(SUPPORTED_METRICS))
+                assert not unknown, f"{path.name}: {where} names metrics the registry lacks: {unknown}"
+    assert found >= 2  # alignment.metric and sample_size.metrics

@@ -1,7 +1,7 @@
 """DVC and Snakemake agree on what is stale (issue 49).
 
-- dvc.yaml's stage tracks every top-level block of params.yaml (one missing: an edit DVC, `make repro` and
-  `prh check-lock` call up to date while Snakemake plans jobs);
+- dvc.yaml's stage tracks params.yaml whole, so every top-level block (one missing: an edit DVC, `make repro` and
+  `prh check-lock` call up to date while Snakemake plans jobs), and `dvc status` sees an edit of any block;
 - byte-code caches are not part of the code dep;
 - a library change reruns the jobs whose command runs that code, and only those (Snakemake's own `code` trigger
   sees only rule text);
@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -25,11 +26,14 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_dvc_tracks_every_block_of_params_yaml():
+    """The stage tracks params.yaml whole (``- params.yaml:``), not a second list of its keys that a new block could be
+    missing from (sample_size was); every study of the registry has its block there."""
+    from prh.studies.ledger import STUDIES
+
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     stage = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["workflow"]
-    tracked = {p for p in stage["params"] if isinstance(p, str)}
-    assert not set(params) - tracked, f"dvc.yaml's params miss {sorted(set(params) - tracked)}"
-    assert not tracked - set(params), f"dvc.yaml tracks keys params.yaml lacks: {sorted(tracked - set(params))}"
+    assert stage["params"] == [{"params.yaml": None}], f"dvc.yaml lists params keys by hand: {stage['params']}"
+    assert not set(STUDIES) - set(params), f"studies without a block in params.yaml: {sorted(set(STUDIES) - set(params))}"
     assert {"src/prh", "workflow", "Snakefile"} <= set(stage["deps"])
 
 
@@ -40,6 +44,51 @@ def dvc_copy(tmp_path_factory):
     git_commit(work, "copy")
     run(["dvc", "init", "-q", "-f"], work)
     return work
+
+
+def _edit_first_leaf(params: dict, block: str) -> str:
+    """Set the first leaf of ``params[block]`` (the block itself when it is a scalar; else the first entry of each
+    mapping or list down to a scalar) to a value no params.yaml holds; return its dotted path."""
+    node, key, path = params, block, [block]
+    while isinstance(node[key], (dict, list)) and node[key]:
+        node, key = node[key], next(iter(node[key])) if isinstance(node[key], dict) else 0
+        path.append(str(key))
+    node[key] = "<edited by the test>"
+    return ".".join(path)
+
+
+def test_an_edit_of_any_block_of_params_yaml_changes_the_stage(dvc_copy):
+    """The check above through DVC itself: with a dvc.lock of the stage as it is (empty outs,
+    `dvc commit`, no run), the stage is up to date; an edit of one key in every top-level block of params.yaml makes
+    `dvc status` name each block as a changed param (sample_size once went unnoticed: `make repro` did nothing).
+    One status call for all the blocks: DVC names every changed tracked key, so a block it does not track is absent."""
+    params_file = dvc_copy / "params.yaml"
+    original = params_file.read_text()
+    outs = [next(iter(o)) if isinstance(o, dict) else o
+            for o in yaml.safe_load((dvc_copy / "dvc.yaml").read_text())["stages"]["workflow"]["outs"]]
+    for out in outs:
+        if Path(out).suffix:
+            (dvc_copy / out).write_text("{}")
+        else:
+            (dvc_copy / out).mkdir(parents=True, exist_ok=True)
+    try:
+        run(["dvc", "commit", "-f", "-q"], dvc_copy)
+
+        def status():
+            return json.loads(run(["dvc", "status", "--json"], dvc_copy).stdout or "{}")
+
+        assert status() == {}, "the stage is not up to date right after dvc commit"
+        params = yaml.safe_load(original)
+        edited = {block: _edit_first_leaf(params, block) for block in list(params)}
+        params_file.write_text(yaml.safe_dump(params, sort_keys=False))
+        changes = [c for c in status().get("workflow", []) if isinstance(c, dict) and "changed deps" in c]
+        changed = changes[0]["changed deps"].get("params.yaml", {}) if changes else {}
+        missed = {b: k for b, k in edited.items() if changed.get(b) != "modified"}
+        assert not missed, f"dvc status does not see these edits (block: key): {missed}; it reports {changed}"
+        assert set(changed) == set(edited)
+    finally:
+        params_file.write_text(original)
+        (dvc_copy / "dvc.lock").unlink(missing_ok=True)
 
 
 def test_byte_code_is_not_a_dep(dvc_copy):

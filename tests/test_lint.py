@@ -1,6 +1,7 @@
 """The habits of a well-kept Python project (issue 52): the package, tests and benchmarks pass `ruff check` (its
-configuration in pyproject.toml), and the Snakefile and rule files are as `snakefmt` writes them. Both tools are in
-the `test` extra and pinned in requirements.lock."""
+configuration in pyproject.toml), the Snakefile and rule files are as `snakefmt` writes them, and `snakemake --lint`
+finds nothing. Both tools are in the `test` extra and pinned in requirements.lock; .pre-commit-config.yaml runs them
+at those versions (tests/test_packaging.py checks the pins agree)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,14 @@ def test_workflow_files_are_snakefmt_formatted():
     rules = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "workflow" / "rules").glob("*.smk"))
     proc = run("snakefmt", "--check", "Snakefile", *rules)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_snakemake_lint_finds_nothing():
+    """Snakemake's own linter (log directives, envs, path composition, env variables, rules mixed with functions) on
+    the default workflow: no lint, so a new one fails here rather than joining a list nobody reads (docs/tests.md)."""
+    proc = run("snakemake", "--lint", "--cores", "1")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "Lints for" not in out, out[-6000:]
 
 
 def test_ruff_would_catch_an_undefined_name(tmp_path):

