@@ -505,3 +505,59 @@ def test_run_matches_is_an_equivalence_test_at_the_sesoi():
 def test_a_decision_null_must_be_finite():
     with pytest.raises(ValueError, match="no_effect must be a finite number"):
         check_decision({**RUN, "no_effect": float("nan")})
+
+
+# --- the 21 claims without a decision (issue 47, third batch): the engine's parts they need -------------------------
+
+def test_a_decision_note_says_why_no_test_is_made():
+    """descriptive keeps its default note (shared models) unless the decision says why itself; tolerance (a
+    numerical check) must say it, and a note must not be blank."""
+    desc = {"kind": "descriptive", "reason": "r", "set": "s"}
+    assert "share models" in weigh(desc, [{"value": 0.4, "n": 462}], alpha=0.05)["note"]
+    own = weigh({**desc, "note": "one language model"}, [{"value": 0.4, "n": 15}], alpha=0.05)
+    assert own["note"] == "one language model" and own["verdict"] == "not testable" and own["value"] == 0.4
+    with pytest.raises(ValueError, match="non-empty 'note'"):
+        check_decision({**desc, "note": " "})
+    with pytest.raises(ValueError, match="non-empty 'note'"):
+        check_decision({**desc, "kind": "tolerance"})  # a numerical check must say what it checks
+    with pytest.raises(ValueError, match="unknown keys"):
+        check_decision({**desc, "notes": "x"})
+
+
+def test_a_numerical_check_keeps_its_tolerance_rule():
+    """transfer.prop1: a closed form against gradient descent, a tolerance and no runs: no statistical test is
+    pretended; the registered verdict stands, and the row says it is a numerical check."""
+    from prh.studies import ledger as L
+
+    dec = {"kind": "tolerance", "reason": "r", "set": "s", "note": "numerical check: error < 1e-8"}
+    assert check_decision(dec) is dec  # no SESOI needed
+    got = weigh(dec, [{"value": 1e-14, "n": None}], alpha=0.05)
+    assert got["verdict"] is None and got["p"] is None and got["mde"] is None
+    row = L.weighed({"verdict": "reproduced", "note": None, "seeds": None, "recorded": {"value": 1e-14}}, dec, 0.05)
+    assert row["verdict"] == "reproduced" and row["method"] == "registered rule (numerical check: error < 1e-8)"
+    failed = L.weighed({"verdict": "not reproduced", "note": None, "seeds": None, "recorded": {"value": 1e-3}}, dec, 0.05)
+    assert failed["verdict"] == "not reproduced"  # the tolerance rule's own label, either way
+
+
+def test_a_correlation_whose_records_lack_n_keeps_its_registered_verdict():
+    """colour's rows of docs/claims.json record no n: the decision cannot be read from them, so the registered verdict
+    stands (said so) rather than turning 'not testable'."""
+    from prh.studies import ledger as L
+
+    assert weigh(DEC, [{"value": 0.68, "p": 0.001, "n": None}], alpha=0.05)["verdict"] is None
+    row = L.weighed({"verdict": "reproduced", "note": None, "seeds": None,
+                     "recorded": {"value": 0.68, "p": 0.001, "n": None}}, DEC, 0.05)
+    assert row["verdict"] == "reproduced" and "no replicate states r and n" in row["method"] and row["sesoi"] is None
+
+
+def test_every_run_exactly_at_no_effect_is_no_test():
+    """phase C4 in docs/claims.json: a rule that never fires scores balanced accuracy 0.5 by construction in every
+    run; t = 0/0 is no test, not a zero-width interval that would read 'not reproduced'."""
+    from prh.pooling import replicate_mean
+
+    assert replicate_mean([0.0, 0.0, 0.0]) is None
+    assert replicate_mean([0.25, 0.25, 0.25])["p"] == 0.0  # identical and away from 0: t is infinite, p 0
+    dec = {**RUN, "sesoi": 0.1, "no_effect": 0.5}
+    assert weigh(dec, [{"value": 0.5, "p": 1.0}] * 3, alpha=0.05)["verdict"] is None
+    assert weigh({**dec, "own_p": True}, [{"value": 0.5, "p": 1.0}] * 3, alpha=0.05)["verdict"] is None
+    assert weigh(dec, [{"value": v} for v in (0.5, 0.51, 0.49)], alpha=0.05)["verdict"] == "not reproduced"
