@@ -279,9 +279,9 @@ def weigh(decision: dict, entries, *, alpha: float) -> dict:
                                     gate=gate)
             return {**base, "verdict": label, "value": float(np.mean([e["value"] for e in used])), "p": p, "n": ns,
                     "replicates": k, "mde": mde_correlation([runs] * k, alpha=alpha, tests=tests),
-                    "method": f"run-level permutation ({runs} runs as clusters) per replicate, Fisher-combined; "
-                              "no interval (the ledger cannot say not reproduced)",
-                    "note": "run-level one-sided p per replicate: "
+                    "method": f"permutation of {runs} whole clusters (runs, or Mantel items) per replicate, "
+                              "Fisher-combined; no interval (the ledger cannot say not reproduced)",
+                    "note": "cluster-level one-sided p per replicate: "
                             + " / ".join(f"{e['run_p_greater']:.3g}" for e in used)}
         if runs is not None:
             k = len(used)
