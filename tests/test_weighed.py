@@ -505,3 +505,281 @@ def test_run_matches_is_an_equivalence_test_at_the_sesoi():
 def test_a_decision_null_must_be_finite():
     with pytest.raises(ValueError, match="no_effect must be a finite number"):
         check_decision({**RUN, "no_effect": float("nan")})
+
+
+# --- the 21 claims without a decision (issue 47, third batch): the engine's parts they need -------------------------
+
+def test_a_decision_note_says_why_no_test_is_made():
+    """descriptive keeps its default note (shared models) unless the decision says why itself; tolerance (a
+    numerical check) must say it, and a note must not be blank."""
+    desc = {"kind": "descriptive", "reason": "r", "set": "s"}
+    assert "share models" in weigh(desc, [{"value": 0.4, "n": 462}], alpha=0.05)["note"]
+    own = weigh({**desc, "note": "one language model"}, [{"value": 0.4, "n": 15}], alpha=0.05)
+    assert own["note"] == "one language model" and own["verdict"] == "not testable" and own["value"] == 0.4
+    with pytest.raises(ValueError, match="non-empty 'note'"):
+        check_decision({**desc, "note": " "})
+    with pytest.raises(ValueError, match="non-empty 'note'"):
+        check_decision({**desc, "kind": "tolerance"})  # a numerical check must say what it checks
+    with pytest.raises(ValueError, match="unknown keys"):
+        check_decision({**desc, "notes": "x"})
+
+
+def test_a_numerical_check_keeps_its_tolerance_rule():
+    """transfer.prop1: a closed form against gradient descent, a tolerance and no runs: no statistical test is
+    pretended; the registered verdict stands, and the row says it is a numerical check."""
+    from prh.studies import ledger as L
+
+    dec = {"kind": "tolerance", "reason": "r", "set": "s", "note": "numerical check: error < 1e-8"}
+    assert check_decision(dec) is dec  # no SESOI needed
+    got = weigh(dec, [{"value": 1e-14, "n": None}], alpha=0.05)
+    assert got["verdict"] is None and got["p"] is None and got["mde"] is None
+    row = L.weighed({"verdict": "reproduced", "note": None, "seeds": None, "recorded": {"value": 1e-14}}, dec, 0.05)
+    assert row["verdict"] == "reproduced" and row["method"] == "registered rule (numerical check: error < 1e-8)"
+    failed = L.weighed({"verdict": "not reproduced", "note": None, "seeds": None, "recorded": {"value": 1e-3}}, dec, 0.05)
+    assert failed["verdict"] == "not reproduced"  # the tolerance rule's own label, either way
+
+
+def test_a_correlation_whose_records_lack_n_keeps_its_registered_verdict():
+    """colour's rows of docs/claims.json record no n: the decision cannot be read from them, so the registered verdict
+    stands (said so) rather than turning 'not testable'."""
+    from prh.studies import ledger as L
+
+    assert weigh(DEC, [{"value": 0.68, "p": 0.001, "n": None}], alpha=0.05)["verdict"] is None
+    row = L.weighed({"verdict": "reproduced", "note": None, "seeds": None,
+                     "recorded": {"value": 0.68, "p": 0.001, "n": None}}, DEC, 0.05)
+    assert row["verdict"] == "reproduced" and "no replicate states r and n" in row["method"] and row["sesoi"] is None
+
+
+def test_every_run_exactly_at_no_effect_is_no_test():
+    """phase C4 in docs/claims.json: a rule that never fires scores balanced accuracy 0.5 by construction in every
+    run; t = 0/0 is no test, not a zero-width interval that would read 'not reproduced'."""
+    from prh.pooling import replicate_mean
+
+    assert replicate_mean([0.0, 0.0, 0.0]) is None
+    assert replicate_mean([0.25, 0.25, 0.25])["p"] == 0.0  # identical and away from 0: t is infinite, p 0
+    dec = {**RUN, "sesoi": 0.1, "no_effect": 0.5}
+    assert weigh(dec, [{"value": 0.5, "p": 1.0}] * 3, alpha=0.05)["verdict"] is None
+    assert weigh({**dec, "own_p": True}, [{"value": 0.5, "p": 1.0}] * 3, alpha=0.05)["verdict"] is None
+    assert weigh(dec, [{"value": v} for v in (0.5, 0.51, 0.49)], alpha=0.05)["verdict"] == "not reproduced"
+
+
+# --- the claims that had no decision: what each row now states and how it is weighed ------------------------------
+
+def _decision(study, key):
+    from prh.studies.ledger import declared
+
+    return {c.key: c for c in declared(study).claims}[key].decision
+
+
+def _replicated(study, key, entries, registered="reproduced"):
+    """``weighed`` of a joined row: one ``recorded`` entry per replicate, as ``join`` and ``reweigh`` pass them."""
+    from prh.studies import ledger as L
+
+    return L.weighed({"verdict": registered, "note": None, "seeds": len(entries)}, _decision(study, key), 0.05,
+                     [{"gate": True, **e} for e in entries])
+
+
+def test_colour_is_weighed_by_its_mantel_test_with_the_colour_as_unit():
+    """fig08: the Spearman r of distances over colour pairs; the Mantel relabelling permutes colours, so the pooled
+    test reads its two one-sided p and the MDE is that of 20 colours, never of 190 pairs."""
+    from prh.studies.color.manifest import results
+    from prh.studies.color.pmi import distance_agreement
+
+    d = np.arange(15, dtype=float)  # 6 items: 15 distances
+    same = distance_agreement(d, d, permutations=50)
+    assert same["p_less"] == 1.0 and same["items"] == 6 and same["distance_pairs"] == 15
+    panel = {"spearman": 0.06, "p_value": 0.21, "p_less": 0.8, "procrustes_residual": 0.5, "items": 20,
+             "distance_pairs": 190}
+    rows = results("offline", 0.05, metrics={"vision_pmi": {**panel, "spearman": 0.68, "p_value": 0.001,
+                                                            "p_less": 1.0}, "language_minilm": panel})
+    lang = rows["fig08_language"]
+    assert lang["n"] == 190 and lang["runs"] == 20 and lang["run_p_greater"] == 0.21 and lang["run_p_less"] == 0.8
+    dec = _decision("color", "fig08_language")
+    got = weigh(dec, [{**lang, "value": lang["value"]}], alpha=0.05)
+    assert got["verdict"] == "inconclusive" and got["p"] == pytest.approx(0.42)  # no interval: never "not reproduced"
+    assert got["mde"] == pytest.approx(mde_correlation([20], alpha=0.05)) != mde_correlation([190], alpha=0.05)
+    vision = weigh(dec, [rows["fig08_vision"]], alpha=0.05)
+    assert vision["verdict"] == "reproduced" and vision["p"] == pytest.approx(0.002)
+    edge = weigh(dec, [{**lang, "run_p_greater": 0.026, "run_p_less": 0.99}], alpha=0.05)
+    assert edge["verdict"] == "inconclusive"  # two-sided 0.052: the one-sided p is doubled
+    old = results("offline", 0.05, metrics={"vision_pmi": {k: panel[k] for k in ("spearman", "p_value",
+                                                                                "procrustes_residual")}})
+    assert old["fig08_vision"]["n"] is None and "runs" not in old["fig08_vision"]  # the pairs never count as units
+    assert weigh(dec, [old["fig08_vision"]], alpha=0.05)["verdict"] is None  # a metrics.json from before: registered
+
+
+def test_phase_c4_pools_balanced_accuracies_over_runs_and_never_a_rule_that_cannot_fire():
+    from prh.studies.phase.manifest import results
+
+    def metrics(ba, rate):
+        c4 = {"statistic": ba, "p_value": 0.01 if rate not in (0.0, 1.0) else 1.0, "predicted_failure_rate": rate,
+              "verdict": "reproduced" if rate not in (0.0, 1.0) else "not testable"}
+        return {"claims": {"C4a_agop_ratio_rule": c4, "C4b_combined_rule": c4}, "n_cross_pairs": 98, "n_models": 21}
+
+    never = results("offline", 0.05, metrics=metrics(0.5, 0.0))["C4a"]
+    assert never["value"] is None and never["p"] is None and "one class for every pair" in never["note"]
+    fires = results("offline", 0.05, metrics=metrics(0.7, 0.3))["C4b"]
+    assert fires["value"] == 0.7 and fires["p"] == 0.01
+    up = _replicated("phase", "C4a", [{"value": v} for v in (0.72, 0.75, 0.70)])
+    assert up["verdict"] == "reproduced" and up["interval"][0] > 0.5  # on the balanced-accuracy scale, chance 0.5
+    near = _replicated("phase", "C4a", [{"value": v} for v in (0.52, 0.55, 0.53)])
+    assert near["interval"][1] < 0.6 and near["verdict"] == "not reproduced"  # below chance + the SESOI 0.1
+    wide = _replicated("phase", "C4a", [{"value": v} for v in (0.52, 0.61, 0.53)])
+    assert wide["interval"][1] > 0.6 and wide["verdict"] == "inconclusive"
+    # docs/claims.json's records: 0.5 in every run (the rule never fired): no test, the registered verdict stands
+    old = _replicated("phase", "C4b", [{"value": 0.5, "p": 1.0, "n": 98}] * 3, registered="not testable")
+    assert old["verdict"] == "not testable" and old["sesoi"] is None and "t = 0/0" in old["method"]
+    # one replicate whose rule never fired is left out, not pooled as chance
+    mixed = _replicated("phase", "C4a", [{"value": None}, {"value": 0.72}, {"value": 0.74}])
+    assert mixed["replicates"] == 2
+
+
+def test_phase_claims_the_seed_does_not_specify_are_descriptive_and_say_so():
+    for key in ("T2_phase_regularisation", "T2_compatible_init", "F3_information_ratio"):
+        row = _replicated("phase", key, [{"value": None, "n": 21}] * 3, registered="not testable")
+        assert row["verdict"] == "not testable" and row["method"] == "descriptive"
+        assert row["note"].startswith("not built") and "share models" not in row["note"]
+
+
+def test_bridge_appendix_a_is_one_value_per_run_and_fig2_has_one_language_model():
+    from prh.studies.bridge.manifest import results
+
+    arms = {f"a{i}": {"before": 0.5, "after": 0.5 - m, "null_q05": 0.6, "aligned": m > 0}
+            for i, m in enumerate((0.1, 0.08, 0.12, 0.1, 0.09, 0.11))}
+    fig2 = {"language_pretrained": {"minilm": 0.004}, "vision_trained": {"v1": 0.001, "v2": 0.002},
+            "verdict": "reproduced"}
+    rows = results("offline", 0.05, metrics={"claims": {"appA_covariance_alignment": {"arms": arms,
+                                                                                     "verdict": "reproduced"},
+                                                        "fig2_outliers": fig2}})
+    a = rows["appA_covariance_alignment"]
+    assert a["value"] == pytest.approx(0.1) and a["n"] == 6 and a["seeds"] == 1  # six arms, one run
+    assert rows["fig2_outliers"]["value"] == pytest.approx(0.002) and rows["fig2_outliers"]["n"] == 3
+    clear = _replicated("bridge", "appA_covariance_alignment", [{"value": v, "n": 6} for v in (0.1, 0.09, 0.11)])
+    assert clear["verdict"] == "reproduced" and clear["replicates"] == 3  # three runs, not 18 arms
+    small = _replicated("bridge", "appA_covariance_alignment", [{"value": v} for v in (0.01, -0.005, 0.002)])
+    assert small["interval"][1] < 0.05 and small["verdict"] == "not reproduced"  # no move of 5 % of the mass
+    held = _replicated("bridge", "appA_covariance_alignment", [{"value": v} for v in (0.01, 0.06, 0.03)])
+    assert held["interval"][1] > 0.05 and held["verdict"] == "inconclusive"
+    assert _replicated("bridge", "appA_covariance_alignment", [{"value": None, "n": 6}] * 3)["verdict"] == "reproduced"
+    out = _replicated("bridge", "fig2_outliers", [{"value": 0.002, "n": 15}] * 3)
+    assert out["verdict"] == "not testable" and "one language-pretrained model" in out["note"]
+    assert out["value"] == pytest.approx(0.002)
+
+
+def test_transfer_fig7_on_the_digits_is_tested_run_by_run():
+    from prh.studies.transfer.emergence import run_emergence
+    from prh.studies.transfer.manifest import results
+    from prh.studies.transfer.transfer import run_effects
+
+    layers = ["input", "hidden1", "hidden2", "hidden3"]
+
+    def fig7(trained, init):
+        return {"layers": layers, **{s: {l: {"auc": {"mean": [float(np.mean(col))]}, "auc_runs": list(col)}
+                                        for l, col in zip(layers, np.asarray(m, dtype=float).T)}
+                                    for s, m in (("trained", trained), ("init", init))}}
+
+    trained = [[0.5, 0.6, 0.7, 0.8]] * 5 + [[0.5, 0.6, 0.55, 0.8]]  # the sixth run: hidden2 falls
+    init = [[0.8, 0.7, 0.6, 0.5]] * 6
+    shallow, deep, fig2 = _transfer_inputs(6, 0.02)
+    eff = run_effects(shallow=shallow, deep=deep, fig2=fig2, fig7=fig7(trained, init))
+    assert eff["fig7_later_layers_better_after_training"] == pytest.approx([0.1] * 5 + [-0.05])
+    assert eff["fig7_order_reversed_at_init"] == pytest.approx([0.1] * 6)
+    means_only = fig7(trained, init)
+    for s in ("init", "trained"):
+        for layer in layers:
+            del means_only[s][layer]["auc_runs"]
+    assert "fig7_order_reversed_at_init" not in run_effects(shallow=shallow, deep=deep, fig2=fig2, fig7=means_only)
+    claims = {k: {"verdict": "reproduced", "reproduced": True, "run_effects": v} for k, v in eff.items()}
+    rows = results("offline", 0.05, metrics={"claims": claims}, peaks={"config": {"runs": 6}})
+    assert rows["fig7_order_reversed_at_init"]["n"] == 6
+    dec = _decision("transfer", "fig7_order_reversed_at_init")
+    assert weigh(dec, [rows["fig7_order_reversed_at_init"]], alpha=0.05)["verdict"] == "reproduced"
+    assert weigh(dec, [{"effects": [0.1] * 5}], alpha=0.05)["verdict"] == "not testable"  # the default 5 runs
+    mixed = weigh(_decision("transfer", "fig7_later_layers_better_after_training"),
+                  [rows["fig7_later_layers_better_after_training"]], alpha=0.05)
+    assert mixed["verdict"] == "inconclusive"  # one run the other way: p = 2 x 2/64
+    _, f7 = run_emergence(x=np.random.default_rng(0).normal(size=(40, 6)), y=np.arange(40) % 2, runs=2,
+                          fig2_epochs=1, fig7_width=4, max_epochs=1, num_taus=5, spectrum_points=3)
+    for layer in layers:
+        assert np.mean(f7["trained"][layer]["auc_runs"]) == pytest.approx(f7["trained"][layer]["auc"]["mean"][0])
+
+
+def test_proposition_1_is_a_numerical_check_not_a_test():
+    from prh.studies import ledger as L
+
+    dec = _decision("transfer", "prop1_closed_form_matches_gd")
+    assert dec["kind"] == "tolerance" and "sesoi" not in dec and "1e-8" in dec["note"]
+    for label, err in (("reproduced", 1e-14), ("not reproduced", 1e-3)):
+        row = L.weighed({"verdict": label, "note": None, "seeds": None, "recorded": {"value": err, "n": None}}, dec, 0.05)
+        assert row["verdict"] == label and row["method"].startswith("registered rule (numerical check")
+
+
+@pytest.mark.parametrize("key, runs", [("fig2.2_random_nets", 2048), ("fig7.1_products", 32), ("fig2.6_trained", 5)])
+def test_simplicity_points_are_clustered_in_their_samples(key, runs):
+    """The depths of one sample (one network, one product, one task) are not independent: the unit is the sample,
+    and no test with it as unit is recorded, so a strong fall over the points is inconclusive, not reproduced."""
+    dec = _decision("simplicity", key)
+    assert dec["runs"] == runs and dec["direction"] == -1 and dec["sesoi"] == 0.3
+    got = weigh(dec, [{"value": -0.9, "p": 0.0, "n": runs * 8}], alpha=0.05)
+    assert got["verdict"] == "inconclusive" and got["mde"] == pytest.approx(mde_correlation([runs], alpha=0.05))
+    assert "clustered in" in got["note"]
+
+
+def _lte_metrics(lte_ls=12.0, lte_vit=40.0, accs=((0.80, 0.78), (0.76, 0.75)), ls="not reproduced"):
+    rank = {"least_squares": {"lte_min": lte_ls, "lora_max": 3.9, "r": 4},
+            "vit": {"standard": 60.0, "lora": 7.5, "lora_merge": 30.0, "lte": lte_vit}, "vit_r": 8,
+            "verdict": "reproduced"}
+    rows = [{"heads": n, "merge_every": t, "test_accuracy": a} for n, pair in zip((4, 32), accs)
+            for t, a in zip((10, 50), pair)]
+    return {"least_squares": {"verdict": ls}, "update_rank": rank, "head_orthogonality": {"verdict": "reproduced"},
+            "merge_interval": {"rows": rows, "verdict": "reproduced"}}
+
+
+def test_lte_rows_state_one_number_per_run():
+    from prh.studies.lte.manifest import results
+
+    rows = results("offline", 0.05, metrics=_lte_metrics())
+    assert rows["update_rank"]["value"] == pytest.approx(12.0 / 8)  # least squares' LTE / 2r is the smallest ratio
+    assert results("offline", 0.05, metrics=_lte_metrics(lte_vit=20.0))["update_rank"]["value"] == pytest.approx(20 / 16)
+    broken = _lte_metrics()
+    broken["update_rank"]["least_squares"]["lora_max"] = 5.0  # LoRA's bound (<= r = 4) broken: its ratio enters
+    assert results("offline", 0.05, metrics=broken)["update_rank"]["value"] == pytest.approx(4 / 5)
+    assert rows["merge_interval"]["value"] == pytest.approx(0.01)  # 0.76 -> 0.75 at 32 heads
+    assert rows["least_squares"]["effects"] == [-1.0] and rows["head_orthogonality"]["effects"] == [1.0]
+    up = results("offline", 0.05, metrics=_lte_metrics(accs=((0.78, 0.80), (0.76, 0.75))))
+    assert up["merge_interval"]["value"] == pytest.approx(-0.02)  # a rise with T: below 0
+
+
+def test_lte_decisions_read_the_run_as_unit():
+    rank = [{"value": v} for v in (1.5, 1.6, 1.45)]
+    assert _replicated("lte", "update_rank", rank)["verdict"] == "reproduced"  # against the line, 1
+    at_line = _replicated("lte", "update_rank", [{"value": v} for v in (1.02, 0.97, 1.0)])
+    assert at_line["interval"][1] < 1.25 and at_line["verdict"] == "not reproduced"  # below the line + SESOI 0.25
+    falls = _replicated("lte", "merge_interval", [{"value": v} for v in (0.002, -0.001, 0.0)])
+    assert falls["interval"][1] < 0.01 and falls["verdict"] == "not reproduced"  # under one point at every step
+    assert _replicated("lte", "merge_interval", [{"value": v} for v in (0.03, 0.04, 0.035)])["verdict"] == "reproduced"
+    for key in ("least_squares", "head_orthogonality"):
+        three = _replicated("lte", key, [{"effects": [-1.0]}] * 3, registered="not reproduced")
+        assert three["verdict"] == "not testable" and three["n"] == 3  # 2 x 2^-3: three runs cannot reach alpha
+        six = weigh(_decision("lte", key), [{"effects": [-1.0]}] * 6, alpha=0.05)
+        assert six["verdict"] == "not reproduced"  # six runs failing: p = 2 / 64
+        assert _replicated("lte", key, [{"value": None}] * 3, registered="not reproduced")["verdict"] == "not reproduced"
+
+
+def test_kernel_tracks_models_is_a_co_movement_run_by_run():
+    from prh.studies.sample_size.manifest import results
+
+    def claims(mk, mm):
+        return {"claims": {"kernel_tracks_models": {"value": mk, "model_model_change": mm, "n": 14,
+                                                    "verdict": "reproduced"}}}
+
+    assert results("offline", 0.05, metrics=claims(-0.03, -0.05))["kernel_tracks_models"]["effects"] == [0.03]
+    assert results("offline", 0.05, metrics=claims(-0.03, 0.01))["kernel_tracks_models"]["effects"] == [-0.01]
+    assert "effects" not in results("offline", 0.05, metrics=claims(-0.03, None))["kernel_tracks_models"]
+    dec = _decision("sample_size", "kernel_tracks_models")
+    assert weigh(dec, [{"effects": [0.03]}] * 3, alpha=0.05)["verdict"] == "not testable"
+    assert weigh(dec, [{"effects": [0.03]}] * 6, alpha=0.05)["verdict"] == "reproduced"
+    assert weigh(dec, [{"effects": [-0.01]}] * 6, alpha=0.05)["verdict"] == "not reproduced"
+    # docs/claims.json holds the model-kernel change as value and no effects: the registered verdict stands
+    old = _replicated("sample_size", "kernel_tracks_models", [{"value": -0.03, "n": 14}] * 3)
+    assert old["verdict"] == "reproduced" and "no per-run effects" in old["method"]

@@ -8,12 +8,11 @@ A verdict is one of four labels:
   validity gate not passed, an effect too small to read);
 * ``reproduced`` / ``not reproduced``: the pre-registered rule passed / failed.
 
-:func:`verdict` is the only function that picks a label; :func:`interval_verdict`,
-:func:`correlation_verdict` and :func:`seeds_verdict` (independent runs) are rules written with it. :func:`replication`
-adds what the number of independent runs allows: a "reproduced" that rests on fewer than ``MIN_SEEDS`` runs is marked
-"one seed: provisional" (``provisional`` in the ledger). :func:`replicated_verdict` joins one claim's verdicts from
-independent replicates of a whole study (the master seeds of ``claims.replicates``): the replication rule, fixed
-before the replicate run.
+:func:`verdict` is the only function that picks a label; :func:`interval_verdict`, :func:`correlation_verdict` and
+:func:`seeds_verdict` (independent runs) are rules written with it. :func:`replication` adds what the number of
+independent runs allows: a "reproduced" that rests on fewer than ``MIN_SEEDS`` runs is marked "one seed: provisional"
+(``provisional`` in the ledger). :func:`replicated_verdict` joins one claim's verdicts from independent replicates of
+a whole study (the master seeds of ``claims.replicates``): the replication rule, fixed before the replicate run.
 
 Issue 47 (``DECISION_RULE``): :func:`weigh` judges a claim from its replicates pooled, the run as unit, against its
 smallest effect of interest (its manifest's ``decision``), with its power (MDE at 80 %); the registered verdict beside.
@@ -179,32 +178,32 @@ def weighed_verdict(*, effect: float | None, p: float | None, interval, sesoi: f
     return verdict(False, conclusive=excluded)
 
 
-KINDS = ("correlation", "beats", "matches", "sign_flip", "descriptive", "run_mean", "run_matches")
+KINDS = ("correlation", "beats", "matches", "sign_flip", "descriptive", "run_mean", "run_matches", "tolerance")
 CHOICES = {"direction": (1, -1), "own_p": (False, True), "strata": ("random", "fixed")}  # a decision's keys of few values
 
 
 def check_decision(decision: dict, where: str = "claim") -> dict:
-    """A claim's issue-47 decision block (its manifest's ``decision``), checked: ``kind`` (one of ``KINDS``),
-    ``sesoi`` (> 0, on the scale of the claim's effect: r for a correlation, the difference for beats/matches),
-    ``reason`` (why that size), ``set`` (when, and what had been seen), optional ``direction`` (1 rises, -1 falls),
-    ``tests`` (the Holm family), ``interval_level`` (the level of the replicates' own intervals, beats/matches),
+    """A claim's issue-47 decision block (its manifest's ``decision``), checked: ``kind`` (one of ``KINDS``), ``sesoi``
+    (> 0, on the scale of the claim's effect: r for a correlation, the difference for beats/matches; none for
+    descriptive, sign_flip, tolerance), ``reason`` (why), ``set`` (when, and what had been seen), optional ``direction``
+    (1 rises, -1 falls), ``tests`` (the Holm family), ``interval_level`` (the level of the replicates' own intervals),
     ``runs`` (the independent runs inside one replicate when its recorded p counts units clustered in them),
-    ``no_effect`` and ``own_p`` (run_mean / run_matches: the value at no effect; each replicate's ``p`` its own test,
-    to be weighed), ``strata`` (correlation: "random" replicates, or "fixed" strata of one design)."""
+    ``no_effect`` and ``own_p`` (run_mean / run_matches: the value at no effect; each replicate's ``p`` its own test),
+    ``strata`` (correlation: "random" or "fixed"), ``note`` (descriptive / tolerance, which needs one: why no test)."""
     if not isinstance(decision, dict):
         raise ValueError(f"{where}: decision must be a mapping, got {decision!r}")
-    known = {"kind", "sesoi", "reason", "set", "tests", "interval_level", "runs", "no_effect", *CHOICES}
+    known = {"kind", "sesoi", "reason", "set", "tests", "interval_level", "runs", "no_effect", "note", *CHOICES}
     extra = sorted(set(decision) - known)
     if extra:
         raise ValueError(f"{where}: decision has unknown keys {extra}; known: {sorted(known)}")
     kind = decision.get("kind")
     if kind not in KINDS:
         raise ValueError(f"{where}: decision kind {kind!r} is not one of {KINDS}")
-    if kind not in ("descriptive", "sign_flip"):  # a sign-flip test of per-run effects needs no SESOI
+    if kind not in ("descriptive", "sign_flip", "tolerance"):  # a sign-flip test of per-run effects needs no SESOI
         s = decision.get("sesoi")
         if isinstance(s, bool) or not isinstance(s, (int, float)) or not math.isfinite(s) or s <= 0:
             raise ValueError(f"{where}: decision sesoi must be a number > 0, got {s!r}")
-    for key in ("reason", "set"):
+    for key in ("reason", "set", *(["note"] if "note" in decision or kind == "tolerance" else [])):
         if not isinstance(decision.get(key), str) or not decision[key].strip():
             raise ValueError(f"{where}: decision needs a non-empty {key!r}")
     for key, allowed in CHOICES.items():  # the first is the default; True is not 1 here
@@ -229,15 +228,15 @@ def weigh(decision: dict, entries, *, alpha: float) -> dict:
     entry, ``value``, ``p``, ``n``, ``interval``, optional ``gate``; one entry for a study run once), under its
     ``decision`` (``check_decision``).
 
-    correlation: the pooled test is ``pooled_spearman`` on each replicate's r x direction at its n (its p x
-    ``tests``: Holm's first step bounds the family's adjusted p); the interval ``fisher_z_meta``; the MDE
-    ``mde_correlation``; testable when ``spearman_min_p`` x tests < alpha. With ``runs`` set, the recorded
-    r and p count units clustered in that many runs: no test with the run as unit is recorded, so the verdict is
-    inconclusive (or not testable when even ``runs`` untied units per replicate could not reach alpha) and the MDE
-    is that of ``runs`` units. A replicate whose gate failed makes the verdict inconclusive.
-    beats / matches: ``random_effects`` on the replicates' mean differences, each se from its own interval
-    (width / (2 z), at ``interval_level``), judged by ``interval_verdict`` at the SESOI (the equivalence margin);
-    MDE ``mde_difference``. descriptive: not testable (no test whose unit is independent is made).
+    correlation: the pooled test is ``pooled_spearman`` on each replicate's r x direction at its n (its p x ``tests``:
+    Holm's first step bounds the family's adjusted p); the interval ``fisher_z_meta``; the MDE ``mde_correlation``;
+    testable when ``spearman_min_p`` x tests < alpha. With ``runs`` set, the recorded r and p count units clustered in
+    that many runs: no test with the run as unit is recorded, so the verdict is inconclusive (or not testable when
+    even ``runs`` untied units per replicate could not reach alpha) and the MDE is that of ``runs`` units. A replicate
+    whose gate failed makes the verdict inconclusive. beats / matches: ``random_effects`` on the replicates' mean
+    differences, each se from its own interval (width / (2 z), at ``interval_level``), judged by ``interval_verdict``
+    at the SESOI (the margin); MDE ``mde_difference``. descriptive: not testable (no test with independent units);
+    tolerance (a numerical check, not a test): ``verdict`` None, its registered rule stands; both show their ``note``.
 
     Returns ``verdict``, ``value`` (pooled, signed as recorded), ``interval``, ``p``, ``n`` (units per replicate),
     ``replicates`` (those that tested it), ``sesoi``, ``mde``, ``method`` and ``note``."""
@@ -246,11 +245,11 @@ def weigh(decision: dict, entries, *, alpha: float) -> dict:
     sign = decision.get("direction", 1)
     entries = list(entries)
     base = {"sesoi": sesoi, "mde": None, "value": None, "interval": None, "p": None, "n": None, "replicates": 0}
-    if kind == "descriptive":
+    if kind in ("descriptive", "tolerance"):
         values = [float(e["value"]) for e in entries if _finite(e.get("value"))]
-        return {**base, "verdict": verdict(None), "method": "descriptive",
-                "value": float(np.mean(values)) if values else None, "n": [e.get("n") for e in entries],
-                "note": "descriptive: its units share models, so no test with independent units is made"}
+        note = decision.get("note") or "descriptive: its units share models, so no test with independent units is made"
+        return {**base, "verdict": verdict(None) if kind == "descriptive" else None, "method": kind, "note": note,
+                "value": float(np.mean(values)) if values else None, "n": [e.get("n") for e in entries]}
     if kind == "sign_flip":
         return _weigh_sign_flip(entries, alpha=alpha, base=base)
     if kind in ("run_mean", "run_matches"):
@@ -258,7 +257,7 @@ def weigh(decision: dict, entries, *, alpha: float) -> dict:
     if kind == "correlation":
         used = [e for e in entries if _finite(e.get("value")) and _finite(e.get("n")) and e["n"] >= 3]
         if not used:
-            return {**base, "verdict": verdict(None), "method": "pooled Spearman", "note": "no replicate states r and n"}
+            return {**base, "verdict": None, "method": "pooled Spearman", "note": "no replicate states r and n"}
         ns = [int(e["n"]) for e in used]
         gate = all(e.get("gate", True) is True for e in used)
         # a replicate's results may say how many runs its units sit in (None: independent units, e.g. the paper
@@ -280,9 +279,9 @@ def weigh(decision: dict, entries, *, alpha: float) -> dict:
                                     gate=gate)
             return {**base, "verdict": label, "value": float(np.mean([e["value"] for e in used])), "p": p, "n": ns,
                     "replicates": k, "mde": mde_correlation([runs] * k, alpha=alpha, tests=tests),
-                    "method": f"run-level permutation ({runs} runs as clusters) per replicate, Fisher-combined; "
-                              "no interval (the ledger cannot say not reproduced)",
-                    "note": "run-level one-sided p per replicate: "
+                    "method": f"permutation of {runs} whole clusters (runs, or Mantel items) per replicate, "
+                              "Fisher-combined; no interval (the ledger cannot say not reproduced)",
+                    "note": "cluster-level one-sided p per replicate: "
                             + " / ".join(f"{e['run_p_greater']:.3g}" for e in used)}
         if runs is not None:
             k = len(used)
@@ -377,7 +376,8 @@ def _weigh_run_mean(decision: dict, entries, *, alpha: float, base: dict) -> dic
     pooled = replicate_mean([sign * (float(e["value"]) - null) for e in used],
                             ps if all(_finite(p) for p in ps) else None, level=1 - alpha, alpha=alpha)
     if pooled is None:
-        return {**base, "verdict": None, "method": "pooled over runs", "note": "one run: no run-level test"}
+        return {**base, "verdict": None, "method": "pooled over runs",
+                "note": "no run-level test: fewer than 2 runs state a value, or every run is at no effect (t = 0/0)"}
     lo, hi = pooled["interval"]
     if decision["kind"] == "run_matches":
         label = interval_verdict("matches", lo, hi, sesoi)

@@ -215,7 +215,9 @@ def replicate_mean(values, pvalues=None, *, level: float = 0.95, alpha: float = 
     the units inside it), each run's standard error is read back from its p (|effect| / z_{1-p/2}, conservative at a
     permutation p's floor) and the runs are pooled by ``random_effects``, so the interval holds both the sampling
     error inside a run and the run-to-run variation. Otherwise: a one-sample t over the runs (run-to-run variation
-    only; the units inside a run are then not weighed). Needs 2 runs or more (one run: ``None``).
+    only; the units inside a run are then not weighed). Needs 2 runs or more (one run: ``None``); every run exactly at
+    no effect (all values 0, so t = 0/0: a statistic at its null by construction, such as a rule that never fires)
+    is no test either (``None``), not a zero-width interval.
 
     Returns ``estimate``, ``interval`` (at ``level``), ``p`` (two-sided), ``k``, ``mde`` (the smallest effect the
     same test detects with probability ``power`` at two-sided ``alpha``) and ``method``."""
@@ -241,9 +243,11 @@ def replicate_mean(values, pvalues=None, *, level: float = 0.95, alpha: float = 
                     "mde": mde_factor * meta["se"],
                     "method": meta["method"] + "; each run's se read back from its own two-sided p"}
     mean, sd = float(y.mean()), float(y.std(ddof=1))
+    if sd == 0 and mean == 0:  # t = 0/0: undefined
+        return None
     se = sd / math.sqrt(k)
     half = tq(0.5 + level / 2) * se
-    p = (1.0 if mean == 0 else 0.0) if se == 0 else float(2 * student.sf(abs(mean) / se, k - 1))
+    p = 0.0 if se == 0 else float(2 * student.sf(abs(mean) / se, k - 1))
     return {"estimate": mean, "interval": [mean - half, mean + half], "p": p, "k": k, "mde": mde_factor * se,
             "method": f"one-sample t over {k} independent runs (run-to-run variation only)"}
 

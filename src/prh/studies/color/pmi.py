@@ -198,7 +198,8 @@ def distance_agreement(dist: np.ndarray, reference: np.ndarray, *, permutations:
     """Spearman correlation of two condensed distance vectors, with a Mantel permutation p-value.
 
     The null relabels the items of ``dist`` (rows and columns together), which keeps each
-    matrix's structure; p = (1 + #{null >= observed}) / (1 + permutations).
+    matrix's structure; p = (1 + #{null >= observed}) / (1 + permutations), ``p_less`` the other
+    way (from the same draws; issue 47's ledger reads both, the items as the independent units).
     """
     dist, reference = np.asarray(dist, float), np.asarray(reference, float)
     if dist.shape != reference.shape or dist.ndim != 1:
@@ -217,4 +218,6 @@ def distance_agreement(dist: np.ndarray, reference: np.ndarray, *, permutations:
     rng = np.random.default_rng(seed)
     null = np.array([corr(m[np.ix_(p, p)]) for p in (rng.permutation(m.shape[0]) for _ in range(permutations))])
     p_value = float((1 + (null >= observed).sum()) / (1 + permutations)) if permutations else None
-    return {"spearman": observed, "p_value": p_value, "permutations": permutations}
+    p_less = float((1 + (null <= observed).sum()) / (1 + permutations)) if permutations else None
+    return {"spearman": observed, "p_value": p_value, "p_less": p_less, "permutations": permutations,
+            "items": int(m.shape[0]), "distance_pairs": int(dist.size)}

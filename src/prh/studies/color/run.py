@@ -133,6 +133,7 @@ def _panel(coords_or_dissim: np.ndarray, lab: np.ndarray, *, precomputed: bool, 
     raw = distance_agreement(squareform(dis, checks=False), ref, permutations=0, seed=seed)
     return {"coords": fit["aligned"].tolist(), "stress": stress, "flipped": fit["flipped"],
             "procrustes_residual": fit["procrustes_residual"], "spearman": emb["spearman"], "p_value": emb["p_value"],
+            "p_less": emb["p_less"], "items": emb["items"], "distance_pairs": emb["distance_pairs"],
             "permutations": emb["permutations"], "spearman_dissimilarity": raw["spearman"]}
 
 
@@ -197,8 +198,9 @@ def color_metrics(*, vision: str, language: str, nce: str, out: str) -> dict:
     """The headline numbers (``dvc metrics show``): Spearman and Procrustes per panel, NCE fits."""
     v, lang, n = read_json(vision), read_json(language), read_json(nce)
     keys = ("spearman", "p_value", "procrustes_residual")
-    metrics = {"vision_pmi": {k: v["pmi"][k] for k in keys},
-               **{f"language_{m}": {k: r[k] for k in keys} for m, r in lang["models"].items()},
+    mantel = ("p_less", "items", "distance_pairs")  # issue 47: the Mantel test's other side and units (newer JSONs)
+    pick = lambda r: {**{k: r[k] for k in keys}, **{k: r[k] for k in mantel if r.get(k) is not None}}  # noqa: E731
+    metrics = {"vision_pmi": pick(v["pmi"]), **{f"language_{m}": pick(r) for m, r in lang["models"].items()},
                **{k: {f: r[f] for f in ("pearson", "pearson_offdiag", "slope", "offset")} for k, r in n["learners"].items()}}
     metrics["binary_nce"]["expected_offset"] = n["learners"]["binary_nce"]["expected_offset"]
     write_json(out, metrics)

@@ -33,6 +33,10 @@ def results(suite: str, alpha: float, *, metrics: dict) -> dict:
             note = "; ".join(filter(None, [note, f"median retrieval cross {c['median_cross']:.3g} (rule: < cross_max), "
                                                  f"within vision {c['median_within_vision']:.3g} and language "
                                                  f"{c['median_within_language']:.3g} (rule: > within_min)"]))
-        out[key] = {"value": c.get("statistic"), "p": c.get("p_value"), "n": c.get("n_pairs", n),
-                    "seeds": seeds, "verdict": c["verdict"], "note": note}
+        value, p = c.get("statistic"), c.get("p_value")
+        if key.startswith("C4") and not 0 < c.get("predicted_failure_rate", 0.5) < 1:  # issue 47: no measurement
+            value, p = None, None  # 0.5 by construction (every null draw too), which a run-level test must not pool
+            note = "; ".join(filter(None, [note, "the rule predicts one class for every pair: no balanced accuracy"]))
+        out[key] = {"value": value, "p": p, "n": c.get("n_pairs", n), "seeds": seeds, "verdict": c["verdict"],
+                    "note": note}
     return out

@@ -55,11 +55,12 @@ def _per_run(values) -> np.ndarray:
     return np.asarray(values, dtype=np.float64).reshape(len(values), -1)[:, 0]
 
 
-def run_effects(*, shallow: dict, deep: dict, fig2: dict) -> dict:
+def run_effects(*, shallow: dict, deep: dict, fig2: dict, fig7: dict | None = None) -> dict:
     """Issue 47: each ordering claim's effect in every run of its own part, signed so that positive means the
     ordering holds in that run (what ``prh.stats.sign_flip`` tests, the run as unit): peaks' claims over its
-    ``runs`` runs, Fig 2's over ``fig2_runs``. Fig 7 on the digits records only means (no per-run effect) and
-    Proposition 1 is a numerical check (no runs): neither is here."""
+    ``runs`` runs, Fig 2's and Fig 7's on the digits over ``fig2_runs`` (Fig 7: where ``fig7``, the digits
+    network's layers, records each run's AUC, ``auc_runs``; older files hold means only). Proposition 1 is a
+    numerical check (no runs): not here."""
     al = shallow["alignment"]["auc"]
     a = {rep: {t: _per_run(v) for t, v in tasks.items()}
          for rep, tasks in {"input": al["trained"]["input"], "init": al["init"]["hidden1"],
@@ -97,6 +98,12 @@ def run_effects(*, shallow: dict, deep: dict, fig2: dict) -> dict:
         "fig7_peaks_later_layers_better_after_training": up(pk["trained"]),
         "fig7_peaks_order_reversed_at_init": up(pk["init"][:, ::-1]),
     }
+    if fig7 is not None and all("auc_runs" in fig7[s][l] for s in ("init", "trained") for l in fig7["layers"]):
+        d7 = {s: np.stack([np.asarray(fig7[s][l]["auc_runs"], dtype=np.float64) for l in fig7["layers"]], axis=1)
+              for s in ("init", "trained")}
+        tr7 = d7["trained"]  # the registered rule: the hidden layers rise, and the last is above the input
+        out["fig7_later_layers_better_after_training"] = np.minimum(up(tr7[:, 1:]), tr7[:, -1] - tr7[:, 0])
+        out["fig7_order_reversed_at_init"] = up(d7["init"][:, ::-1])
     return {k: [float(x) for x in v] for k, v in out.items()}
 
 
@@ -268,7 +275,7 @@ def transfer_claims(paths: dict) -> dict:
         "paper": PAPER, "config": {**deep["config"], **digits["config"]}, "seed": deep["seed"], "device": digits["device"],
         "figure": 7, "dataset": digits["dataset"], "classification": fig7, "peaks_regression": peaks7})
     verdicts = claims(shallow=shallow, deep=deep, fig2=fig2, fig7=fig7)
-    for key, effects in run_effects(shallow=shallow, deep=deep, fig2=fig2).items():
+    for key, effects in run_effects(shallow=shallow, deep=deep, fig2=fig2, fig7=fig7).items():
         verdicts[key]["run_effects"] = effects  # issue 47: the run as unit (prh.stats.sign_flip in the ledger)
     metrics = {
         "claims_reproduced": sum(v["reproduced"] for v in verdicts.values()),
