@@ -29,7 +29,8 @@ from pathlib import Path
 
 import yaml
 
-from prh.errors import ConfigError, CorruptFileError
+from prh.config import ROOT
+from prh.errors import ConfigError
 
 __all__ = ["SOURCES", "DEFAULT_FILE", "DEFAULT_LOCK", "STANDIN_KEY", "read_declarations", "checkpoint_models",
            "resolve_checkpoint", "map_keys", "build_architecture", "load_checkpoint_model", "pin_main"]
@@ -51,6 +52,8 @@ def _parsed(path: str, mtime_ns: int) -> dict:
 def read_declarations(path: str | os.PathLike = DEFAULT_FILE) -> dict:
     """The declarations file: ``{"layouts", "preprocess", "checkpoints"}`` (parsed once per process and change)."""
     path = Path(path)
+    if not path.is_file() and not path.is_absolute() and (ROOT / path).is_file():
+        path = ROOT / path  # a relative path read outside the workflow's folder: this checkout's file
     if not path.is_file():
         raise ConfigError(f"{path}: the checkpoint declarations file (paper.checkpoints.file) does not exist")
     data = copy.deepcopy(_parsed(str(path.resolve()), path.stat().st_mtime_ns))
@@ -102,7 +105,7 @@ def resolve_checkpoint(cfg: dict, name: str, declarations: dict | None = None) -
         raise ConfigError(f"{where}: unknown layout keys {sorted(set(layout) - LAYOUT_KEYS)}; allowed: "
                           f"{sorted(LAYOUT_KEYS)}")
     return {**out, "url": entry["url"], "layout": layout, "lock": files["lock"],
-            **({"sha256": entry["sha256"]} if entry.get("sha256") else {})}
+            **({"sha256": entry["sha256"], "sha256_in": where} if entry.get("sha256") else {})}
 
 
 def map_keys(state: dict, layout: dict) -> dict:
@@ -156,9 +159,11 @@ def _load_file(path: Path):
     try:
         with torch.serialization.safe_globals(safe):
             return torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as e:  # noqa: BLE001 - a truncated or foreign file: one error naming it
-        raise CorruptFileError(path, "PyTorch checkpoint (torch.load, weights only)", e,
-                               remedy=f"delete {path} and rerun to fetch it again") from None
+    except Exception as e:  # noqa: BLE001 - its hash is the pinned one: the file is as published, not truncated
+        raise ConfigError(f"{path} (its SHA-256 is the pinned one) cannot be read by torch.load(weights_only=True): "
+                          f"{type(e).__name__}: {' '.join(str(e).split())[:300]}. If it pickles objects beyond "
+                          "tensors, check what they are and allow their types in prh.models.checkpoints "
+                          "(_load_file); weights_only stays on, so no code in the file runs") from None
 
 
 def _strict_load(model, state: dict, spec: dict) -> None:

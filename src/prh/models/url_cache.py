@@ -110,7 +110,7 @@ def record_sha256(lock: str | os.PathLike, url: str, sha256: str, *, name: str =
 def expected_sha256(spec: dict) -> tuple[str | None, str]:
     """(pinned SHA-256 or None, where it is pinned): the declaration's ``sha256``, else the lock's entry."""
     if spec.get("sha256"):
-        return str(spec["sha256"]).lower(), f"workflow/resources/checkpoints.yaml ({spec.get('name')})"
+        return str(spec["sha256"]).lower(), spec.get("sha256_in") or "its declaration"
     return read_lock(spec["lock"]).get(spec["url"]), str(spec["lock"])
 
 
@@ -163,15 +163,17 @@ def fetch_checkpoint(spec: dict, *, timeout: float = 60.0) -> tuple[Path, str]:
     name, url = spec.get("name") or spec["url"], spec["url"]
     path = cache_path(url)
     expected, where = expected_sha256(spec)
-    if path.is_file():
-        actual = _sha256(path)
-    else:
-        tmp, actual = _download(url, path, name=name, timeout=timeout)
-        if expected is not None and actual != expected:
-            tmp.unlink(missing_ok=True)
-            raise mismatch_error(name=name, url=url, expected=expected, actual=actual, where=where, path=path)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
+    if not path.is_file():
+        with _locked(path.parent):  # the model's other jobs wait for this download instead of repeating it
+            if not path.is_file():
+                tmp, actual = _download(url, path, name=name, timeout=timeout)
+                if expected is not None and actual != expected:
+                    tmp.unlink(missing_ok=True)
+                    raise mismatch_error(name=name, url=url, expected=expected, actual=actual, where=where,
+                                         path=path)
+                os.chmod(tmp, 0o644)
+                os.replace(tmp, path)
+    actual = _sha256(path)
     if expected is None:
         record_sha256(spec["lock"], url, actual, name=name, path=path)  # pinned on first fetch
     elif actual != expected:
