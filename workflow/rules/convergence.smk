@@ -15,7 +15,7 @@ CONV_CFG = {**config["convergence"], "bins": config["convergence"]["bins"][SUITE
 # each command's keys of the block (prh.studies.convergence.design.SLICES): editing one reruns only its rule
 CONV_CONFIG = {command: json_param({k: CONV_CFG[k] for k in keys}) for command, keys in CONV_SLICES.items()}
 CONV_VSET, CONV_LSET = SUITE_CFG["vision_models"], SUITE_CFG["language_models"]
-# Fig 2's own vision set (paper: prh_fig2_vision, the hub-loadable part of the paper's 78); Fig 3 keeps CONV_VSET
+# Fig 2's own vision set (paper: prh_fig2_vision, the loadable part of the paper's 78); Fig 3 keeps CONV_VSET
 CONV_FIG2_VSET = config["convergence"]["vision_models"][SUITE] or CONV_VSET
 if SUITE == "offline":
     CONV_PROBES, CONV_LANGUAGE = f"{R}/experiments/zoo/vision.json", f"{R}/experiments/zoo/language.json"
