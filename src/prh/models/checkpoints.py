@@ -90,6 +90,8 @@ def resolve_checkpoint(cfg: dict, name: str, declarations: dict | None = None) -
     if entry is None:
         raise ConfigError(f"paper.models.{name}: repo {spec['repo']!r} is not declared in {files['file']} "
                           f"(checkpoints: {', '.join(decl['checkpoints'])})")
+    if not entry.get("arch"):
+        raise ConfigError(f"{where}: no `arch` (a timm architecture such as resnet50, or smallalexnet)")
     kind = "url" if entry.get("url") else "random" if entry.get("seed") is not None else None
     if kind != spec["source"]:
         raise ConfigError(f"paper.models.{name} has source {spec['source']!r} but {where} declares "
@@ -225,7 +227,8 @@ def pin_main(argv: list[str] | None = None) -> None:
     from prh.config import load, merge
     from prh.models.url_cache import cache_path, cache_root, expected_sha256, fetch_checkpoint
 
-    p = argparse.ArgumentParser(prog="prh pin-checkpoints", description=pin_main.__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="prh pin-checkpoints", description="fetch every plain-URL checkpoint of a "
+                                "config into the cache and pin its SHA-256 in the config's lock (needs network)")
     p.add_argument("--params", default="params.yaml", help="the base config (default: params.yaml)")
     p.add_argument("--configfile", action="append", default=[], help="a config layered on --params (repeatable)")
     p.add_argument("--dry-run", action="store_true", help="report what is pinned and cached; fetch nothing")
