@@ -256,4 +256,7 @@ def test_the_costs_block_follows_its_records(tmp_path):
     record = json.loads((tmp_path / "benchmarks" / "default_costs.json").read_text())
     record["wall_s"] *= 2
     (tmp_path / "benchmarks" / "default_costs.json").write_text(json.dumps(record))
-    assert costs_block(tmp_path) != before and "not measured" in before
+    assert costs_block(tmp_path) != before
+    install = json.loads((tmp_path / "benchmarks" / "install.json").read_text())
+    (tmp_path / "benchmarks" / "install.json").write_text(json.dumps({**install, "results_gib": None}))
+    assert "under `results/`: not measured" in costs_block(tmp_path)  # no record: said so, never a number
