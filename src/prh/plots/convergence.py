@@ -223,6 +223,7 @@ def plot_relational(data: dict, out: Path) -> list[Path]:
         base = next(p["untrained_outcome"] for p in points if p["family"] == f)
         ax.axhline(base, color="k", lw=1, ls="--", label=f"untrained {f}")
     ax.set_xscale("symlog", linthresh=100)
+    ax.set_xlim(left=0)
     ax.set_xlabel("training step")
     ax.set_ylabel("calibrated alignment with vision")
     ax.set_title("trajectories (colour: mix; line: size)", fontsize=8)
