@@ -115,6 +115,17 @@ def test_no_run_following_the_swap_makes_it_not_testable_and_no_trend_not_reprod
     assert res["weighed"]["interval"][1] < 0.3 and res["verdict"] == "not reproduced"
 
 
+def test_the_command_weighs_by_the_ledger_s_decision_at_the_registered_sesoi(repo_root):
+    from prh.checks import check_config
+    from prh.config import load
+    from prh.studies.convergence.relational import claim_decision
+
+    decision = claim_decision()
+    assert decision["kind"] == "correlation" and decision["strata"] == "fixed"
+    # params.yaml's pre-registration states the SESOI the manifest's decision (the one the command reads) holds
+    assert check_config(load(repo_root / "params.yaml"))["convergence"]["relational"]["sesoi"] == decision["sesoi"]
+
+
 def test_a_final_checkpoint_without_a_score_is_named():
     z, names, relational, cross, *_ = fixture()
     del relational["models"]["rel_m_r3_30"]
@@ -127,7 +138,7 @@ def test_the_command_writes_the_test_and_its_figure_draws(tmp_path):
     z, names, relational, cross, *_ = fixture()
     write_json(tmp_path / "rel.json", relational)
     write_json(tmp_path / "cross.json", cross)
-    cfg = json.dumps({"alpha": 0.05, "sesoi": 0.1, "effect": 0.5, "seed": 0})
+    cfg = json.dumps({"alpha": 0.05, "effect": 0.5, "seed": 0})
     args = ["--relational", str(tmp_path / "rel.json"), "--cross", str(tmp_path / "cross.json"), "--zoo", json.dumps(z),
             "--config", cfg, "--out", str(tmp_path / "out.json"), "--model-set", *names]
     main(args)

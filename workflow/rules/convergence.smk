@@ -251,7 +251,7 @@ if SUITE == "offline" and REL_MODELS:
         params:
             zoo=json_param(ZOO_RUNS),
             models=" ".join(REL_MODELS),
-            config=json_param({k: REL_CFG[k] for k in ("alpha", "sesoi", "effect", "seed")}),
+            config=json_param({k: REL_CFG[k] for k in ("alpha", "effect", "seed")}),
         shell:
             "prh relational-test --relational {input.relational} --bpb {input.bpb} --cross {input.cross} --zoo {params.zoo}"
             " --model-set {params.models} --config {params.config} --out {output} > {log} 2>&1"

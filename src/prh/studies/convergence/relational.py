@@ -24,15 +24,34 @@ import argparse
 import numpy as np
 
 from prh.claims import verdict, weigh
-from prh.pooling import pooled_spearman_power
+from prh.pooling import pooled_spearman, pooled_spearman_power
 from prh.stats import spearman_permutation
 from prh.studies.convergence.preregistered import calibrated_outcomes
 
-__all__ = ["relational_runs", "relational_test", "main"]
+__all__ = ["relational_runs", "relational_test", "claim_decision", "main"]
 
-# the manifest's decision (convergence.relational): the sizes are strata of one design, pooled by fixed effect
-CLAIM = {"kind": "correlation", "strata": "fixed", "reason": "pre-registered (params.yaml convergence.relational)",
-         "set": "pre-registered 2026-11-27, before any run of presets/language.yaml"}
+
+def claim_decision() -> dict:
+    """The ledger's decision for this claim (the convergence manifest's ``relational``: kind, SESOI, strata), so that
+    the command and the ledger weigh it by one rule."""
+    from prh.studies.ledger import declared
+
+    return next(c.decision for c in declared("convergence").claims if c.key == "relational")
+
+
+def _per_size(points: list[dict], key: str, families: list[str], seed: int) -> dict:
+    """Each size's two-sided Spearman r of ``key`` against the gain, with its n (r undefined where ``key`` is
+    constant over the size's runs)."""
+    strata = {}
+    for fam in families:
+        pts = [p for p in points if p["family"] == fam]
+        x, y = [p[key] for p in pts], [p["gain"] for p in pts]
+        if len(set(x)) == 1:
+            strata[fam] = {"n": len(pts), "spearman_r": None, "note": f"every run at the same {key}: r undefined"}
+            continue
+        res = spearman_permutation(x, y, permutations=10000, alternative="two-sided", seed=seed)
+        strata[fam] = {"n": len(pts), "spearman_r": res["spearman_r"], "p_two_sided": res["p_permutation"]}
+    return strata
 
 
 def relational_runs(zoo: dict, model_set: list[str]) -> dict[str, dict]:
@@ -77,20 +96,16 @@ def _competence(points: list[dict], families: list[str]) -> dict:
 def _secondary(points: list[dict], bpb: dict | None, families: list[str], seed: int) -> dict:
     """The registered secondary predictor, reported and not in the verdict: the reducible fraction of bits per byte
     (``prh eval-lm``) of each run's final checkpoint against its gain, per size and pooled as the primary is."""
-    from prh.pooling import pooled_spearman
-
     models = (bpb or {}).get("models") or {}
     if not all(p["final"] in models for p in points):
         return {"note": "not computed: no bits per byte of every final checkpoint"}
     for p in points:
         p["reducible_fraction"] = float(models[p["final"]]["reducible_fraction"])
-    strata = {}
-    for fam in families:
-        pts = [p for p in points if p["family"] == fam]
-        res = spearman_permutation([p["reducible_fraction"] for p in pts], [p["gain"] for p in pts], permutations=10000,
-                                   alternative="two-sided", seed=seed)
-        strata[fam] = {"n": len(pts), "spearman_r": res["spearman_r"], "p_two_sided": res["p_permutation"]}
-    pooled = pooled_spearman([s["spearman_r"] for s in strata.values()], [s["n"] for s in strata.values()], seed=seed)
+    strata = _per_size(points, "reducible_fraction", families, seed)
+    defined = [s for s in strata.values() if s["spearman_r"] is not None]
+    if not defined:
+        return {"predictor": "reducible fraction of bits per byte (final checkpoint)", "strata": strata}
+    pooled = pooled_spearman([s["spearman_r"] for s in defined], [s["n"] for s in defined], seed=seed)
     return {"predictor": "reducible fraction of bits per byte (final checkpoint)", "strata": strata,
             "pooled_r": pooled["mean_r"], "p": pooled["p"]}
 
@@ -121,17 +136,9 @@ def relational_test(*, relational: dict, cross: dict, runs: dict[str, dict], vis
                        "trajectory": [{"step": 0, "outcome": base, "accuracy": scored.get(r["untrained"], {}).get("accuracy")}]
                        + [{"step": k, "outcome": calibrated[n], "accuracy": scored.get(n, {}).get("accuracy")}
                           for k, n in r["checkpoints"]]})
-    strata = {}
-    for fam in families:
-        pts = [p for p in points if p["family"] == fam]
-        x, y = [p["accuracy"] for p in pts], [p["gain"] for p in pts]
-        if len(set(x)) == 1:
-            strata[fam] = {"n": len(pts), "spearman_r": None, "note": "every run at the same accuracy: r undefined"}
-            continue
-        res = spearman_permutation(x, y, permutations=10000, alternative="two-sided", seed=seed)
-        strata[fam] = {"n": len(pts), "spearman_r": res["spearman_r"], "p_two_sided": res["p_permutation"]}
+    strata = _per_size(points, "accuracy", families, seed)
     passing = sorted(p["final"] for p in points if p["gate_passed"])
-    decision = {**CLAIM, "sesoi": sesoi}
+    decision = {**claim_decision(), "sesoi": sesoi}
     pooled = weigh(decision, [{"value": s["spearman_r"], "n": s["n"]} for s in strata.values()], alpha=alpha)
     note = pooled.get("note")
     if not passing:  # the registration: no final checkpoint follows the swap -> not testable
@@ -164,11 +171,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--cross", required=True, help="prh align table of the relational language set against the vision set")
     p.add_argument("--zoo", required=True, type=json_object, help="JSON: the config's zoo.language runs")
     p.add_argument("--model-set", nargs="+", required=True, help="the relational language set's models")
-    p.add_argument("--config", required=True, type=json_object, help="JSON: convergence.relational (alpha, sesoi, effect, seed)")
+    p.add_argument("--config", required=True, type=json_object, help="JSON: convergence.relational (alpha, effect, seed)")
     p.add_argument("--out", required=True)
     a = p.parse_args(argv)
     cfg, runs = a.config, relational_runs(a.zoo, a.model_set)
-    bad = [k for k in ("alpha", "sesoi", "effect") if not isinstance(cfg.get(k), (int, float))]
+    bad = [k for k in ("alpha", "effect") if not isinstance(cfg.get(k), (int, float))]
     if bad:
         raise UsageError(f"--config lacks numbers for {bad}: pass params.yaml's convergence.relational block")
     if not runs:
@@ -178,7 +185,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         res = relational_test(relational=read_json(a.relational, keys=("models",)), cross=cross, runs=runs,
                               vision_models=list(cross["y_names"]), alpha=float(cfg["alpha"]),
-                              sesoi=float(cfg["sesoi"]), effect=float(cfg["effect"]), seed=int(cfg.get("seed", 0)),
+                              sesoi=claim_decision()["sesoi"], effect=float(cfg["effect"]), seed=int(cfg.get("seed", 0)),
                               bpb=read_json(a.bpb, keys=("models",)) if a.bpb else None)
     except (ValueError, KeyError) as err:
         raise UsageError(str(err)) from err
