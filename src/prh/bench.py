@@ -50,7 +50,7 @@ def record_rusage(path: str, *, command: str, argv: list[str], wall_s: float, st
     concurrent jobs do not interleave."""
     me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     line = json.dumps({"command": command, "argv": argv, "rank": os.environ.get("RANK"), "status": status,
-                       "wall_s": round(wall_s, 3),
+                       "wall_s": round(wall_s, 6),  # microseconds: a command that fails at once takes < 1 ms
                        "cpu_s": round(me.ru_utime + me.ru_stime, 3), "children_cpu_s": round(kids.ru_utime + kids.ru_stime, 3),
                        "max_rss_mb": round(max(me.ru_maxrss, kids.ru_maxrss) / 1024, 1)}) + "\n"
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
