@@ -2,6 +2,7 @@
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,6 +20,7 @@ from prh.studies.convergence.run import (
     solved_counts,
 )
 
+ROOT = Path(__file__).resolve().parents[1]
 PROBES = {"models": {
     "a": {"tasks": {"t1": {"accuracy": 0.90}, "t2": {"accuracy": 0.50}}},
     "b": {"tasks": {"t1": {"accuracy": 0.73}, "t2": {"accuracy": 0.60}}},
@@ -125,6 +127,33 @@ def test_run_convergence_and_figures(tmp_path):
     with pytest.raises(ValueError, match=r"run-convergence: no path for \['model_map'\] \(--model-map PATH\)"):
         run_convergence(probes=probes, vision_alignment=vis, cross_alignment=cross, language=lang, families={},
                         out={k: v for k, v in _out(out).items() if k != "model_map"})
+
+
+def test_fig2_states_which_of_the_papers_models_are_present(tmp_path):
+    """Issue 53: the paper suite passes Fig 2's coverage of the paper's 78 models (design.fig2_coverage);
+    run-convergence writes it into competence.json and metrics.json and the figure states it."""
+    from prh.studies.convergence.design import fig2_coverage
+    from prh.studies.convergence.run import main
+
+    names = ["vit-tiny-in21k", "resnet50-random", "alexnet-au-stat-wmm", "d"]
+    s = np.full((4, 4), 0.3)
+    np.fill_diagonal(s, 1.0)
+    settings = {"metric": "mutual_knn", "topk": 10}
+    vis = _write(tmp_path / "vv.json", {"settings": settings, "x_names": names, "y_names": names, "scores": s.tolist()})
+    cross = _write(tmp_path / "lv.json", {"settings": settings, "x_names": ["l1", "l2", "l3"], "y_names": names,
+                                          "scores": np.full((3, 4), 0.2).tolist()})
+    lang = _write(tmp_path / "lang.json", {"models": {"l1": {"bpb": 2.0}, "l2": {"bpb": 1.0}, "l3": {"bpb": 0.5}}})
+    probes = {"models": {n: m for n, m in zip(names, PROBES["models"].values())}}
+    cov = fig2_coverage(names, ROOT / "workflow/resources/prh_fig2_vision.yaml")
+    assert cov["n_present"] == 3 and cov["not_in_paper"] == ["d"]
+    out = tmp_path / "exp"
+    args = [f"--{k.replace('_', '-')}={v}" for k, v in _out(out).items()]
+    main(["--probes", _write(tmp_path / "p.json", probes), "--vision-alignment", vis, "--cross-alignment", cross,
+          "--language", lang, "--config", json.dumps({"bins": [0, 1, 3]}), "--coverage", json.dumps(cov), *args])
+    for name in ("competence", "metrics"):
+        assert json.loads((out / f"{name}.json").read_text())["coverage"] == cov
+    paths = draw_from(out, ["convergence_fig02_competence_alignment"], tmp_path / "fig")
+    assert all(p.stat().st_size > 0 for p in paths)
 
 
 def test_platonic_reference(tmp_path):

@@ -133,11 +133,14 @@ def test_the_real_params_file(tmp_path):
     old = yaml.safe_load(p.read_text())
     entries = pin_revisions(p, api=FakeHub())
     new = yaml.safe_load(p.read_text())
-    models = old["paper"]["models"]
+    models = {m: s for m, s in old["paper"]["models"].items() if s.get("source", "hub") == "hub"}
     assert sum(e["key"].startswith("paper.models.") for e in entries) == len(models) >= 40
     for name, spec in models.items():
         repo_id = spec["repo"] if "/" in spec["repo"] else "timm/" + spec["repo"]
         assert new["paper"]["models"][name] == {**spec, "revision": sha("model", repo_id, spec["revision"])}
+    for name, spec in old["paper"]["models"].items():  # a plain-URL or seeded checkpoint: no revision to pin
+        if name not in models:
+            assert new["paper"]["models"][name] == spec and "revision" not in spec
     hub_sets = [e for e in hub_entries(old) if e["key"].startswith("datasets.")]
     assert any(e["repo"] == "minhuh/prh" for e in hub_sets)
     for e in hub_sets:

@@ -105,6 +105,7 @@ def check_references(cfg: dict, *, layers: list[tuple[str, dict]] | None = None)
             problems.append(f"  {', '.join(where)}: unknown {kind}s {', '.join(map(repr, names))} (none is defined: "
                             f"was an entry removed?)")
     problems += _carve_problems(datasets)
+    problems += _checkpoint_declaration_problems(cfg)
     for task in ((cfg.get("convergence") or {}).get("vtab_tasks") or []):
         absent = [f"vtab_{task}_{part}" for part in ("train", "test") if f"vtab_{task}_{part}" not in datasets]
         if absent:
@@ -121,6 +122,20 @@ def check_references(cfg: dict, *, layers: list[tuple[str, dict]] | None = None)
         raise ConfigError(problems_message(f"{source_name(layers or [('params.yaml', cfg)])} refers to names that do "
                                            "not exist", problems))
     return cfg
+
+
+def _checkpoint_declaration_problems(cfg: dict) -> list[str]:
+    """A ``paper.models`` entry of source url or random whose declaration (``paper.checkpoints.file``) is missing or
+    does not fit (``prh.models.checkpoints.resolve_checkpoint``): one line per distinct problem."""
+    from prh.models.checkpoints import checkpoint_models, resolve_checkpoint
+
+    found = []
+    for name in checkpoint_models(cfg):
+        try:
+            resolve_checkpoint(cfg, name)
+        except ConfigError as e:
+            found.append(f"  {e}")
+    return list(dict.fromkeys(found))
 
 
 def _carve_problems(datasets: dict) -> list[str]:

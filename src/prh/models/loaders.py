@@ -112,7 +112,7 @@ def _from_hub(load, *, repo: str, revision: str | None):
 # ---------------------------------------------------------------- vision
 
 
-def load_vision_model(name_or_dir: str | os.PathLike, revision: str | None = None):
+def load_vision_model(name_or_dir: str | os.PathLike, revision: str | None = None, checkpoint: dict | None = None):
     """Load a timm vision model in eval mode and the preprocessing it expects.
 
     Parameters
@@ -120,6 +120,8 @@ def load_vision_model(name_or_dir: str | os.PathLike, revision: str | None = Non
     name_or_dir : a zoo checkpoint directory (``config.json`` + ``model.safetensors``)
         or a timm pretrained name (``architecture.tag``), fetched from ``timm/<name>``.
     revision : hub revision (commit hash or branch) of ``timm/<name>``; ignored for a directory.
+    checkpoint : a model on no hub instead (``prh.models.checkpoints.resolve_checkpoint``: a plain-URL checkpoint,
+        fetched once and SHA-256 pinned, or a seeded random initialisation); ``name_or_dir`` is then only its label.
 
     Returns
     -------
@@ -127,6 +129,10 @@ def load_vision_model(name_or_dir: str | os.PathLike, revision: str | None = Non
         "pooling": "cls"|"avg", "interpolation", "crop_pct"}, the keyword arguments of
         ``prh.features.extract_vision_features``.
     """
+    if checkpoint is not None:
+        from prh.models.checkpoints import load_checkpoint_model
+
+        return load_checkpoint_model(checkpoint)
     import timm
 
     path = Path(name_or_dir)

@@ -68,6 +68,14 @@ def plot_competence(data: dict, out: Path) -> list[Path]:
     ax.set_ylabel(f"intra-bin alignment ({data['settings'].get('metric', 'mutual_knn')}, "
                   f"k={data['settings'].get('topk')})")
     ax.set_title("Competent models are more aligned?")
+    cov = data.get("coverage")  # paper suite: which of the paper's 78 models are present (design.fig2_coverage)
+    if cov:
+        missing = "; ".join(f"{g['n_missing']} of {g['count']} {g['group']}" for g in cov["groups"] if g["n_missing"])
+        differs = ", ".join(g["group"] for g in cov["groups"] if g.get("architecture_differs"))
+        fig.text(0.5, -0.06, f"{cov['n_present']} of the paper's {cov['paper_count']} models"
+                 + (f"; missing: {missing}" if missing else "")
+                 + (f"; architecture not the paper's: {differs}" if differs else ""),
+                 ha="center", va="top", fontsize=6, wrap=True)
     return save_figure(fig, out)
 
 

@@ -8,6 +8,8 @@ Reads params.yaml layered with each ``--configfile`` as Snakemake layers them (`
 and writes, for every hub item of that config (``prh.pin.hub_entries``):
 
 - model stand-ins into ``$HF_HOME/hub`` (``prh.standin.models``);
+- plain-URL checkpoint stand-ins at their cache paths under ``$HF_HOME/prh-checkpoints``, their SHA-256 in the
+  config's ``paper.checkpoints.lock`` (``prh.standin.checkpoints``);
 - dataset stand-ins into ``$HF_HOME/hub`` and their prepared copies into ``$HF_HOME/datasets``
   (``prh.standin.datasets``);
 - the downloads the ``prepare_*`` rules read (DCI, Places), under ``--downloads-root`` (the
@@ -45,6 +47,7 @@ def build_standin_hub(cfg: dict, hf_home: str | os.PathLike, *, downloads_root: 
     ``downloads_root``; write and return the summary (``standin-hub.json``)."""
     from prh.io import write_json
     from prh.standin.cache import STANDIN_NOTE
+    from prh.standin.checkpoints import build_checkpoint_standins
     from prh.standin.datasets import build_dataset_standins
     from prh.standin.downloads import build_download_standins
     from prh.standin.models import build_model_standins
@@ -53,10 +56,11 @@ def build_standin_hub(cfg: dict, hf_home: str | os.PathLike, *, downloads_root: 
     check_standin_home(hf_home)
     start = time.perf_counter()
     models = build_model_standins(cfg, hf_home / "hub", seed=seed)
+    checkpoints = build_checkpoint_standins(cfg, hf_home, seed=seed)
     datasets = build_dataset_standins(cfg, hf_home / "hub", hf_home / "datasets", rows=rows, seed=seed)
     downloads = build_download_standins(cfg, downloads_root, rows=rows, seed=seed)
     summary = {"note": STANDIN_NOTE, "rows": rows, "seed": seed, "seconds": round(time.perf_counter() - start, 1),
-               "models": [{k: str(v) for k, v in m.items()} for m in models],
+               "models": [{k: str(v) for k, v in m.items()} for m in models], "checkpoints": checkpoints,
                "datasets": [{k: r[k] for k in ("repo_id", "revision", "commit", "config", "format", "snapshot")}
                             for r in datasets],
                "downloads": downloads}
@@ -82,5 +86,6 @@ def main(argv: list[str] | None = None) -> None:
     for path in a.configfile:
         cfg = merge(cfg, load(path))
     s = build_standin_hub(cfg, a.hf_home, downloads_root=a.downloads_root, rows=a.rows, seed=a.seed)
-    print(f"{a.hf_home}: {len(s['models'])} model, {len(s['datasets'])} dataset and {len(s['downloads'])} download "
-          f"stand-ins in {s['seconds']} s (random weights, synthetic rows: their numbers mean nothing)")
+    print(f"{a.hf_home}: {len(s['models'])} model, {len(s['checkpoints'])} URL checkpoint, {len(s['datasets'])} "
+          f"dataset and {len(s['downloads'])} download stand-ins in {s['seconds']} s (random weights, synthetic rows: "
+          "their numbers mean nothing)")

@@ -39,6 +39,7 @@ from scipy import stats
 from prh.checks import check_bins
 from prh.config import schema_defaults
 from prh.io import add_path_options, json_object, named_paths, read_alignment, read_json, read_jsonl, write_json
+from prh.studies.convergence.nulls import null_summary
 from prh.studies.convergence.preregistered import amended_on_runs, preregistered_language_vision, run_level
 from prh.errors import UsageError
 from prh.evaluation.probes import read_probe_results
@@ -130,25 +131,6 @@ def correlations(x, y) -> dict:
             "spearman_r": float(sr.statistic), "spearman_p": float(sr.pvalue), "n": len(x)}
 
 
-def null_summary(alignment: dict) -> dict | None:
-    """The calibrated null of an alignment table (``prh align --null-permutations P``), summarised:
-    mean observed score, mean of the permutation null of the best layer pair (what layer
-    search finds by chance), the fraction of cells with p < 0.05 and the mean Aristotelian calibrated score
-    (the authors' clip((s - tau) / (s_max - tau)) over the same permutations; issue 47). None without a null."""
-    calib = alignment.get("calibration")
-    if not calib:
-        return None
-    scores, p = np.asarray(alignment["scores"], dtype=float), np.asarray(calib["p_value"], dtype=float)
-    self_set = alignment["x_names"] == alignment["y_names"]  # a set against itself: leave out the diagonal
-    off = ~np.eye(len(scores), dtype=bool) if self_set else np.ones(scores.shape, dtype=bool)
-    scores, p, null = scores[off], p[off], np.asarray(calib["null_max_mean"], dtype=float)[off]
-    arist = np.asarray(calib["aristotelian"], dtype=float)[off] if "aristotelian" in calib else None
-    return {"permutations": calib["permutations"], "score_mean": float(np.nanmean(scores)),
-            "null_max_mean": float(np.nanmean(null)), "fraction_p_below_0.05": float(np.nanmean(p < 0.05)),
-            "min_p": float(1.0 / (calib["permutations"] + 1)),
-            "aristotelian_mean": None if arist is None else float(np.nanmean(arist))}
-
-
 def language_vision(*, cross: dict, bpb: dict[str, float], families: dict[str, str]) -> dict:
     """Alignment of every (language, vision) pair against the LM's 1 - bpb, per vision family.
 
@@ -204,7 +186,8 @@ def read_lm_competence(path: str) -> dict:
 def run_convergence(*, probes: str, vision_alignment: str, cross_alignment: str, language: str,
                     families: dict, out: dict, config: dict | None = None,
                     preregistered_competence: str | None = None,
-                    preregistered_vision_models: list[str] | None = None, amended_runs: dict | None = None) -> dict:
+                    preregistered_vision_models: list[str] | None = None, amended_runs: dict | None = None,
+                    coverage: dict | None = None) -> dict:
     """Fig 2 (left, right) and Fig 3 numbers: writes ``out``'s competence, model_map, language_vision and
     metrics JSON files (``OUTPUTS``: name -> path); returns the metrics.
 
@@ -212,7 +195,9 @@ def run_convergence(*, probes: str, vision_alignment: str, cross_alignment: str,
     ``preregistered_vision_models`` (the model set ``config.preregistered.vision_models``
     names, resolved by the caller), metrics.json also holds ``language_vision_preregistered``
     (``preregistered_language_vision`` on the cross alignment, which then needs a permutation
-    null). The pooled pair-level statistics are kept as ``language_vision_descriptive``.
+    null). The pooled pair-level statistics are kept as ``language_vision_descriptive``. ``coverage``
+    (``prh.studies.convergence.design.fig2_coverage``: which of the paper's models are present) goes into
+    competence.json and metrics.json as it is.
     """
     cfg, out = _config(config), named_paths(out, OUTPUTS["run-convergence"], command="run-convergence")
     if (preregistered_competence is None) != (preregistered_vision_models is None):
@@ -227,7 +212,8 @@ def run_convergence(*, probes: str, vision_alignment: str, cross_alignment: str,
     n_tasks = len({t for m in probe_results["models"].values() for t in m["tasks"]})
     bins = competence_bins(scores=scores, names=names, solved=solved, bins=check_bins(bins=cfg["bins"], n_tasks=n_tasks))
     settings = {**align["settings"], "solve_fraction": cfg["solve_fraction"], "bins": cfg["bins"]}
-    write_json(out["competence"], {"settings": settings, "solved": solved, "bins": bins})
+    cover = {"coverage": coverage} if coverage else {}
+    write_json(out["competence"], {"settings": settings, "solved": solved, "bins": bins, **cover})
     emb = model_map(scores=scores, seed=cfg["seed"], min_umap_models=cfg["min_umap_models"],
                     n_neighbors=cfg["n_neighbors"])
     write_json(out["model_map"], {"settings": settings, "names": names, "solved": [solved[n] for n in names],
@@ -241,7 +227,7 @@ def run_convergence(*, probes: str, vision_alignment: str, cross_alignment: str,
                "competence_alignment": correlations([solved[n] for n in names],
                                                      [np.mean(np.delete(scores[i], i)) for i in range(len(names))]),
                "language_vision_descriptive": {**lv["pooled"], "unit": "(language, vision) pair",
-                                               "note": "pairs are not independent: descriptive only"}}
+                                               "note": "pairs are not independent: descriptive only"}, **cover}
     if preregistered_competence is not None:
         pre, comp = cfg["preregistered"], read_lm_competence(preregistered_competence)
         metrics["language_vision_preregistered"] = registered = {
@@ -371,13 +357,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--amended-runs", type=json_object, default=None,
                         help='JSON {run: {"final": model, "untrained": model, "seed": n}} (prh.config.language_runs): '
                              "adds issue 36's amended test, one point per run (needs --preregistered-competence)")
+    parser.add_argument("--coverage", type=json_object, default=None,
+                        help="JSON: which of the paper's Fig 2 models are present (design.fig2_coverage)")
     args = parser.parse_args(argv)
     metrics = run_convergence(probes=args.probes, vision_alignment=args.vision_alignment,
                               cross_alignment=args.cross_alignment, language=args.language,
                               families=args.families, out=vars(args), config=args.config,
                               preregistered_competence=args.preregistered_competence,
                               preregistered_vision_models=args.preregistered_vision_models,
-                              amended_runs=args.amended_runs)
+                              amended_runs=args.amended_runs, coverage=args.coverage)
     print(metrics)
 
 
