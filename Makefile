@@ -31,11 +31,11 @@ test: $(STAMP)
 	$(BIN)/python -m pytest
 
 # What `make figures` would run, without running it: the job table, why each rule runs, the expected duration
-# (priced with benchmarks/default_costs.json). Not each job's block: `snakemake -n` prints those (issue 51).
+# (priced with benchmarks/default_costs.json). Not each job's block: `snakemake -n` prints those.
 plan: $(STAMP)
 	$(BIN)/snakemake --dry-run --cores all --quiet rules host
 
-# The replicate preset (issue 36, docs/replication.md): the training-based studies at two more master
+# The replicate preset (docs/replication.md): the training-based studies at two more master
 # seeds, and the claims ledger's verdicts from their agreement.
 replicate: $(STAMP)
 	$(BIN)/snakemake --cores all --configfile presets/replicate.yaml
@@ -48,9 +48,9 @@ repro: $(STAMP)
 # built in; --touch marks them up to date so Snakemake plans no job for them, and
 # --forceall makes it record every job's parameters too (plain --touch skips the jobs
 # it would not run, so a later parameter change of a job without inputs went unnoticed).
-# prh check-lock first: stamping results built with other params would hide the difference (issue 37); after the
-# pull, the effective config the results record (presets and --config included) against params.yaml's (issue 49).
-# prh check-remote (also before a push): a missing credential is one line naming what the remote reads (issue 51).
+# prh check-lock first: stamping results built with other params would hide the difference; after the
+# pull, the effective config the results record (presets and --config included) against params.yaml's.
+# prh check-remote (also before a push): a missing credential is one line naming what the remote reads.
 pull: $(STAMP)
 	$(BIN)/prh check-lock
 	$(BIN)/prh check-remote
@@ -61,7 +61,7 @@ pull: $(STAMP)
 # Upload results/ to the DVC remote. `dvc push` sends what dvc.lock records, and after a first `make figures` there
 # is no dvc.lock yet ("Everything is up to date", nothing sent): `dvc repro` writes it first, running Snakemake,
 # which plans nothing for up-to-date results (and rebuilds any that params or code have made stale), so the lock
-# never certifies results it did not check (issue 49).
+# never certifies results it did not check.
 push: $(STAMP)
 	$(BIN)/prh check-remote
 	$(BIN)/dvc repro

@@ -101,7 +101,7 @@ if workflow.is_main_process and R == "results":
     atexit.register(dry_run_duration, workflow, f"{workflow.basedir}/{COSTS_FILE}")
 
 
-# Library code (issue 49): Snakemake's `code` trigger sees a rule's own text, not the library its `prh` command
+# Library code: Snakemake's `code` trigger sees a rule's own text, not the library its `prh` command
 # runs. Each such rule gets a param, the hash of the library files its commands run (prh.cli.code_hash: the
 # command's module and what it imports): editing src/prh/metrics/knn.py reruns the jobs that compute k-NN, and
 # only those, before dvc.lock records the new src/prh.

@@ -1,4 +1,4 @@
-"""Peak memory of `prh align` on a synthetic L-layer x D-wide x N-item features file (issue 22).
+"""Peak memory of `prh align` on a synthetic L-layer x D-wide x N-item features file.
 
 The paper's largest case: a 65B LM on DCI, 81 layers x 8192 wide x 7,500 items, float32:
 20 GB on disk. `prh align` streams the file one layer at a time (prh.metrics.files.

@@ -1,4 +1,4 @@
-"""One table's eight metrics in one pass against eight separate passes (issue 18).
+"""One table's eight metrics in one pass against eight separate passes.
 
 The offline vision-vision table's shape, on synthetic features written to a temporary
 folder: 14 models, N = 1000 items, 5 to 13 layers of 64 to 256 dims (a shared signal

@@ -1,4 +1,4 @@
-"""What compiled training would save on a CPU (issue 39's open decision), and that it moves the numbers.
+"""What compiled training would save on a CPU (a decision the CPU-cost work left open), and that it moves the numbers.
 
 Trains one offline-zoo GPT-2 for ``--steps`` steps twice from the same initialisation and batches: eager
 (as ``prh train-language`` does) and ``torch.compile(model, dynamic=True)`` (inductor, C++ kernels), one

@@ -1,6 +1,6 @@
-"""Is any CPU path slower than before issue 34? The same workloads on a base commit's code and on this tree's, in one run.
+"""Is any CPU path slower than before the GPU extraction and k-NN changes of 2026-11-26? The same workloads on a base commit's code and on this tree's, in one run.
 
-Issue 34 changed the extraction and k-NN paths for the GPU (pooled states kept on the device, preprocessing on the
+Those changes moved the extraction and k-NN paths for the GPU (pooled states kept on the device, preprocessing on the
 model's device, batches sized from a memory budget, certified bf16 k-NN, CPU blocks sized from RAM above N =
 32,768). On a CPU none of that may cost time. This script exports the base commit (default d1ac618, the code the
 issue measured) into a temporary folder with `git archive`, then runs each workload in a fresh subprocess with

@@ -1,4 +1,4 @@
-"""What a whole default run costs, and where the CPU outside the benchmark files goes (issue 39).
+"""What a whole default run costs, and where the CPU outside the benchmark files goes.
 
 Runs ``snakemake --cores C`` in a checkout from an empty ``results/`` (use a clone: this deletes its results/ and
 .snakemake/), waits for it with ``os.wait4`` and prints one JSON object:

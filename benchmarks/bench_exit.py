@@ -1,4 +1,4 @@
-"""What the interpreter's teardown costs a ``prh`` command, and what ``prh.cli.entry``'s fast exit saves (issue 39).
+"""What the interpreter's teardown costs a ``prh`` command, and what ``prh.cli.entry``'s fast exit saves.
 
 Runs each command of a finished run's ``commands.jsonl`` sample alternately through ``prh.cli.main`` (a normal
 exit: module teardown, garbage collection of torch/transformers/timm objects) and ``prh.cli.entry`` (atexit

@@ -1,4 +1,4 @@
-"""Length-grouped batching vs pad-to-longest for language feature extraction (issue 5).
+"""Length-grouped batching vs pad-to-longest for language feature extraction.
 
 A tiny random causal LM (GPT-2 layout) on the CPU extracts mean-pooled features of
 every layer for captions whose lengths are long-tailed like WIT's (log-normal word

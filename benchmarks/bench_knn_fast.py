@@ -1,4 +1,4 @@
-"""k-NN search: knn's fp32 search against the certified low-precision one (issue 34).
+"""k-NN search: knn's fp32 search against the certified low-precision one.
 
 For each device (the CPU, and CUDA when available) and each N: one layer of N × D unit
 features (synthetic, ``--data``), k neighbours, timed as

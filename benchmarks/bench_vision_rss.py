@@ -1,4 +1,4 @@
-"""Host memory of a VTAB-size vision extraction (issue 53): 10,000 images stored at 518 px (8.05 GB, memory-mapped
+"""Host memory of a VTAB-size vision extraction: 10,000 images stored at 518 px (8.05 GB, memory-mapped
 as the paper suite stores them) through ``extract_vision_features`` with a batch checkpoint (so the images are
 fingerprinted, as every ``prh extract-vision`` job does), a tiny timm ViT so the pixels, not the model, dominate.
 

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Sharded exact k-NN through the test cluster against one unsharded search (issue 50), by hand:
+# Sharded exact k-NN through the test cluster against one unsharded search, by hand:
 #   sudo benchmarks/knn_shards_slurm.sh [N] [D] [SHARDS] [WORKDIR]    (defaults 100000 384 4 /tmp/prh-knn-shards)
 # Random N x D features (one layer, 10 % exact copies of others: ties), `prh knn-shard` as a SLURM job array
 # of SHARDS one-thread jobs and `prh knn-merge` as a job after them, timed from submission to the merge's end;

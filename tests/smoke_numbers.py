@@ -34,7 +34,7 @@ SKIPPED_DIRS = ("experiments/lte/",)
 # Numbers no trained model and no training run touch (random networks and Gaussian products, pixel colour
 # statistics of the generated world): what a CPU's float kernels change there is last-bit noise, which
 # PORTABLE_REL absorbs, where a trained model amplifies it into another model. Any machine compares these
-# (issue 36: the regression never skips); a machine with the recording's float signature compares all.
+# (the regression never skips); a machine with the recording's float signature compares all.
 PORTABLE = ("experiments/simplicity/products.json", "experiments/simplicity/random_nets.json",
             "experiments/color/vision.json")
 PORTABLE_REL = 1e-4

@@ -1,4 +1,4 @@
-"""Issue 47: the Aristotelian calibrated score (Gröger, Wen & Brbić) from this project's permutation engine agrees with
+"""The Aristotelian calibrated score (Gröger, Wen & Brbić) from this project's permutation engine agrees with
 their package ``calibrated-similarity`` (PyPI 0.1.1, MIT) fed the same permutations (its ``perm_fn``): the same tau,
 p and calibrated score. The package is a declared dependency (pyproject.toml, requirements.lock); an environment
 that predates it skips the parity test and says so."""
@@ -78,7 +78,7 @@ def test_the_scores_agree_on_what_chance_is():
 
 
 def test_sample_size_cells_carry_the_authors_score():
-    """Issue 47: every k-NN cell of the N sweep reports the Aristotelian calibrated score over its own permutations,
+    """Every k-NN cell of the N sweep reports the Aristotelian calibrated score over its own permutations,
     beside this project's ``calibrated`` (raw - null mean), which the pre-registered claims still read."""
     from prh.metrics.sample_size import cell
 

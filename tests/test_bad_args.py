@@ -1,4 +1,4 @@
-"""Bad arguments for every ``prh`` command, generated from the command's own argparse spec (issue 49): a new command
+"""Bad arguments for every ``prh`` command, generated from the command's own argparse spec: a new command
 or argument is covered without editing this file.
 
 For each argument that names a path (by its name, metavar or help), the cases are: it is missing; it is the wrong

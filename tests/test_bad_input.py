@@ -1,4 +1,4 @@
-"""The bad-input table (issue 37; docs/trust.md, linked from the README's Configuration) is true: every row's
+"""The bad-input table (docs/trust.md, linked from the README's Configuration) is true: every row's
 command, run with bash from the root of a clean copy of the repository, fails, prints no traceback, and prints the
 row's text."""
 
@@ -35,7 +35,7 @@ def test_the_table_covers_the_issue():
     commands = " ".join(c for c, _ in ROWS)
     for needed in ("suite=ofline", "allow_unpinned=true", "topk: 999", "batch_sizes", "bins", "check-lock", "plot"):
         assert needed in commands
-    # issue 49: prh align's bad inputs, check-config on a directory or UTF-16, make-shapes --n 0, a dvc.lock that is
+    # prh align's bad inputs, check-config on a directory or UTF-16, make-shapes --n 0, a dvc.lock that is
     # missing, conflicted or a list, a closed pipe, NaN features, duplicate keys, NaN and huge numbers in the config
     for needed in ("--x-features missing", "--x-features docs", "--topk 9", "a.st b.st", "--metric cknna", "--out docs",
                    "check-config docs", "utf-16", "make-shapes --n 0", "--lock missing.lock", "<<<<<<<", "'- a",

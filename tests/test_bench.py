@@ -159,7 +159,7 @@ def test_commands_log_counts_a_rerun_job_once_and_names_a_bad_line(tmp_path):
         read_commands(log)
 
 
-# ---- what a run prints (issue 51) ----
+# ---- what a run prints ----
 
 
 COSTS = {"run": "toy", "wall_s": 100.0, "cores": 1,

@@ -108,7 +108,7 @@ def test_paired_bootstrap_of_a_constant_difference():
 
 
 def test_one_paired_unit_is_not_testable():
-    """Issue 33's replay: the paper suite's probe sets have one task (the class label), so the per-arm
+    """The offline replay: the paper suite's probe sets have one task (the class label), so the per-arm
     interval over tasks has one unit; the analysis crashed on it after every bridge arm had trained."""
     s = paired_bootstrap([0.7], [0.6])
     assert s == {"mean": pytest.approx(0.1), "lo": None, "hi": None, "n_units": 1}
@@ -148,7 +148,7 @@ def test_tiny_arms_end_to_end(tmp_path, tiny_gpt2):
     metrics, figures = analyse(arms=arms, outliers=None, alignment=align, config={"n_boot": 100})
     assert metrics["arms"]["pretrained_r1"]["mutual_knn"]["world"] == align["arms"]["pretrained_r1"]["world"]
     assert metrics["verdicts"]["fig8_first2_matches_all"] == "not testable"
-    # the label is the pre-registered rule applied to the interval the claim records (issue 36: no test
+    # the label is the pre-registered rule applied to the interval the claim records (no test
     # that asserts only membership in the label set)
     c = metrics["claims"]["fig3_random_labels"]
     assert c["lo"] <= c["mean"] <= c["hi"] and c["n_units"] == 10

@@ -1,4 +1,4 @@
-"""Caption samples (issue 16): a shapes dataset stores K independently drawn densest captions
+"""Caption samples: a shapes dataset stores K independently drawn densest captions
 per scene without changing its images or other captions, and a scene's language features are
 the mean over its captions' pooled features (bits per byte: total bits over total bytes)."""
 

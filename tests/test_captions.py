@@ -41,7 +41,7 @@ def test_captions_state_exactly_their_facts(scenes, texts):
 
 
 def test_each_level_determines_every_fact_of_the_level_below(scenes, texts):
-    """Strictly nested information (issue 8): read from the text, not from the generator."""
+    """Strictly nested information: read from the text, not from the generator."""
     for scene, per_level in zip(scenes, texts):
         facts = [C.parse_caption(t) for t in per_level]
         for level in range(1, len(facts)):

@@ -1,4 +1,4 @@
-"""Issue 53, Fig 2's ResNets: vision checkpoints on no hub (prh.models.checkpoints, prh.models.url_cache).
+"""Fig 2's ResNets: vision checkpoints on no hub (prh.models.checkpoints, prh.models.url_cache).
 
 A plain-URL checkpoint is fetched once into the cache (a temporary file renamed into place), its SHA-256 pinned on
 the first fetch in the lock file and checked on every later one (a mismatch is one line naming the URL, both hashes

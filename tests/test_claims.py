@@ -1,4 +1,4 @@
-"""The one verdict engine (prh.claims), the studies' manifests and the claims ledger (issue 35)."""
+"""The one verdict engine (prh.claims), the studies' manifests and the claims ledger."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def test_interval_kind_is_checked():
     (-0.5, 0.01, 10, "not reproduced"),
     (0.0, 0.01, 10, "not reproduced"),
     (0.9, 0.001, 3, "not testable"),  # the exact null's smallest two-sided p at n = 3: 2/6
-    (1.0, 0.0, 4, "not testable"),  # n = 4: 2/24 = 0.083, whatever a t-approximated p says (issue 47)
+    (1.0, 0.0, 4, "not testable"),  # n = 4: 2/24 = 0.083, whatever a t-approximated p says
     (1.0, 0.0, 5, "reproduced"),  # n = 5: 2/120 = 0.017 can pass
     (0.9, 0.001, None, "reproduced"),  # n not recorded: not checked
     (math.nan, 0.01, 10, "not testable"),
@@ -123,7 +123,7 @@ def test_ledger_rows_carry_manifest_and_results(tmp_path):
     assert row["density.fig09"]["n"] == 6 and row["density.fig09"]["verdict"] == "reproduced"
     assert row["density.fig09"]["unit"] == "density level"
     assert out["missing"] == {"phase": [str(tmp_path / "no.json")]}
-    # least_squares: its registered "not reproduced" stays beside; weighed, one run's sign cannot reach alpha (issue 47)
+    # least_squares: its registered "not reproduced" stays beside; weighed, one run's sign cannot reach alpha
     assert row["lte.least_squares"]["verdict_registered"] == "not reproduced"
     assert row["lte.least_squares"]["verdict"] == "not testable" and row["lte.least_squares"]["n"] == 1
     assert out["counts"] == {"reproduced": 4, "not reproduced": 0, "inconclusive": 1, "not testable": 1}
@@ -229,7 +229,7 @@ def test_workflow_files_follow_the_run_targets():
 
 
 def test_post_hoc_changes_are_dated_where_the_readme_says(repo_root):
-    """Issue 36: every change made after seeing results is recorded beside its setting, dated."""
+    """Every change made after seeing results is recorded beside its setting, dated."""
     import re
 
     params = (repo_root / "params.yaml").read_text()

@@ -107,7 +107,7 @@ def closed_pipe(tmp_path, argv: list[str], setup: str = "", *, read_first_line: 
 
 @pytest.mark.parametrize("argv", LISTS, ids=lambda a: " ".join(a))
 def test_a_closed_pipe_ends_a_listing_quietly(tmp_path, argv):
-    """`prh plot --list | head -1` (issue 51), the reader gone before the command prints: its buffered output fails
+    """`prh plot --list | head -1`, the reader gone before the command prints: its buffered output fails
     at the exit's flush. No traceback, no message; status 141 (SIGPIPE's) or 0."""
     status, err = closed_pipe(tmp_path, argv, read_first_line=False)
     assert status in (0, 141) and err == "", (status, err)

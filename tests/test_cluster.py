@@ -1,4 +1,4 @@
-"""Issue 22, operational: one GPU-count formula, a SLURM profile whose notes agree with it and that
+"""One GPU-count formula, a SLURM profile whose notes agree with it and that
 has account / QoS / GPU-type placeholders, GPU-hour estimates of a plan, and DVC leaving the
 paper suite's per-layer features out of its cache and remote."""
 
@@ -98,7 +98,7 @@ def test_profile_has_account_qos_and_gpu_type_placeholders():
 
 
 def test_dvc_keeps_the_per_layer_features_out_of_cache_and_remote():
-    """Hundreds of GB of paper-suite features (issue 22) are not a DVC out, so never cached or pushed;
+    """Hundreds of GB of paper-suite features are not a DVC out, so never cached or pushed;
     figures, metrics and experiment tables stay cached and pushed. No out is `cache: false`: such an
     out is absent after `dvc pull`, DVC then calls the stage changed and `dvc repro` fails on it."""
     outs = {}
@@ -146,7 +146,7 @@ def test_plan_cost_of_a_tiny_plan(tmp_path):
     assert fam["extract_vision"]["reserved_gpu_h"] == pytest.approx(0.5)
     # vision in float32 (the reference's precision): 100 + 0.2 + 2e8 x 197000 / (0.5 x 2e14) s
     assert fam["extract_vision"]["estimated_gpu_h"] == pytest.approx((100 + 0.2 + 2e8 * 197_000 / 1e14) / 3600)
-    # features.vision_dtype's default, tf32 (issue 53), runs at the TF32 peak
+    # features.vision_dtype's default, tf32, runs at the TF32 peak
     tf32 = plan_cost(jobs=jobs[:1], config=config, results=tmp_path, **rates, tf32_peak_flops=4e14)
     assert tf32["families"]["extract_vision"]["estimated_gpu_h"] == pytest.approx((100 + 0.2 + 2e8 * 197_000 / 2e14) / 3600)
     assert "vision at 400 TFLOP/s TF32" in format_plan_cost(tf32)
@@ -232,9 +232,9 @@ def test_lte_paper_counts_every_run_on_the_busiest_rank(tmp_path):
     # the estimate holds nproc x nnodes GPUs (the job's gpu resource is per node) at the float32 peak
     jobs = [{"rule": "lte_paper", "wildcards": {"dataset": "c10", "model": "vit"}, "resources": {"gpu": 1, "runtime": 60}}]
     fam = plan_cost(jobs=jobs, config=config, results=tmp_path, **RATES)["families"]["lte_paper"]
-    assert fam["modelled"] and fam["reserved_gpu_h"] == 2.0  # both ranks' cards are held for the hour (issue 53)
+    assert fam["modelled"] and fam["reserved_gpu_h"] == 2.0  # both ranks' cards are held for the hour
     assert fam["estimated_gpu_h"] == pytest.approx(_seconds(expected, gpus=2) / 3600)
-    # a measured language or vision utilisation (bench_device.py) does not apply to fp32 training (issue 53)
+    # a measured language or vision utilisation (bench_device.py) does not apply to fp32 training
     measured = plan_cost(jobs=jobs, config=config, results=tmp_path, **RATES, mfu=0.14, vision_mfu=0.65)
     assert measured["families"]["lte_paper"]["estimated_gpu_h"] == pytest.approx(fam["estimated_gpu_h"])
     with pytest.raises(ValueError, match="mfu"):
@@ -393,7 +393,7 @@ def test_every_gpu_family_of_the_paper_plan_is_modelled(tmp_path):
 
 
 def test_harness_jobs_count_their_prompts_and_decoding_steps():
-    """Issue 33: Fig 4's lm-evaluation-harness family. HellaSwag: 10,042 items x 4 endings x 11 examples x 100 tokens;
+    """Fig 4's lm-evaluation-harness family. HellaSwag: 10,042 items x 4 endings x 11 examples x 100 tokens;
     GSM8K: 1,319 x 1 x 6 x 200 prompt tokens and ceil(1,319 / 8) batches x 256 greedy steps; limit caps the items."""
     wc = {"model": "llama-7b"}
     assert job_tokens(rule="downstream_harness", wildcards=wc, config=PARAMS) == (
@@ -408,7 +408,7 @@ def test_harness_jobs_count_their_prompts_and_decoding_steps():
 
 
 def test_measured_rates_replace_the_assumed_ones(tmp_path):
-    """Issue 34: benchmarks/bench_device.py writes the rates `prh plan-cost --rates` and cluster.rates_file read."""
+    """`benchmarks/bench_device.py` writes the rates `prh plan-cost --rates` and cluster.rates_file read."""
     from prh.cluster import read_rates
     from prh.errors import ConfigError
 
@@ -439,7 +439,7 @@ def test_bench_device_writes_rates_plan_cost_reads(tmp_path):
     from prh.cluster import read_rates
 
     out = tmp_path / "cpu.json"
-    # no timeout, toy size: a benchmark's pace on a loaded machine is not what this test checks (issue 51)
+    # no timeout, toy size: a benchmark's pace on a loaded machine is not what this test checks
     subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_device.py"), "--device", "cpu", "--toy", "--json",
                     str(out)], check=True, capture_output=True, text=True)
     data = json.loads(out.read_text())
@@ -451,7 +451,7 @@ def test_bench_device_writes_rates_plan_cost_reads(tmp_path):
 
 
 def test_gpu_time_limits_are_twice_the_estimate_at_the_plan_rates(tmp_path):
-    """Issue 53: a forward-pass GPU job's runtime is 2 x its estimated wall time at the plan's rates (never below the
+    """A forward-pass GPU job's runtime is 2 x its estimated wall time at the plan's rates (never below the
     rule's floor); the four largest Fig 4 harness jobs had exceeded fixed limits by 15-20 % at the measured MFU."""
     from prh.cluster import RUNTIME_HEADROOM, runtime_minutes
     from prh.cluster.rates import MFU, PEAK_FLOPS, STARTUP_S

@@ -164,7 +164,7 @@ def test_cli_json_blocks_are_checked_once_with_a_clear_message(tmp_path):
     ids=["topk-above-N", "topk-1-with-cknna", "locality-k", "batch-size", "language-set-as-vision"],
 )
 def test_data_limits_fail_before_any_job(cfg, edit, expected):
-    """Issue 17 (2): limits that depend on the data are checked with the config, not inside jobs."""
+    """Limits that depend on the data are checked with the config, not inside jobs."""
     bad = config.validate_schema(copy.deepcopy(cfg))
     edit(bad)
     with pytest.raises(config.ConfigError, match=expected):
@@ -183,7 +183,7 @@ def test_a_run_with_checkpoints_yields_one_model_per_checkpoint(cfg):
     everything = all_models(cfg)
     trained = [m for m in cfg["model_sets"]["zoo_language"]
                if everything[m].get("arch") == "gpt2" and everything[m]["steps"] > 0]
-    assert len(trained) >= 18  # issue 16: at least 18 trained causal LMs
+    assert len(trained) >= 18  # at least 18 trained causal LMs
     assert {everything[m]["run"] for m in trained} == {r for r, s in cfg["zoo"]["language"].items() if s.get("checkpoints")}
 
 
@@ -203,7 +203,7 @@ def test_errors_name_the_merged_layers_and_where_a_value_came_from(cfg, tmp_path
     bad = copy.deepcopy(cfg)
     bad["alignment"]["topk"] = "ten"
     with pytest.raises(config.ConfigError, match=r"^params.yaml is invalid: alignment.topk: 'ten' is not of type "
-                                                 r"'integer'$"):  # one problem, one line (issue 37)
+                                                 r"'integer'$"):  # one problem, one line
         config.validate_schema(bad)
 
 
@@ -229,7 +229,7 @@ def test_scientific_notation_read_as_a_string_gets_a_hint(cfg):
 
 
 def test_vtab_tasks_default_to_every_pair_and_a_list_picks_a_subset(repo_root):
-    """Issue 33's replay: Fig 2's VTAB tasks are a config key (null = the 19 pairs of params.yaml)."""
+    """The offline replay: Fig 2's VTAB tasks are a config key (null = the 19 pairs of params.yaml)."""
     from prh.checks import check_references
     from prh.config import ConfigError, load, vtab_tasks
 

@@ -1,4 +1,4 @@
-"""Values the config check used to let through (issue 49): NaN and infinity in any number, integers torch or numpy
+"""Values the config check used to let through: NaN and infinity in any number, integers torch or numpy
 would overflow, floats for integers, over-long names, duplicate keys and alias bombs in a YAML file, and config files
 that are a directory or not UTF-8. Each is one ConfigError line naming the key (or file and line)."""
 

@@ -130,7 +130,7 @@ def test_run_convergence_and_figures(tmp_path):
 
 
 def test_fig2_states_which_of_the_papers_models_are_present(tmp_path):
-    """Issue 53: the paper suite passes Fig 2's coverage of the paper's 78 models (design.fig2_coverage);
+    """The paper suite passes Fig 2's coverage of the paper's 78 models (design.fig2_coverage);
     run-convergence writes it into competence.json and metrics.json and the figure states it."""
     from prh.studies.convergence.design import fig2_coverage
     from prh.studies.convergence.run import main
@@ -241,7 +241,7 @@ def test_null_summary_hand_example():
                               "null_max_mean": [[0.9, 0.1], [0.1, 0.9]], "aristotelian": [[1.0, 0.3], [0.5, 1.0]]}}
     s = null_summary(square)  # the diagonal (a model with itself) is left out
     assert s["score_mean"] == pytest.approx(0.4) and s["null_max_mean"] == pytest.approx(0.1)
-    assert s["aristotelian_mean"] == pytest.approx(0.4)  # issue 47: the authors' score, the diagonal left out too
+    assert s["aristotelian_mean"] == pytest.approx(0.4)  # the authors' score, the diagonal left out too
     assert s["fraction_p_below_0.05"] == 1.0
     assert null_summary({"x_names": ["a"], "y_names": ["v"], "scores": [[0.1]]}) is None
 
@@ -287,7 +287,7 @@ def test_run_convergence_with_the_preregistered_test(tmp_path):
     _write(tmp_path / "comp.json", {**competence, "gate_passed": False})
     prh_main(args)
     assert json.loads((tmp_path / "exp" / "metrics.json").read_text())["language_vision_preregistered"]["verdict"] == "inconclusive"
-    with pytest.raises(SystemExit, match="both"):  # a user error: one line (issue 49), no traceback
+    with pytest.raises(SystemExit, match="both"):  # a user error: one line, no traceback
         prh_main(args[:-3])
     with pytest.raises(ValueError, match=r"config.preregistered has unknown keys \['permutation'\]"):
         prh_main([*args[:args.index("--config") + 1], json.dumps({"preregistered": {"permutation": 9}}),
@@ -307,7 +307,7 @@ def _suite_task_counts(cfg: dict) -> dict[str, int]:
 
 
 def test_every_solved_count_falls_in_exactly_one_bin_per_suite():
-    """Issue 22 (6): bins set for the 10 offline tasks dropped paper-suite models solving >= 11 of 19."""
+    """Bins set for the 10 offline tasks dropped paper-suite models solving >= 11 of 19."""
     from prh.checks import check_config
     from prh.config import load
 
@@ -319,7 +319,7 @@ def test_every_solved_count_falls_in_exactly_one_bin_per_suite():
         for solved in range(n_tasks + 1):
             hits = [i for i, (lo, hi) in enumerate(zip(bins, bins[1:])) if lo <= solved < hi]
             assert len(hits) == 1, f"{suite}: {solved} tasks solved falls in bins {hits} of {bins}"
-    assert cfg["convergence"]["bins"]["offline"] == [0, 4, 7, 11]   # unchanged (issue 16's pre-registration)
+    assert cfg["convergence"]["bins"]["offline"] == [0, 4, 7, 11]   # unchanged (Fig 3's pre-registration)
 
 
 def test_bins_that_drop_a_count_are_refused(tmp_path):
@@ -358,7 +358,7 @@ def test_each_command_gets_only_its_slice_of_the_block():
 
 
 def test_figures_group_checkpoints_by_run():
-    """Issue 36: checkpoints of one run are one trajectory; untrained models form the floor band."""
+    """Checkpoints of one run are one trajectory; untrained models form the floor band."""
     from prh.plots.convergence import _runs
 
     runs = _runs(["gpt2_s_r0_0", "gpt2_s_r0_300", "gpt2_s_r0_100", "gpt2_s_r1_100", "bert_m_300", "minilm"])

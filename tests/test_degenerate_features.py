@@ -1,4 +1,4 @@
-"""Features are checked before they are scored (issue 49): NaN or inf rows, a model constant in every layer and
+"""Features are checked before they are scored: NaN or inf rows, a model constant in every layer and
 values that overflow normalisation are refused at alignment and at extraction, naming the file, model, layer and
 rows; they used to score as numbers (all-NaN mutual k-NN 0.087, one NaN row 0.813, x1e30 0.087 instead of 1.0)."""
 

@@ -228,7 +228,7 @@ def test_published_scores_csv_loader(tmp_path):
 
 
 def test_csv_loader_rejects_a_score_without_its_source_setting_or_origin(tmp_path):
-    """Issue 22 (5): every number of Fig 4 names where it comes from and how it was measured."""
+    """Every number of Fig 4 names where it comes from and how it was measured."""
     path = tmp_path / "scores.csv"
     for row, missing in (("x,50,,0-shot,,published,", "source"), ("x,50,,,,published,Paper X", "hellaswag_setting"),
                          ("x,,7,,,published,Paper X", "gsm8k_setting"), ("x,50,,0-shot,,,Paper X", "origin"),

@@ -1,4 +1,4 @@
-"""DVC and Snakemake agree on what is stale (issue 49).
+"""DVC and Snakemake agree on what is stale.
 
 - dvc.yaml's stage tracks params.yaml whole, so every top-level block (one missing: an edit DVC, `make repro` and
   `prh check-lock` call up to date while Snakemake plans jobs), and `dvc status` sees an edit of any block;

@@ -1,4 +1,4 @@
-"""The DVC remote over S3 (issue 51), on a tiny DVC project and a local S3 server (moto; the ``s3_server`` fixture):
+"""The DVC remote over S3, on a tiny DVC project and a local S3 server (moto; the ``s3_server`` fixture):
 
 - a file pushed to an S3 remote and pulled back is the same file (dvc-s3 installed, the endpoint and credentials read);
 - without credentials, or without the remote, ``prh check-remote`` (what ``make pull`` and ``make push`` run before DVC

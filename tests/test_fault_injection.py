@@ -1,4 +1,4 @@
-"""Kill the workflow at random jobs, resume, and get the same outputs (issue 17, "Done when").
+"""Kill the workflow at random jobs, resume, and get the same outputs.
 
 A seeded test: a small sub-DAG of the smoke config (the 200-scene vision dataset, two random
 zoo vision models, their features and one mutual-kNN alignment table: 7 jobs of seconds each)
@@ -154,7 +154,7 @@ def test_killed_three_times_and_resumed_equals_an_uninterrupted_run(repo, tmp_pa
     assert sum(planned_jobs(repo, TARGET).values()) == N_JOBS
     began = time.monotonic()
     run(["snakemake", "--cores", "2", TARGET], repo)
-    # issue 51: a slow machine must not fail the test; a run waits 10x the uninterrupted run's wall for a job
+    # a slow machine must not fail the test; a run waits 10x the uninterrupted run's wall for a job
     wait_s = max(300.0, 10 * (time.monotonic() - began))
     reference = output_hashes(repo)
     walls = rule_wall_seconds(repo)

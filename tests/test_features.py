@@ -151,7 +151,7 @@ def test_length_batches_cover_every_item_once_within_budget():
 
 
 def test_budget_batches_of_wit_like_captions_are_at_least_four_fifths_real_tokens():
-    """Issue 53: under a memory budget up to 4,096 captions formed one batch padded to the longest; on a long-tailed
+    """Under a memory budget up to 4,096 captions formed one batch padded to the longest; on a long-tailed
     caption length profile (log-normal, median 20 tokens, as WIT's alt texts) most processed tokens were padding."""
     lengths = np.clip(np.rint(np.random.default_rng(0).lognormal(np.log(20), 0.9, size=1024)), 3, 512).astype(int)
 
@@ -189,7 +189,7 @@ def test_bits_per_byte_equals_direct_cross_entropy(lm_dirs, kind):
 
 @pytest.mark.parametrize("appends_eos", [False, True])
 def test_one_pass_gives_features_and_bits_per_byte_as_two_do(lm_dirs, appends_eos):
-    """The fused pass (issue 39): features bit-identical, bits per byte equal within float summation order, for a
+    """The fused pass: features bit-identical, bits per byte equal within float summation order, for a
     tokenizer that adds BOS (tail 0) and one that adds BOS and EOS as the offline zoo's does (tail 1)."""
     from tokenizers import processors
 
@@ -329,7 +329,7 @@ def test_cli_writes_features_and_meta_per_contract(lm_dirs, tmp_path, images):
 
 
 def test_one_job_writes_every_text_index_as_separate_jobs_would(lm_dirs, tmp_path):
-    """Issue 18: Fig 9's levels in one job (the model loaded once) give, file by file, exactly the
+    """Fig 9's levels in one job (the model loaded once) give, file by file, exactly the
     features and meta of one job per level."""
     from prh.cli import main
 

@@ -75,7 +75,7 @@ def test_list_prints_every_figure(capsys):
 
 
 def test_alignment_heatmap_draws_null_cells(tmp_path):
-    """One dead model (null scores and layer pairs) used to break the figure job with a TypeError (issue 49): the
+    """One dead model (null scores and layer pairs) used to break the figure job with a TypeError: the
     cells are drawn blank and marked n/a, the rest as before."""
     from prh.plots.alignment import plot_alignment
 

@@ -1,4 +1,4 @@
-"""Issue 53: one set of GPUs per job on one machine (prh.gpus), exercised on the CPU with pretend cards."""
+"""One set of GPUs per job on one machine (prh.gpus), exercised on the CPU with pretend cards."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Fig 4's downstream scores by lm-evaluation-harness (issue 33): `prh eval-harness` runs the harness's own
+"""Fig 4's downstream scores by lm-evaluation-harness: `prh eval-harness` runs the harness's own
 HellaSwag and GSM8K tasks, offline, on a tiny saved LM and the stand-in task data; `prh merge-harness` makes the
 CSV `prh run-downstream` reads, and refuses results of mixed settings."""
 
@@ -42,7 +42,7 @@ def run(tmp_path_factory):
     out = base / "out" / "tiny.json"
     proc = subprocess.run([str(PRH), "eval-harness", "--model", str(model), "--name", "tiny", "--tasks", json.dumps(tasks),
                            "--limit", str(LIMIT), "--batch-size", "4", "--device", "cpu", "--out", str(out)],
-                          env=env, cwd=base, capture_output=True, text=True, timeout=1800)  # 94 s under load (issue 51: 10x)
+                          env=env, cwd=base, capture_output=True, text=True, timeout=1800)  # 94 s under load (10x)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return {"base": base, "out": out, "tasks": tasks, "result": json.loads(out.read_text()), "log": proc.stdout}
 

@@ -1,4 +1,4 @@
-"""Splits the hub does not have, carved reproducibly from one it has (issue 22, blocking defect 2)."""
+"""Splits the hub does not have, carved reproducibly from one it has."""
 
 from __future__ import annotations
 

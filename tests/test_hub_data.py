@@ -1,4 +1,4 @@
-"""Hub dataset materialisation (issue 5, part 1) on tiny local datasets in the hub's formats."""
+"""Hub dataset materialisation on tiny local datasets in the hub's formats."""
 
 from __future__ import annotations
 

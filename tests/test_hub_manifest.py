@@ -1,4 +1,4 @@
-"""The hub manifest (issue 22, blocking defect 2): params.yaml asks only for hub datasets, splits and
+"""The hub manifest: params.yaml asks only for hub datasets, splits and
 columns that the recorded manifest shows; the manifest builder on tiny local repos in the hub's formats."""
 
 from __future__ import annotations
@@ -184,7 +184,7 @@ def test_check_names_missing_splits_and_columns():
 # repos; public code loads their test split). `prh hub-manifest` on a machine with network settles them;
 # any other unverified entry fails the test below until it is confirmed or listed here with its reason.
 # paper.lm_score: OpenWebText is streamed, never materialised, and no page of it was searched (listed since
-# check_manifest reads every hub dataset entry, issue 33)
+# check_manifest reads every hub dataset entry)
 ACKNOWLEDGED_UNVERIFIED = {"datasets.vtab_dtd_train", "datasets.vtab_flowers_train", "paper.lm_score"}
 
 
@@ -221,7 +221,7 @@ def test_cli_check_is_offline_and_passes(tmp_path):
 
 
 def test_a_mistyped_model_repo_id_is_missing_offline():
-    """Issue 33: model entries are all `exists: null` by hand, so a typo passed every offline check."""
+    """Model entries are all `exists: null` by hand, so a typo passed every offline check."""
     cfg = _params()
     cfg["paper"]["models"]["bloomz-560m"]["repo"] = "bigscience/bloomz-506m"
     found = check_manifest(cfg, read_manifest(MANIFEST))

@@ -1,4 +1,4 @@
-"""No string from the config reaches a shell unquoted (issue 49).
+"""No string from the config reaches a shell unquoted.
 
 The field list is generated from the schema (workflow/schemas): every string value that is not an enum, and every
 key of a free mapping. Each field, at every place the replay (paper suite) and smoke (offline) configs set it, gets a

@@ -1,4 +1,4 @@
-"""Issue 17 (3, 4): a corrupt artifact is named with its remedy, and what a killed job leaves
+"""A corrupt artifact is named with its remedy, and what a killed job leaves
 inside DVC-tracked folders is ignored by DVC."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The certified low-precision k-NN search (prh.metrics.knn_fast) against knn's fp32 search, the tie
-rule of both (knn.top_k_ordered), the certificate's bound, and block sizing (issue 34)."""
+rule of both (knn.top_k_ordered), the certificate's bound, and block sizing."""
 
 import numpy as np
 import pytest
@@ -154,7 +154,7 @@ def test_block_rows_sizing_and_override(monkeypatch):
 
     assert block_rows_for(10_000) == BLOCK_ELEMENTS // 10_000
     assert block_rows_for(10) == 10 and block_rows_for(1) == 1
-    # above N = 32,768 a CPU block takes up to 512 rows as a quarter of the free RAM allows (issue 34)
+    # above N = 32,768 a CPU block takes up to 512 rows as a quarter of the free RAM allows
     monkeypatch.setattr(kf, "available_ram", lambda: 32 * 2**30)
     assert block_rows_for(10**6) == 512 and block_rows_for(6 * 10**4) == 512
     monkeypatch.setattr(kf, "available_ram", lambda: 2 * 2**30)
@@ -196,7 +196,7 @@ def test_auto_precision_is_bf16_on_cuda_and_fp32_on_a_cpu():
 
 
 def test_engine_tables_in_bf16_equal_fp32_and_record_the_precision(tmp_path):
-    """Issue 34: the engine's k-NN search in bf16 (the CUDA default) gives the fp32 tables, and says so."""
+    """The engine's k-NN search in bf16 (the CUDA default) gives the fp32 tables, and says so."""
     from prh.io import save_features
     from prh.metrics.engine import alignment_tables
 

@@ -1,4 +1,4 @@
-"""Sharded exact k-NN (issue 50): row shards merged equal the unsharded search, ties included."""
+"""Sharded exact k-NN: row shards merged equal the unsharded search, ties included."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 48's language preset and its power analysis: >= 30 independent runs, the power committed before any run."""
+"""The language preset and its power analysis: >= 30 independent runs, the power committed before any run."""
 
 from __future__ import annotations
 

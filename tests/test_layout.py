@@ -1,4 +1,4 @@
-"""The package's shape (issue 15): imports point down the layers, never in a cycle,
+"""The package's shape: imports point down the layers, never in a cycle,
 and no module reaches into another's private names.
 
 Layers, bottom to top (a module may import its own layer and the ones below):
@@ -132,7 +132,7 @@ HEAVY = ("torch", "transformers", "timm", "scipy", "sklearn", "matplotlib")
 
 def test_the_workflow_parses_without_the_heavy_libraries():
     """Every Snakemake start (a no-op rerun, a dry run) runs the Snakefile's and the rules' top-level
-    imports; torch alone costs ~2.7 s of it, scipy ~1.4 s (issue 18). They import only light modules."""
+    imports; torch alone costs ~2.7 s of it, scipy ~1.4 s. They import only light modules."""
     import subprocess
     import sys
 
@@ -155,7 +155,7 @@ def test_prh_metrics_loads_its_submodules_on_first_use():
     assert proc.stdout.split() == ["False", "prh.metrics.knn", "True"]
 
 
-# ---- one name per study (issue 35): package, rule file, schema, params key, results folder, figure prefix,
+# ---- one name per study: package, rule file, schema, params key, results folder, figure prefix,
 # plots module and report folder all use the study's name, which its manifest declares
 ROOT = SRC.parent
 
@@ -212,10 +212,10 @@ def test_every_command_of_a_study_is_a_cli_command_and_named_by_one_study():
     assert studies_stage - set(seen) == {"claims-ledger"}, studies_stage - set(seen)
 
 
-# ---- the workflow's shape (issue 35): common.smk holds only what the rule files share, each study's
+# ---- the workflow's shape: common.smk holds only what the rule files share, each study's
 # names live in its rule file, and a rule hands a command one path per file, never a folder to fill
 RULES = ROOT / "workflow" / "rules"
-# Rules whose command writes a directory artifact, a data contract (DESIGN.md): a dataset dir, a
+# Rules whose command writes a directory artifact, a data contract: a dataset dir, a
 # save_pretrained checkpoint dir, a prepared imagefolder. Every other rule names each file it writes.
 DIRECTORY_RULES = {"hub_dataset", "lm_sample", "train_vision", "train_tokenizer", "train_language_", "minilm",
                    "prepare_", "summarise_captions"}
@@ -317,7 +317,7 @@ def _schema_default_blocks() -> list[dict]:
 
 
 def test_no_hand_copy_of_a_schema_default():
-    """Issue 35: the schemas are the one home of every default. A module-level dict literal in src/prh
+    """The schemas are the one home of every default. A module-level dict literal in src/prh
     whose entries repeat three or more of one schema block's defaults is a copy; so is a rule's
     ``.get("key", literal)`` where the schema fills ``key``."""
     import re

@@ -1,4 +1,4 @@
-"""The habits of a well-kept Python project (issue 52): the package, tests and benchmarks pass `ruff check` (its
+"""The habits of a well-kept Python project: the package, tests and benchmarks pass `ruff check` (its
 configuration in pyproject.toml), the Snakefile and rule files are as `snakefmt` writes them, and `snakemake --lint`
 finds nothing. Both tools are in the `test` extra and pinned in requirements.lock; .pre-commit-config.yaml runs them
 at those versions (tests/test_packaging.py checks the pins agree)."""

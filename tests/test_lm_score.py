@@ -150,7 +150,7 @@ def test_merge_lm_scores_refuses_incomparable_or_broken_files(tmp_path):
 
 
 def test_a_script_based_corpus_names_itself_and_the_parquet_fix(tmp_path):
-    """Issue 53: OpenWebText's main branch is a loading script; the pinned `datasets` refuses scripts with a
+    """OpenWebText's main branch is a loading script; the pinned `datasets` refuses scripts with a
     RuntimeError that named neither the corpus nor a way out, and it blocked all 20 lm_score jobs. The default revision
     is now the hub's parquet conversion, and a script-based corpus gives one error that says so."""
     import yaml

@@ -216,7 +216,7 @@ def test_vision_experiments_verdicts_and_figures_end_to_end(tmp_path, least_squa
     m = verdicts(least_squares=least_squares, vision=vision, table=table, orthogonality=orth, max_ratio=1.4,
                  min_gap=0.03)
     assert m["least_squares"]["verdict"] == "reproduced"
-    # the label follows the pre-registered rule from the statistics it records (issue 36: no test that
+    # the label follows the pre-registered rule from the statistics it records (no test that
     # asserts only membership in the label set): ratio <= max_ratio, inconclusive below the min_gap
     s = m["samples_to_match"]
     gap, ratio = s["standard_minus_lora_accuracy"], s["value"]

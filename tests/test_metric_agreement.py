@@ -98,7 +98,7 @@ def test_run_writes_fig12_to_14_numbers_with_truncated_batches(tmp_path):
     off = rho[~np.eye(8, dtype=bool)]
     assert agree["summary"]["min_spearman"] == pytest.approx(off.min())
     assert agree["summary"]["median_spearman"] == pytest.approx(np.median(off))
-    # issue 47: the p the weighed verdict pools is the least-agreeing pair's own two-sided p, not the largest
+    # the p the weighed verdict pools is the least-agreeing pair's own two-sided p, not the largest
     i, j = np.unravel_index(np.argmin(np.where(np.eye(8, dtype=bool), np.inf, rho)), rho.shape)
     x, y = (agree["pair_scores"][agree["labels"][k]] for k in (i, j))
     assert agree["summary"]["p_at_min"] == pytest.approx(stats.spearmanr(x, y).pvalue)

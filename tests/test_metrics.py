@@ -161,7 +161,7 @@ def test_bad_input_raises_one_clear_value_error(call, message):
         call(gaussian(40, 8, 0))
 
 
-# ---- the k-NN list machinery (issue 18): bit-parallel DPs, position tables and their fallback ----
+# ---- the k-NN list machinery: bit-parallel DPs, position tables and their fallback ----
 
 
 @pytest.mark.parametrize("k", [1, 2, 3, 7, 10, 31, 62])

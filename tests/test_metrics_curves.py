@@ -16,7 +16,7 @@ def test_effective_rank_of_flat_and_single_spikes():
 
 @pytest.mark.parametrize("r", [1, 3, 6])
 def test_effective_rank_of_a_rank_r_matrix_with_equal_singular_values_is_log_r(r):
-    """Issue 10: rank r inside a larger matrix (zero singular values present), rotated on both sides."""
+    """Rank r inside a larger matrix (zero singular values present), rotated on both sides."""
     rng = np.random.default_rng(r)
     q1, _ = np.linalg.qr(rng.normal(size=(12, 12)))
     q2, _ = np.linalg.qr(rng.normal(size=(9, 9)))

@@ -172,7 +172,7 @@ def test_a_set_against_itself_is_computed_once_and_has_a_unit_diagonal(tmp_path)
     p = np.array(calib["p_value"])
     assert p.shape == (3, 3) and np.all((p >= 0.1) & (p <= 1))  # resolution 1/(P+1)
     np.testing.assert_allclose(np.diag(p), 0.1)  # a model is more aligned with itself than any shuffle
-    # issue 47: every cell carries the authors' calibrated score over the same permutations, and its tau. With 9
+    # every cell carries the authors' calibrated score over the same permutations, and its tau. With 9
     # permutations tau (the ceil(0.95 x 10) = 10th of the observed and the 9 null maxima) is the largest of them, so
     # no cell clears it: the score is 0 everywhere, even for a model against itself (prh.metrics.calibration)
     arist, tau = np.array(calib["aristotelian"]), np.array(calib["aristotelian_tau"])
@@ -182,7 +182,7 @@ def test_a_set_against_itself_is_computed_once_and_has_a_unit_diagonal(tmp_path)
 def test_table_rejects_feature_files_with_different_items(tmp_path):
     paths = write_models(tmp_path)
     save_features(tmp_path / "short.safetensors", torch.randn(20, 2, 4), {"model": "short"})
-    with pytest.raises(SystemExit, match="same items"):  # a user error: one line (issue 49), no traceback
+    with pytest.raises(SystemExit, match="same items"):  # a user error: one line, no traceback
         prh_main(["align", "--metric", "mutual_knn", "--topk", "10", "--quantile", "0.95", "--x-names", "a", "b", "--x-features", str(paths["m_small"]), str(tmp_path / "short.safetensors"), "--out", str(tmp_path / "o.json")])
 
 
@@ -251,7 +251,7 @@ def test_skip_x_layers_drops_the_embedding_layer_from_scores_and_null(tmp_path, 
         alignment_table(metric, x_names=["lm"], x_features=[files["lm"]], skip_x_layers=-1, **kw)
 
 
-# ---- one pass over all metrics (issue 18) ----
+# ---- one pass over all metrics ----
 
 
 def test_one_pass_over_all_metrics_writes_the_tables_each_metric_gives_alone(tmp_path):

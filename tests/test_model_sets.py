@@ -1,4 +1,4 @@
-"""The paper's model sets in params.yaml (issue 22, point 8): Fig 2's 78 vision models (PRH appendix C.1)."""
+"""The paper's model sets in params.yaml: Fig 2's 78 vision models (PRH appendix C.1)."""
 
 from pathlib import Path
 
@@ -10,7 +10,7 @@ REQUIRED = ("repo", "revision", "modality", "n_params")   # workflow/schemas/pap
 
 def test_fig2_vision_set_accounts_for_the_papers_78_models_and_declares_every_hub_model():
     """Every one of the paper's 78 vision models is either a declared checkpoint in prh_fig2_vision (a hub id, or
-    issue 53's plain-URL and seeded ones, declared in workflow/resources/checkpoints.yaml), or listed in the
+    the plain-URL and seeded ones, declared in workflow/resources/checkpoints.yaml), or listed in the
     composition file with why it is missing (never an invented id)."""
     import timm
 
@@ -42,7 +42,7 @@ def test_fig2_vision_set_accounts_for_the_papers_78_models_and_declares_every_hu
 
 
 def test_fig2_plans_43_of_the_78_and_its_coverage_says_which_and_why_not():
-    """Issue 53: the 17 ViTs, the seeded random ResNet-50 and 25 published encoders; Fig 2's outputs state which
+    """The 17 ViTs, the seeded random ResNet-50 and 25 published encoders; Fig 2's outputs state which
     of the 78 are present, per group, and flag the SmallAlexNets standing for the paper's ResNet-18s."""
     from prh.studies.convergence.design import fig2_coverage
 

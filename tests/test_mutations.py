@@ -1,4 +1,4 @@
-"""Seeded mutations of params.yaml (issue 37): every one either plans, or fails before any job with one line that
+"""Seeded mutations of params.yaml: every one either plans, or fails before any job with one line that
 names the key. No traceback, no job started.
 
 200 mutations drawn with a fixed seed: a value of another type, a value out of range, a name that refers to nothing

@@ -1,4 +1,4 @@
-"""The paper suite on a SLURM cluster, planned without one (issue 5, part 4).
+"""The paper suite on a SLURM cluster, planned without one.
 
 A dry run of the full DAG with ``--profile profiles/slurm --config suite=paper``
 (the default target and the suite's two alignments) must plan one GPU job per
@@ -120,7 +120,7 @@ def test_every_job_fits_a_partition(plan):
 
 
 def test_fig4_scores_and_aligns_every_fig4_language_model(plan):
-    """Issue 22 (5): Fig 4 once aligned only the 4 scored models of prh_val_language (n = 4). Issue 33: its
+    """Fig 4 once aligned only the 4 scored models of prh_val_language (n = 4). Before the offline replay its
     scores came from a CSV of mixed settings with 8 empty rows; now every Fig 4 LM gets one harness job."""
     cfg = yaml.safe_load((ROOT / "params.yaml").read_text())
     down, suite, metric = cfg["downstream"], cfg["suites"]["paper"], cfg["alignment"]["metric"]
@@ -142,7 +142,7 @@ def test_fig4_scores_and_aligns_every_fig4_language_model(plan):
 
 
 def test_probe_vtab_is_one_job_per_task_and_a_gather(plan):
-    """Issue 22: the ~4-5 CPU-hour probe_vtab became one job per VTAB task plus a cheap gather."""
+    """The ~4-5 CPU-hour probe_vtab became one job per VTAB task plus a cheap gather."""
     cfg = yaml.safe_load((ROOT / "params.yaml").read_text())
     tasks = {n[len("vtab_"):-len("_train")] for n in cfg["datasets"] if n.startswith("vtab_") and n.endswith("_train")}
     jobs = _jobs(plan)
@@ -159,7 +159,7 @@ def test_dry_run_prints_gpu_hours_reserved_and_estimated(plan):
             for m in re.finditer(r"^(\S[^\n]*?)\s+(\d+)\s+([\d.]+)\s+([\d.]+)", table, re.M)}
     gpu_jobs = [j for j in _jobs(plan) if j["resources"].get("gpu", 0)]
     assert rows["total"][0] == len(gpu_jobs)
-    # lte_paper asks for its GPUs per node and holds every node's (issue 53)
+    # lte_paper asks for its GPUs per node and holds every node's
     nnodes = yaml.safe_load((ROOT / "params.yaml").read_text())["lte"]["paper"]["nnodes"]
     reserved = sum(j["resources"]["gpu"] * j["resources"]["runtime"] * (nnodes if j["rule"] == "lte_paper" else 1)
                    for j in gpu_jobs) / 60
@@ -202,7 +202,7 @@ def test_plan_cost_command_saves_the_dry_runs_table(paper_copy):
                           cwd=paper_copy, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     cost = json.loads((paper_copy / "cost.json").read_text())
-    # one job: 3 GPUs x its time limit, twice its estimate at the plan's rates (issue 53; the fixed 30 + 70.55 minutes
+    # one job: 3 GPUs x its time limit, twice its estimate at the plan's rates (the fixed 30 + 70.55 minutes
     # is the floor)
     from prh.cluster import runtime_minutes
 
@@ -213,5 +213,5 @@ def test_plan_cost_command_saves_the_dry_runs_table(paper_copy):
     lm = cost["families"]["lm_score"]
     assert limit > 100 and lm["gpu_jobs"] == 1 and lm["reserved_gpu_h"] == pytest.approx(3 * limit / 60)
     assert 0 < lm["estimated_gpu_h"] < lm["reserved_gpu_h"]
-    assert set(cost["families"]) == {"lm_score", "preflight"}  # the pre-flight comes before any GPU job (issue 53)
+    assert set(cost["families"]) == {"lm_score", "preflight"}  # the pre-flight comes before any GPU job
     assert "lm_score" in proc.stdout and "reserved" in proc.stdout

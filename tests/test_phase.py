@@ -1,4 +1,4 @@
-"""Seed 000 phase study (issue 19): NTK, sketch, similarity, AGOP, retrieval chance, and a tiny end-to-end run."""
+"""Seed 000 phase study: NTK, sketch, similarity, AGOP, retrieval chance, and a tiny end-to-end run."""
 
 from __future__ import annotations
 

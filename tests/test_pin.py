@@ -149,7 +149,7 @@ def test_the_real_params_file(tmp_path):
     bridge = old["bridge"]["paper"]["config"]
     assert new["bridge"]["paper"]["config"] == {**bridge, "revision": sha("model", bridge["source"], bridge["revision"])}
     tasks = old["downstream"]["harness"]["tasks"]
-    for task, spec in tasks.items():  # Fig 4's harness task data (issue 33)
+    for task, spec in tasks.items():  # Fig 4's harness task data
         assert new["downstream"]["harness"]["tasks"][task] == {**spec, "revision": sha("dataset", spec["repo"],
                                                                                        spec["revision"])}
     assert check_pinned(new) is new  # every hub item the paper suite loads is pinned now
@@ -215,7 +215,7 @@ def test_only_a_40_hex_lowercase_commit_counts_as_pinned(revision):
 
 
 def test_harness_task_data_is_pinned_like_any_dataset(tmp_path):
-    """Issue 33: the datasets lm-evaluation-harness reads for Fig 4 are hub items too: pinned, checked, stood in."""
+    """The datasets lm-evaluation-harness reads for Fig 4 are hub items too: pinned, checked, stood in."""
     from prh.pin import entry_spec, entry_splits, hub_entries
 
     p = tmp_path / "params.yaml"

@@ -1,4 +1,4 @@
-"""The precision table (issue 34) in docs/metrics.md and the report is the one benchmarks/precision_study.json holds."""
+"""The precision table in docs/metrics.md and the report is the one benchmarks/precision_study.json holds."""
 
 from __future__ import annotations
 

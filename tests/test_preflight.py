@@ -1,4 +1,4 @@
-"""Issue 53: the paper suite's pre-flight (prh.preflight) lists every problem a run would meet hours later, in one
+"""The paper suite's pre-flight (prh.preflight) lists every problem a run would meet hours later, in one
 error, before any GPU job. The replay (tests/test_replay.py) runs it against the whole stand-in hub; here each check
 on small real inputs: tiny local models, an offline datasets library, folders."""
 

@@ -1,4 +1,4 @@
-"""`prh prepare-dci` / `prh prepare-places` (issue 22, blocking defect 4) on tiny synthetic
+"""`prh prepare-dci` / `prh prepare-places` on tiny synthetic
 downloads laid out as the official ones: DCI's ``densely_captioned_images/`` (``photos/``,
 ``complete/*.json``, ``splits.json``) and Places-365's ``val_256.tar`` + ``places365_val.txt``.
 The folders they build are read by ``prh fetch-dataset`` as params.yaml's ``dci`` and

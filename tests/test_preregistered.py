@@ -1,4 +1,4 @@
-"""The pre-registered one-point-per-LM test of Fig 3 (issue 16, point 5) on synthetic alignment tables."""
+"""The pre-registered one-point-per-LM test of Fig 3 on synthetic alignment tables."""
 
 from __future__ import annotations
 
@@ -102,7 +102,7 @@ def test_errors_name_what_is_missing():
         preregistered_language_vision(cross=table(comp), competence=competence(comp), gate_passed="yes", **KW)
 
 
-# ---- issue 36's amendment: one point per training run, the outcome its gain over the untrained model
+# ---- the amendment of 2026-11-26: one point per training run, the outcome its gain over the untrained model
 def _runs(n_runs, *, untrained="lm9"):
     return {f"run{i}": {"final": f"lm{i}", "untrained": untrained, "seed": i % 2} for i in range(n_runs)}
 
@@ -115,7 +115,7 @@ def test_amended_test_uses_the_gain_over_the_untrained_model():
     res = amended_language_vision(cross=table(outcome), competence=competence(np.arange(10)), runs=_runs(6),
                                   vision_models=["v_sup", "v_ssl"], predictors=["reducible_fraction", "mc_accuracy"],
                                   permutations=2000, seed=0)
-    assert res["unit"] == "run" and res["n"] == 6 and res["seeds"] == 6  # runs, not their 2 seed labels (issue 47)
+    assert res["unit"] == "run" and res["n"] == 6 and res["seeds"] == 6  # runs, not their 2 seed labels
     gains = [p["gain"] for p in res["points"]]
     assert gains == pytest.approx([-0.09, -0.08, -0.07, -0.06, -0.05, -0.04])  # every run below its untrained model
     assert res["gain_positive_runs"] == 0
@@ -167,7 +167,7 @@ def test_run_level_reads_checkpoints_as_clusters_of_their_run():
 
 
 def test_the_amended_verdict_reads_holm_not_the_raw_p():
-    """Issue 47: an audit removed Holm from the amended test and no test failed. At 7 runs the primary's one-sided
+    """An audit removed Holm from the amended test and no test failed. At 7 runs the primary's one-sided
     p lies between alpha / 2 and alpha here, so without Holm it would pass; with it (x2) it does not."""
     from prh.studies.convergence.preregistered import amended_language_vision
 

@@ -1,4 +1,4 @@
-"""Issue 33: the paper suite's pre-run checks read the run as Snakemake does.
+"""The paper suite's pre-run checks read the run as Snakemake does.
 
 The checks (every revision pinned; every hub item cached when the hub cannot be reached; a token
 for the gated repos) run in the Snakefile's ``onstart:``, which Snakemake calls only when it is

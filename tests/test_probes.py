@@ -264,7 +264,7 @@ def test_split_probes_refuse_bad_inputs(tmp_path):
 
 
 def test_per_task_probes_gathered_equal_one_job_over_every_task(tmp_path):
-    """Issue 22: probe_vtab runs one job per VTAB task and a gather; the gathered file is the one
+    """The probe_vtab rule runs one job per VTAB task and a gather; the gathered file is the one
     a single job over every task writes (byte for byte), and mismatched inputs are refused."""
     tasks = _split_suite(tmp_path)
     kw = dict(names=["good", "noise"], features_root=str(tmp_path / "features"), cs=CS, seed=3)

@@ -1,4 +1,4 @@
-"""README.md is the manual, not a results log (issue 35): at most 300 lines, no result numbers outside its generated
+"""README.md is the manual, not a results log: at most 300 lines, no result numbers outside its generated
 blocks, a Quickstart of exactly the two commands that exist, and every relative link of it and of docs/*.md resolves.
 
 Generated blocks are delimited by ``<!-- generated:NAME -->`` ... ``<!-- /generated:NAME -->``; a generator (or a
@@ -211,7 +211,7 @@ def test_the_link_check_catches_a_missing_file_and_heading(tmp_path):
         "missing.md (no such file)", "a.md#not-a-heading (no such heading in a.md)", "#nope (no such heading in a.md)"]
 
 
-# --- the first screen (issue 51) ----------------------------------------------------------------------------------
+# --- the first screen ----------------------------------------------------------------------------------
 
 FIRST_SCREEN = 40
 

@@ -1,4 +1,4 @@
-"""Issue 53: features as the authors compute them. platonic-rep's own extraction code (tests/reference/platonic_rep,
+"""Features as the authors compute them. platonic-rep's own extraction code (tests/reference/platonic_rep,
 commit dcd76ba, unmodified) runs on a tiny Llama and a tiny ViT here, on the CPU, and what it saves must equal this
 project's features to 1e-5. Differences by design are listed in docs/paper_suite.md ("Features as the authors
 compute them")."""

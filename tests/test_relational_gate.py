@@ -1,4 +1,4 @@
-"""Issue 48's relational predictor and gate: items decided by the coordinates, an intervention that moves only
+"""The relational predictor and gate: items decided by the coordinates, an intervention that moves only
 which object is left-most, a test that a position-reading scorer passes and a position-blind one cannot."""
 
 from __future__ import annotations

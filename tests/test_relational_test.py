@@ -1,4 +1,4 @@
-"""Issue 48's relational test (prh.studies.convergence.relational): the run as unit, sizes as strata, the ledger row
+"""The relational test (prh.studies.convergence.relational): the run as unit, sizes as strata, the ledger row
 weighed from those strata, the gate that makes it not testable, the command and its figure."""
 
 from __future__ import annotations

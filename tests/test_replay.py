@@ -1,4 +1,4 @@
-"""Issue 33: the paper suite, executed. Every rule of the paper DAG runs for real, offline, on the
+"""The paper suite, executed. Every rule of the paper DAG runs for real, offline, on the
 stand-in hub (``prh standin-hub``: tiny random models, synthetic rows, the real formats), through the
 same loaders, rules and commands as a run on the hub; only the cache location and sizes differ
 (``presets/replay.yaml``). Its numbers mean nothing; what is checked is that the DAG runs:
@@ -71,7 +71,7 @@ def test_every_rule_of_the_paper_plan_ran(replay):
 
 
 def test_the_preflight_ran_before_every_gpu_job_and_checked_the_stand_in_hub(replay):
-    """Issue 53: the pre-flight is an input of every GPU rule (ancient), so it ran first; offline it checked the
+    """The pre-flight is an input of every GPU rule (ancient), so it ran first; offline it checked the
     cache for the gated repos, the first row of every hub dataset and one batch per model family."""
     report = json.loads((replay["work"] / "results" / "preflight.json").read_text())
     assert report["online"] is False and len(report["gated"]) >= 5 and len(report["datasets"]) >= 20
@@ -81,7 +81,7 @@ def test_the_preflight_ran_before_every_gpu_job_and_checked_the_stand_in_hub(rep
 
 
 def test_every_gpu_job_claimed_its_own_cards(replay):
-    """Issue 53: a GPU rule's job takes its cards (prh --gpus) before it runs: its log names them."""
+    """A GPU rule's job takes its cards (prh --gpus) before it runs: its log names them."""
     logs = sorted((replay["work"] / "results" / "logs" / "extract_language").rglob("*.log"))
     assert logs
     for log in logs:

@@ -1,4 +1,4 @@
-"""Replication (issue 36): the replication rule, the ledger's join of replicate ledgers, the replicate
+"""Replication: the replication rule, the ledger's join of replicate ledgers, the replicate
 config and its check, and the replicate preset's plan (every replicate a Snakemake module of the DAG)."""
 
 from __future__ import annotations
@@ -113,7 +113,7 @@ def test_join_refuses_replicates_of_the_same_seed_or_another_suite():
 
 
 def test_cli_joins_replicate_ledgers(tmp_path):
-    # samples_to_match is weighed (issue 47: run_matches, 1.4 +- 0.4): two runs at 1.40 and 1.41 lie inside the margin
+    # samples_to_match is weighed (run_matches, 1.4 +- 0.4): two runs at 1.40 and 1.41 lie inside the margin
     metrics = {"samples_to_match": {"value": 1.40, "verdict": R}, "least_squares": {"verdict": NR}}
     (tmp_path / "exp" / "lte").mkdir(parents=True)
     (tmp_path / "exp" / "lte" / "metrics.json").write_text(json.dumps(metrics))
@@ -125,7 +125,7 @@ def test_cli_joins_replicate_ledgers(tmp_path):
     assert rows["lte.samples_to_match"]["verdict"] == R and rows["lte.samples_to_match"]["seeds"] == 2
     assert rows["lte.samples_to_match"]["verdict_registered"] == R and rows["lte.samples_to_match"]["replicates"] == 2
     assert rows["lte.samples_to_match"]["provisional"] == PROVISIONAL
-    # a sign test over the runs' signs (issue 47's decision): two runs cannot reach alpha (best two-sided p 0.5)
+    # a sign test over the runs' signs (the weighed decision): two runs cannot reach alpha (best two-sided p 0.5)
     assert rows["lte.least_squares"]["verdict"] == "not testable"
 
 
@@ -164,7 +164,7 @@ def test_the_replicate_preset_plans_each_seed_as_a_module(repo_root):
         assert mine["bridge_arm"] == base["bridge_arm"] and mine["lte_vision"] == 1 and mine["phase_analyse"] == 1
         assert sum(v for k, v in mine.items() if k.startswith("train_language")) == \
             sum(v for k, v in base.items() if k.startswith("train_language"))
-        # the studies that read the zoo's models are replicated with it (issue 36: every training-based claim)
+        # the studies that read the zoo's models are replicated with it (every training-based claim)
         assert mine["downstream_mc"] == base["downstream_mc"] and mine["density"] == 1
         assert mine["extract_language_density"] == base["extract_language_density"]
         assert mine["metric_agreement"] == 1 and mine["sample_size"] == 1

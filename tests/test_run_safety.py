@@ -1,4 +1,4 @@
-"""Issue 22, run safety of the paper suite on a cluster: keep going past a failed job, a conda
+"""Run safety of the paper suite on a cluster: keep going past a failed job, a conda
 environment that installs this package wherever Snakemake copies the env file, and a refusal to run
 with unpinned hub revisions."""
 

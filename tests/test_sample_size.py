@@ -1,4 +1,4 @@
-"""Issue 38's sweep of alignment against N (prh.metrics.sample_size): the null's floors, the cells
+"""The sweep of alignment against N (prh.metrics.sample_size): the null's floors, the cells
 against single-N runs of the engine, and linear CKA from features against the engine's Gram CKA."""
 
 from __future__ import annotations
@@ -168,7 +168,7 @@ def _cells(raw_changes, cal_changes, *, null_std=0.01, group="vision-vision", ar
 
 
 def test_calibrated_flat_reports_the_authors_score_and_keeps_the_corrected_one_beside_it():
-    """Issue 47: the claim cites the Aristotelian view, so its value is the change of the authors' calibrated score;
+    """The claim cites the Aristotelian view, so its value is the change of the authors' calibrated score;
     the registered rule's corrected score (raw minus the null mean) stays beside it, named as what it is."""
     from prh.studies.sample_size.run import claims
 
@@ -231,7 +231,7 @@ def test_the_sample_size_presets_plan_a_large_world_for_the_study(repo_root, pre
 
 
 def test_extraction_streams_the_images_by_item_block_and_equals_the_in_memory_one(tmp_path):
-    """Issue 38: large N is extracted without holding the images in memory: `prh extract-vision` reads
+    """Large N is extracted without holding the images in memory: `prh extract-vision` reads
     images.npy memory-mapped (pages in one batch of items at a time); its features equal those of the
     same images held in memory."""
     import torch

@@ -1,4 +1,4 @@
-"""Issue 22, blocking defect (1): a LLaMA-family hub repo that ships only a SentencePiece model.
+"""A LLaMA-family hub repo that ships only a SentencePiece model.
 
 The three ``openlm-research/open_llama_*`` repos hold ``tokenizer.model`` (SentencePiece BPE with byte
 fallback), ``tokenizer_config.json`` naming ``LlamaTokenizer``, and no ``tokenizer.json``. Transformers 5

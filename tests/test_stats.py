@@ -93,7 +93,7 @@ def test_holm_hand_example():
 
 
 def test_cluster_permutation_removes_what_every_run_shares():
-    """Issue 36: checkpoints of one run are a cluster. A correlation carried by the step structure every run
+    """Checkpoints of one run are a cluster. A correlation carried by the step structure every run
     shares is strong over the 30 points but not beyond it when whole runs are permuted."""
     from prh.stats import cluster_permutation
 

@@ -1,4 +1,4 @@
-"""Issue 22, blocking defect 3 (memory) and the VTAB disk: extraction streams hidden states.
+"""Memory and the VTAB disk: extraction streams hidden states.
 
 ``extract_language_features`` used ``output_hidden_states=True``, which keeps all L + 1
 B x T x D hidden states alive until the forward ends (~36 GB extra for a 30B model at batch
@@ -208,7 +208,7 @@ def test_vit_blocks_are_pooled_as_they_finish(pooling, recwarn):
 
 
 def test_a_large_budget_grows_batches_beyond_batch_size_and_changes_no_number(lm_dirs):
-    """Issue 34: the budget sizes batches in both directions; on an H200 the default batch of 32
+    """The budget sizes batches in both directions; on an H200 the default batch of 32
     left the card at 6 % of its peak while 256 reached 16 %."""
     model, tok = load_language_model(lm_dirs["llama"])
     shapes = []
@@ -218,7 +218,7 @@ def test_a_large_budget_grows_batches_beyond_batch_size_and_changes_no_number(lm
     grown = extract_language_features(model, tok, TEXTS, batch_size=2, progress=False, gpu_memory_budget_gb=10)
     hook.remove()
     torch.testing.assert_close(grown, small, atol=1e-5, rtol=1e-5)
-    # batches grow past batch_size as far as MIN_FILL lets them (issue 53): no batch is more than a fifth padding
+    # batches grow past batch_size as far as MIN_FILL lets them: no batch is more than a fifth padding
     assert max(b for b, _ in shapes) > 2
     lengths = sorted((len(tok(t)["input_ids"]) for t in TEXTS), reverse=True)
     start = 0
@@ -250,7 +250,7 @@ def test_a_batch_out_of_memory_runs_as_halves(monkeypatch):
 
 
 def test_pooled_states_leave_the_device_once_per_batch(lm_dirs, monkeypatch):
-    """Issue 34: every layer's pooled state moved to the host as it was made (a sync per layer on a
+    """Every layer's pooled state moved to the host as it was made (a sync per layer on a
     GPU); now the stacked batch moves once. Counted here as calls of Tensor.cpu during one batch."""
     model, tok = load_language_model(lm_dirs["llama"])
     extract_language_features(model, tok, TEXTS[:2], batch_size=2, progress=False)  # the hook check, once
@@ -266,7 +266,7 @@ def test_pooled_states_leave_the_device_once_per_batch(lm_dirs, monkeypatch):
 
 
 def test_vision_batches_from_a_budget_and_halved_on_oom():
-    """Issue 34: vision batches are sized from a memory budget (CUDA: one probe batch measures bytes per image;
+    """Vision batches are sized from a memory budget (CUDA: one probe batch measures bytes per image;
     the sizing rule is a power of two under the budget), and a batch the card cannot hold runs as halves with the
     same features. On a CPU the budget leaves batch_size as it is."""
     import numpy as np
@@ -324,7 +324,7 @@ def test_encodings_are_the_tokenizer_s_lists_stored_flat(kind):
 
 
 def test_padded_batches_from_the_flat_token_arrays_equal_pad_batch():
-    """Issue 53: a batch is gathered from Encodings' flat arrays in one step; it must equal the per-text lists."""
+    """A batch is gathered from Encodings' flat arrays in one step; it must equal the per-text lists."""
     from prh.batching import Encodings, pad_batch
 
     rng = np.random.default_rng(0)

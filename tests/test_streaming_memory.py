@@ -1,4 +1,4 @@
-"""Issue 22, blocking defect 3 (memory): alignment reads a features file one layer at a time.
+"""Alignment reads a features file one layer at a time.
 
 ``alignment_table`` used to load each N x L x D file whole (about 20 GB for a 65B model on
 DCI); it now streams layers from disk (``file_layer_states``), so its memory must not grow
@@ -151,7 +151,7 @@ def test_align_memory_follows_one_layer_not_the_file(tmp_path):
 
 
 def test_align_memory_reads_headers_without_torch(tmp_path):
-    """Snakemake calls it while it plans: no torch import (issue 18), and the same element sizes."""
+    """Snakemake calls it while it plans: no torch import, and the same element sizes."""
     from prh.metrics.files import DTYPES
     from prh.metrics.memory import ITEMSIZE, align_memory_mb
 
@@ -167,7 +167,7 @@ def test_align_memory_reads_headers_without_torch(tmp_path):
 
 
 def test_an_image_array_is_fingerprinted_in_chunks_with_the_same_digest(tmp_path):
-    """Issue 53: the checkpoint fingerprint of a memory-mapped image set reads it a chunk at a time (tobytes() had
+    """The checkpoint fingerprint of a memory-mapped image set reads it a chunk at a time (tobytes() had
     copied a whole VTAB split into RSS) and gives the digest the whole-array bytes give, so old checkpoints resume."""
     import hashlib
     import tracemalloc

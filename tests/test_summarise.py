@@ -217,7 +217,7 @@ def test_bad_input_names_the_problem(tmp_path):
 
 
 def test_device_map_spreads_the_captioner_and_changes_no_summary(lm_dir, tmp_path):
-    """Issue 22: a captioner the GPU formula gives several GPUs is loaded with device_map=auto
+    """A captioner the GPU formula gives several GPUs is loaded with device_map=auto
     (on this CPU machine accelerate places it on the CPU): the summaries are the same."""
     data = make_data(tmp_path / "data", 3)
     kw = dict(data=data, model=str(lm_dir), num_words=[4], batch_size=2, max_new_tokens=6, device="cpu",

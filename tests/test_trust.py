@@ -1,4 +1,4 @@
-"""Trust, round two (issue 37): nothing silently wrong, nothing checked only after the expensive work.
+"""Trust, round two: nothing silently wrong, nothing checked only after the expensive work.
 
 One test per defect found on d1ac618: each limit fails in the one config pass before any job, naming the key and
 the layer that set it; make pull refuses to stamp results built with other params; corrupt or wrong-shape artifacts

@@ -1,4 +1,4 @@
-"""Issue 49's two chmod-000 cases: ``prh align`` on a features file nobody may read, ``prh check-config`` on an
+"""The two chmod-000 cases: ``prh align`` on a features file nobody may read, ``prh check-config`` on an
 unreadable config file. Root reads any file, so when the tests run as root the command runs as the unprivileged
 user 65534 (``setpriv``, util-linux), for whom a mode-000 file is unreadable; as any other user it runs as is."""
 

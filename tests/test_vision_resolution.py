@@ -1,4 +1,4 @@
-"""Vision at the reference's resolution and precision (issue 22, defect 7).
+"""Vision at the reference's resolution and precision.
 
 The reference (minyoungg/platonic-rep, ``extract_features.py``) feeds every timm model the
 original image through the model's own eval transform,
@@ -140,7 +140,7 @@ def test_vision_runs_in_the_configured_dtype(originals, tmp_path):
 
 
 def test_vision_dtype_defaults_to_tf32_which_is_float32_on_a_cpu(originals, tmp_path, monkeypatch):
-    """Issue 53: params.yaml, the schema and `prh extract-vision` default to tf32 (float32 weights and sums, TF32
+    """`params.yaml`, the schema and `prh extract-vision` default to tf32 (float32 weights and sums, TF32
     products on CUDA only: the precision study's bf16, 8x coarser, moved vision mutual k-NN by at most 0.0054); the
     rule passes it, and on a CPU it gives float32's numbers bit for bit, recorded as such in the meta."""
     from prh import extract

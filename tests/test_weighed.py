@@ -1,4 +1,4 @@
-"""Issue 47: verdicts that weigh the evidence (prh.claims.weigh and its parts), every boundary of the rule."""
+"""Verdicts that weigh the evidence (prh.claims.weigh and its parts), every boundary of the rule."""
 
 from __future__ import annotations
 
@@ -203,9 +203,9 @@ def test_join_pools_replicates_and_keeps_their_own_verdicts(tmp_path):
     assert row["p"] == pytest.approx(2 * 0.0055366, abs=1e-6) and row["replicates"] == 3 and row["provisional"] is None
     assert row["sesoi"] == 0.3 and row["mde"] == pytest.approx(mde_correlation([6, 6, 6], alpha=0.05))
     assert [e["verdict_registered"] for e in row["per_seed"]] == ["not reproduced"] * 3
-    # both rules set after a look: the registered one's record (issue 35) and issue 47's decision
-    assert row["post_hoc"].startswith("POST-HOC (recorded 2026-11-26, issue 35")
-    assert "POST-HOC (recorded 2026-11-27, issue 47)" in row["post_hoc"]
+    # both rules set after a look: the registered one's record and the weighed decision
+    assert row["post_hoc"].startswith("POST-HOC (recorded 2026-11-26, with the claims ledger")
+    assert "POST-HOC (recorded 2026-11-27, with the weighed verdicts, docs/replication.md)" in row["post_hoc"]
     assert L.reweigh(L.join(runs[0], runs[1:]))["claims"][0] == row  # reweighing a new ledger changes nothing
 
 
@@ -269,7 +269,7 @@ def test_the_committed_ledger_obeys_the_rule(repo_root):
 # --- transfer: the run as unit ----------------------------------------------------------------------------------------
 
 def test_rising_needs_every_step_up():
-    """Issue 47: an audit allowed ties in transfer's "rising" rule and no test failed."""
+    """An audit allowed ties in transfer's "rising" rule and no test failed."""
     from prh.studies.transfer.transfer import rising
 
     assert rising([0.1, 0.2, 0.3]) is True
@@ -507,7 +507,7 @@ def test_a_decision_null_must_be_finite():
         check_decision({**RUN, "no_effect": float("nan")})
 
 
-# --- the 21 claims without a decision (issue 47, third batch): the engine's parts they need -------------------------
+# --- the 21 claims without a decision (decided 2026-11-27 with the second amendment): the engine's parts they need ---
 
 def test_a_decision_note_says_why_no_test_is_made():
     """descriptive keeps its default note (shared models) unless the decision says why itself; tolerance (a

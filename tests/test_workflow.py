@@ -112,7 +112,7 @@ EXPECTED_FIGURES = {
 
 
 def test_ledger_holds_every_claim_of_the_run(smoke):
-    """Issue 35: one ledger, every claim of every study the run builds, each through prh.claims."""
+    """One ledger, every claim of every study the run builds, each through prh.claims."""
     from prh.claims import LABELS, PROVISIONAL
     from prh.studies.ledger import manifests
 
@@ -127,14 +127,14 @@ def test_ledger_holds_every_claim_of_the_run(smoke):
     counts = ledger["counts"]
     gates = [r["id"] for r in ledger["claims"] if r.get("validity_gate")]
     assert gates == ["convergence.fig03_world_gate"]
-    assert sum(counts.values()) == len(declared) - len(gates)  # validity gates are not counted (issue 47)
+    assert sum(counts.values()) == len(declared) - len(gates)  # validity gates are not counted
     rows = {r["id"]: r for r in ledger["claims"]}
     # the verdicts the studies wrote are the ledger's (one engine, no second opinion)
     phase = json.loads((smoke / "results" / "experiments" / "phase" / "metrics.json").read_text())
     assert rows["phase.C3"]["verdict"] == phase["claims"]["C3_s_explains_alignment"]["verdict"]
     assert rows["phase.C3"]["value"] == pytest.approx(phase["claims"]["C3_s_explains_alignment"]["statistic"])
     conv = json.loads((smoke / "results" / "experiments" / "convergence" / "metrics.json").read_text())
-    # the study's own verdict is the registered rule's; issue 47's weighed verdict stands beside it
+    # the study's own verdict is the registered rule's; the weighed verdict stands beside it
     assert rows["convergence.fig03_preregistered"]["verdict_registered"] == conv["language_vision_preregistered"]["verdict"]
     table = (smoke / "results" / "figures" / "claims_ledger.csv").read_text().splitlines()
     assert len(table) == 1 + len(declared)
@@ -171,10 +171,10 @@ def _numbers(obj):
 
 
 def test_numbers_equal_the_recorded_ones(smoke, repo_root):
-    """Restructuring must not move a number (issue 15): the smoke run's experiment and alignment
+    """Restructuring must not move a number: the smoke run's experiment and alignment
     JSONs against tests/smoke/expected_numbers.json (recorded from the run before the change). On a
     machine whose float kernels differ from the recording's, trained models differ, so only the
-    numbers no training touches are compared (within PORTABLE_REL); the test never skips (issue 36)."""
+    numbers no training touches are compared (within PORTABLE_REL); the test never skips."""
     recording = json.loads((repo_root / "tests" / "smoke" / "expected_numbers.json").read_text())
     got = smoke_numbers(smoke / "results")
     portable = {k: v for k, v in recording["numbers"].items() if k.startswith(PORTABLE)}
@@ -326,7 +326,7 @@ def push_clone_pull(work: Path, tmp_path: Path, env=None, remote: tuple[str, dic
 
 @pytest.mark.parametrize("kind", ["directory", "s3"])
 def test_dvc_push_clone_pull_plans_nothing(smoke, tmp_path, kind, request):
-    """The results round trip through a DVC remote: a local folder, and S3 (issue 51: an S3-compatible server on
+    """The results round trip through a DVC remote: a local folder, and S3 (an S3-compatible server on
     localhost, moto's; the credentials from the environment, as a team's would be)."""
     env, remote = None, None
     if kind == "s3":
@@ -340,7 +340,7 @@ def test_dvc_push_clone_pull_plans_nothing(smoke, tmp_path, kind, request):
     # and DVC agrees: nothing pulled is missing (an uncached out would be, and `dvc repro` would fail)
     assert "up to date" in run(["dvc", "status"], clone).stdout
 
-    # issue 17: a parameter of a job without inputs, changed after the pull, replans that job and
+    # a parameter of a job without inputs, changed after the pull, replans that job and
     # what reads its output, and DVC sees the stage's params change
     params = yaml.safe_load((clone / "params.yaml").read_text())
     params["simplicity"]["random_nets"]["bins"] += 1
@@ -350,7 +350,7 @@ def test_dvc_push_clone_pull_plans_nothing(smoke, tmp_path, kind, request):
                                    "plot_claims_ledger": 1, "effective_config": 1, "all": 1}
     status = run(["dvc", "status"], clone).stdout
     assert "workflow" in status and "simplicity" in status, status
-    # and a second `make pull` refuses to stamp the results with the changed param (issue 37), naming it
+    # and a second `make pull` refuses to stamp the results with the changed param, naming it
     refused = run(["prh", "check-lock"], clone, check=False)
     assert refused.returncode == 1 and "simplicity.random_nets.bins" in refused.stderr, refused.stderr
 
@@ -361,7 +361,7 @@ def test_slurm_profile_plans_the_dag_without_a_cluster(smoke):
 
 
 def test_same_seed_same_features(smoke):
-    """Issue 4: retraining a zoo model from scratch with the same params gives bit-identical features on CPU.
+    """Retraining a zoo model from scratch with the same params gives bit-identical features on CPU.
 
     Runs last: it rebuilds two checkpoints, after which downstream outputs are older than their inputs.
     """

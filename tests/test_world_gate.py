@@ -1,4 +1,4 @@
-"""Issue 36's world-derived gate (prh.evaluation.world_gate): which attributes the world makes useful to an
+"""The amendment's world-derived gate (prh.evaluation.world_gate): which attributes the world makes useful to an
 LM, the one-sided McNemar test, and the gate's pass rule on constructed features."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ GATE = {"candidates": ["background", "count", "largest_color"], "n_scenes": 200,
 
 
 def test_the_world_never_rewards_carrying_the_background_forward():
-    """The background sentence follows the object list and nothing after it depends on it (issue 36's audit)."""
+    """The background sentence follows the object list and nothing after it depends on it (the audit of 2026-11-26)."""
     assert forward_rate("background", n_scenes=300, seed=0) == {"rate": 0.0, "n": 300}
     count = forward_rate("count", n_scenes=300, seed=0)
     assert count["rate"] == 1.0 and 0 < count["n"] < 300  # one-object scenes have no smaller count to drop to
@@ -89,7 +89,7 @@ def test_min_discordant_refuses_a_level_outside_0_1():
 
 
 def test_an_attribute_the_bag_of_words_already_solves_is_not_testable():
-    """POST-HOC rule (issue 36): the zoo's bag-of-words baseline probes count at 1.000, so no model could
+    """POST-HOC rule: the zoo's bag-of-words baseline probes count at 1.000, so no model could
     beat it there and the gate as first written failed every model by construction. A model is judged on
     the attributes where its baseline is wrong often enough for the test to fire; the first rule stays
     in the output beside it."""
@@ -162,7 +162,7 @@ def test_the_ledger_reads_the_gate(tmp_path):
             "settings": {"pass_fraction": 0.75, "min_discordant": 5},
             "models": {f"m{i}": {"seed": i % 2, "passed": i < 4} for i in range(6)}}
     row = results("offline", 0.05, metrics=metrics, platonic=None, world_gate=gate)["fig03_world_gate"]
-    assert row["verdict"] == "not reproduced" and row["n"] == 6 and row["seeds"] == 6  # runs, not seed labels (issue 47)
+    assert row["verdict"] == "not reproduced" and row["n"] == 6 and row["seeds"] == 6  # runs, not seed labels
     assert "6 of 6 runs judged" in row["note"]
     assert row["value"] == pytest.approx(4 / 6)
     row = results("offline", 0.05, metrics=metrics, platonic=None, world_gate={**gate, "kept": [], "passed": None})
@@ -189,7 +189,7 @@ def test_the_ledger_reads_the_gate(tmp_path):
 
 @pytest.mark.parametrize("wrong, testable", [(5, True), (4, False)])
 def test_the_testable_threshold_is_min_discordant_exactly(wrong, testable):
-    """Issue 47: an audit multiplied the gate's testable threshold by 3 and no test failed. A baseline wrong on exactly
+    """An audit multiplied the gate's testable threshold by 3 and no test failed. A baseline wrong on exactly
     min_discordant(0.05) = 5 test items leaves an attribute a model can win on (p = 2^-5 < 0.05); on 4 it does not."""
     from prh.evaluation.probes import split_indices
 

@@ -1,4 +1,4 @@
-"""Issue 53 on a real GPU: prh --gpus claims the card, a job asking for more cards than the machine has fails in one
+"""On a real GPU: prh --gpus claims the card, a job asking for more cards than the machine has fails in one
 line, and the pre-flight's one-batch check runs a tiny Llama and ViT on CUDA, plus streamed hooks on CUDA."""
 import json
 import os

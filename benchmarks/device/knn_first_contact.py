@@ -1,4 +1,4 @@
-"""First GPU run of the certified bf16 k-NN (knn_fast, issue 34) and of the engine's 'auto' precision at N up to 1e6.
+"""First GPU run of the certified bf16 k-NN (knn_fast) and of the engine's 'auto' precision at N up to 1e6.
 Times knn(precision='bf16'|'fp32'), checks lists equal fp32 at N <= 1e5, and mutual k-NN of a latent pair at 1e6.
 Usage: PYTHONPATH=src python3 benchmarks/device/knn_first_contact.py OUT.json [--tiny]; its H200 run (main at 48172df) is 2026-11-27-h200-knn_bf16.json"""
 

@@ -1,4 +1,4 @@
-"""Where the language extraction's time goes on a GPU (issue 53): bench_device's TinyLlama-shaped model and captions,
+"""Where the language extraction's time goes on a GPU: bench_device's TinyLlama-shaped model and captions,
 extract_language_features at budget auto under torch.profiler: top ops by device time and by CPU time, plus
 wall time of tokenization alone. Also k-NN variants at N = 1e6 (margin, bf16 output). Usage: OUT.json [--tiny]"""
 

@@ -78,7 +78,7 @@ FINGERPRINT_CHUNK_BYTES = 64 << 20  # an array is hashed this many bytes at a ti
 def hash_array(h, a: np.ndarray, chunk_bytes: int = FINGERPRINT_CHUNK_BYTES) -> None:
     """Feed ``h`` the bytes ``a.tobytes()`` would give (C order), ``chunk_bytes`` at a time along the first axis: a
     memory-mapped image set is read, never copied whole (``tobytes`` had added 768 MiB of RSS for an 805 MB VTAB
-    split, and a 10k-image split is 8 GB; issue 53)."""
+    split, and a 10k-image split is 8 GB)."""
     if a.ndim == 0 or a.nbytes <= chunk_bytes:
         h.update(np.ascontiguousarray(a).tobytes())
         return
@@ -119,7 +119,7 @@ def length_batches(lengths, batch_size: int, *, group_by_length: bool = True,
     to ``length``, e.g. ``activation_bytes``) likewise ``items x item_bytes(longest) <= max_bytes``
     (at least one item per batch). With ``min_fill`` a batch also stops before its real tokens fall below
     ``min_fill x items x longest`` (the items come longest first, so each one added lowers the share): padding is
-    then at most 1 - min_fill of every batch, whatever the length profile (issue 53: up to 4,096 WIT-like captions
+    then at most 1 - min_fill of every batch, whatever the length profile (up to 4,096 WIT-like captions
     padded to the longest had left 13.8 % of the processed tokens real). Not grouped: input order, ``max_tokens``,
     ``max_bytes`` and ``min_fill`` ignored.
     """

@@ -104,7 +104,7 @@ PROGRESS_ENV = "PRH_PROGRESS"  # "lines": the progress as one line per step even
 
 
 class TimeLeft(logging.Formatter):
-    """A local run's progress line says the time left (issue 51): Snakemake's "N of M steps (x%) done", then the
+    """A local run's progress line says the time left: Snakemake's "N of M steps (x%) done", then the
     steps left and the jobs not yet finished priced as ``expected_duration`` prices a plan (with the costs file).
     Wraps the formatter of Snakemake's terminal handler; every other line is formatted as before. Snakemake's log
     records carry ``event`` (``job_finished`` with ``job_id``, ``progress`` with ``done`` and ``total``).

@@ -3,7 +3,7 @@
 The schema checks each value alone; ``check_references`` checks that every name refers to an entry that exists
 (a suite's datasets and model sets, a set's members, the names ``REFERENCES`` lists), with close matches. Left are
 settings that are valid on their own but impossible (or silently wrong) together, which used to fail
-inside a job, some after the most expensive work (issue 37):
+inside a job, some after the most expensive work:
 
 - k of the k-NN metrics against the items they run on: ``alignment.topk`` (and ``convergence.topk``)
   at most N - 2 of each suite dataset (at k = N - 1 every other item is a neighbour, so mutual k-NN is

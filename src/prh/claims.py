@@ -14,7 +14,7 @@ independent runs allows: a "reproduced" that rests on fewer than ``MIN_SEEDS`` r
 (``provisional`` in the ledger). :func:`replicated_verdict` joins one claim's verdicts from independent replicates of
 a whole study (the master seeds of ``claims.replicates``): the replication rule, fixed before the replicate run.
 
-Issue 47 (``DECISION_RULE``): :func:`weigh` judges a claim from its replicates pooled, the run as unit, against its
+The weighed verdicts (``DECISION_RULE``, 2026-11-27): :func:`weigh` judges a claim from its replicates pooled, the run as unit, against its
 smallest effect of interest (its manifest's ``decision``), with its power (MDE at 80 %); the registered verdict beside.
 """
 
@@ -29,7 +29,7 @@ from prh.pooling import (POWER, fisher_combined, fisher_z_meta, mde_correlation,
 
 __all__ = ["LABELS", "MIN_SEEDS", "PROVISIONAL", "verdict", "interval_verdict", "correlation_verdict", "correlation_row",
            "seeds_verdict", "replication", "replicated_verdict",
-           # issue 47: verdicts that weigh the evidence
+           # verdicts that weigh the evidence
            "DECISION_RULE", "KINDS", "weighed_verdict", "weigh", "check_decision", "run_level_fields"]
 
 LABELS = ("reproduced", "not reproduced", "inconclusive", "not testable")
@@ -65,7 +65,7 @@ def interval_verdict(kind: str, lo: float | None, hi: float | None, margin: floa
 
 def correlation_verdict(r: float | None, p: float | None, n: int | None, *, alpha: float) -> str:
     """A "rises with" claim: reproduced when r > 0 with p < alpha; not testable where the test cannot reach alpha
-    at n untied units (issue 47: the exact null's smallest two-sided p, ``spearman_min_p``, is not below alpha:
+    at n untied units (the exact null's smallest two-sided p, ``spearman_min_p``, is not below alpha:
     n <= 4 at 0.05, where a t-approximated p of r = 1 would read 0; ``n`` None: not recorded, not checked) or r
     or p is undefined (a constant variable)."""
     defined = r is not None and p is not None and math.isfinite(r) and math.isfinite(p)
@@ -74,7 +74,7 @@ def correlation_verdict(r: float | None, p: float | None, n: int | None, *, alph
 
 
 def seeds_verdict(effects, passed: bool | None, *, margin: float = 0.0) -> str:
-    """A claim replicated over independent runs (issue 36): ``effects`` holds one signed effect per run (positive =
+    """A claim replicated over independent runs: ``effects`` holds one signed effect per run (positive =
     the claimed direction), ``passed`` whether the pre-registered statistic passed.
 
     not testable: the rule cannot fire (``passed`` None, no run, an undefined effect); inconclusive: the runs
@@ -110,7 +110,7 @@ def replication(label: str, seeds: int | None) -> dict:
 
 
 def replicated_verdict(labels, effects=None) -> str:
-    """One claim's verdict from independent replicates of its study (issue 36's replication rule, written
+    """One claim's verdict from independent replicates of its study (the replication rule of docs/replication.md, written
     down before the replicate run): ``labels`` holds each replicate's verdict under its own pre-registered
     rule, ``effects`` (optional, one per replicate, None where a replicate states none) its signed effect
     in the claimed direction.
@@ -134,7 +134,7 @@ def replicated_verdict(labels, effects=None) -> str:
     return verdict(tested[0][0] == "reproduced", conclusive=agree)
 
 
-# Issue 47: verdicts that weigh the evidence. The rule (DECISION_RULE), written before it was recomputed:
+# Verdicts that weigh the evidence. The rule (DECISION_RULE), written before it was recomputed:
 #
 #   reproduced      the pooled two-sided test has p < alpha and its effect points the claimed way;
 #   not reproduced  the pooled (1 - alpha) interval lies wholly below the claim's SESOI (an effect as large as the
@@ -335,7 +335,7 @@ def _weigh_sign_flip(entries, *, alpha: float, base: dict) -> dict:
     replicate together): the exact two-sided sign-flip test (``prh.stats.sign_flip``). reproduced: p < alpha with
     a positive mean; not reproduced: p < alpha with a negative mean (significant the wrong way; no SESOI is
     declared, so nothing else reads "not reproduced"); not testable: 2 x 2^-n >= alpha (5 runs cannot, 6 can);
-    else inconclusive. An entry without per-run effects (a ledger from before issue 47): ``verdict`` None, the
+    else inconclusive. An entry without per-run effects (a ledger from before the weighed verdicts of 2026-11-27): ``verdict`` None, the
     registered verdict stands. MDE: normal approximation, (z_{1-alpha/2} + z_0.8) x sd / sqrt(n), in the effect's
     units."""
     from prh.stats import sign_flip

@@ -19,7 +19,7 @@ runs after the last sample; these lines do not (``prh bench-summary`` sets them 
 The console script (``entry``) ends a finished command with ``os._exit`` once the ``atexit``
 handlers have run, the non-daemon threads are joined and stdout/stderr are flushed: the
 interpreter's teardown of torch, transformers and timm modules cost 1.1 CPU s and 1.1 wall s
-per process here and writes nothing (benchmarks/README.md, issue 39).
+per process here and writes nothing (benchmarks/README.md).
 """
 
 from __future__ import annotations
@@ -78,8 +78,8 @@ STAGES: dict[str, dict[str, tuple[str, str]]] = {
         "merge-harness": ("prh.evaluation.harness:merge_main", "merge per-model harness scores into Fig 4's CSV"),
         "summarise-zoo": ("prh.evaluation.zoo_summary:main", "trained-vs-untrained margins of the zoo (metrics)"),
         "world-gate": ("prh.evaluation.world_gate:main", "the language test's world-derived gate against bag-of-words baselines"),
-        "score-relational": ("prh.evaluation.relational:main", "relational multiple choice and the left-most gate (issue 48)"),
-        "power-spearman": ("prh.pooling:power_main", "power of the pooled run-level Spearman test, runs needed (issue 48)"),
+        "score-relational": ("prh.evaluation.relational:main", "relational multiple choice and the left-most gate"),
+        "power-spearman": ("prh.pooling:power_main", "power of the pooled run-level Spearman test, runs needed"),
     },
     "alignment": {
         "align": ("prh.metrics.engine:main", "alignment table of two model sets (every layer pair, best kept)"),
@@ -89,7 +89,7 @@ STAGES: dict[str, dict[str, tuple[str, str]]] = {
     "studies": {
         "run-convergence": ("prh.studies.convergence.run:main", "PRH Figs 2 and 3: competence and language-vision"),
         "run-platonic": ("prh.studies.convergence.run:platonic_main", "alignment with the world kernel (offline)"),
-        "relational-test": ("prh.studies.convergence.relational:main", "the relational language test, run as unit (issue 48)"),
+        "relational-test": ("prh.studies.convergence.relational:main", "the relational language test, run as unit"),
         "score-mc": ("prh.studies.downstream.run:mc_main", "score LMs on the shapes-world multiple choice (Fig 4)"),
         "run-downstream": ("prh.studies.downstream.run:main", "PRH Fig 4: alignment vs downstream scores"),
         "run-density": ("prh.studies.density.run:main", "PRH Fig 9: alignment per caption density"),

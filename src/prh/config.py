@@ -78,7 +78,7 @@ def load_schema(path: str | Path) -> dict:
     """A schema file's content, parsed once per process (and again if the file changes).
 
     Every Snakemake start validates params.yaml; a ``$ref`` is retrieved each time the
-    validator meets it, so uncached loads made up seconds of a no-op rerun (issue 18).
+    validator meets it, so uncached loads made up seconds of a no-op rerun.
     Callers get a copy: validators and defaults must not edit the cached tree."""
     import copy
 
@@ -289,7 +289,7 @@ def _with_defaults(validator_cls):
         yield from validate_props(validator, properties, instance, schema)
 
     # "integer" means an int: jsonschema also takes a float with no fraction (1.2e29, 1e20), which then overflows
-    # torch's seeds or numpy's counts (issue 49)
+    # torch's seeds or numpy's counts
     checker = validator_cls.TYPE_CHECKER.redefine(
         "integer", lambda _, x: isinstance(x, int) and not isinstance(x, bool))
     return __import__("jsonschema").validators.extend(validator_cls, {"properties": set_defaults},
@@ -316,7 +316,7 @@ def run_models(run: str, spec: dict) -> dict[str, dict]:
 
 
 def language_runs(cfg: dict) -> dict[str, dict]:
-    """The zoo's language training runs with checkpoints, as the amended language test's units (issue 36):
+    """The zoo's language training runs with checkpoints, as the amended language test's units:
     {run: {"final": <run>_<last step>, "untrained": the step-0 model of its family, "seed"}}; a run whose
     family has no step-0 model is left out."""
     runs = (cfg.get("zoo") or {}).get("language") or {}
@@ -330,7 +330,7 @@ def language_runs(cfg: dict) -> dict[str, dict]:
 
 
 def replicate_config(cfg: dict, seed: int) -> dict:
-    """The config of one replicate of the DAG (issue 36; ``claims.replicates``): the same analysis under master
+    """The config of one replicate of the DAG (``claims.replicates``): the same analysis under master
     ``seed``, its results under ``results/replicates/seed<seed>``, with no replicates of its own. Every training
     run reads the master seed (a zoo run or bridge arm adds its own seed to it), so a replicate trains every
     model, arm and LTE head again from independent draws; datasets keep their own seeds (same data)."""

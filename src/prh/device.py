@@ -1,4 +1,4 @@
-"""Where and in what precision models run (DESIGN.md, "Execution").
+"""Where and in what precision models run.
 
 ``device: auto`` picks CUDA when a GPU is visible, else the CPU; ``dtype: auto``
 picks bfloat16 on CUDA and float32 on the CPU.
@@ -27,7 +27,7 @@ def resolve_device(device: str | torch.device = "auto") -> torch.device:
 
 
 def resolve_dtype(dtype: str | torch.dtype = "auto", device: torch.device | str = "cpu") -> torch.dtype:
-    """``"auto"`` -> bfloat16 on CUDA, float32 on CPU (DESIGN.md, "Execution")."""
+    """``"auto"`` -> bfloat16 on CUDA, float32 on CPU."""
     if isinstance(dtype, torch.dtype):
         return dtype
     if dtype == "auto":
@@ -65,7 +65,7 @@ def tf32_matmuls(enabled: bool, device):
 
 class HostStaging:
     """Batch outputs to the CPU through one reused page-locked buffer on CUDA (a pageable copy of the H200's
-    language features ran at 1.3 GB/s: 1.2 of 6.2 s; issue 53); on a CPU, the tensor itself. The returned tensor is
+    language features ran at 1.3 GB/s: 1.2 of 6.2 s); on a CPU, the tensor itself. The returned tensor is
     valid until the next ``copy``."""
 
     def __init__(self):

@@ -48,7 +48,7 @@ def _partial_dir(out) -> Path:
 
 
 def _check_before_save(feats, out, meta: dict) -> None:
-    """NaN or inf rows, or a model constant in every layer, are refused before anything is written (issue 49);
+    """NaN or inf rows, or a model constant in every layer, are refused before anything is written;
     the finished batches go too, so the rerun extracts again instead of resuming the same numbers."""
     import torch
 

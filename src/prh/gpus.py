@@ -1,4 +1,4 @@
-"""One set of GPUs per job on one machine (issue 53, DESIGN.md "Execution").
+"""One set of GPUs per job on one machine (docs/paper_suite.md, "One machine, several GPUs").
 
 Snakemake schedules GPU jobs by the count in ``resources: gpu=N`` but never says *which* cards a
 job may use, so every CUDA job on an 8-GPU machine took ``cuda:0`` and ``device_map=auto``

@@ -1,4 +1,4 @@
-"""Reading and writing the workflow's artifacts (see DESIGN.md, "Data contracts").
+"""Reading and writing the workflow's artifacts (the files each stage hands the next).
 
 Every writer writes to a temporary file in the destination folder and renames it
 into place, so a killed job never leaves a half-written file that looks complete.
@@ -273,8 +273,8 @@ def read_features_meta(path: str | os.PathLike) -> dict:
 def save_features(path: str | os.PathLike, feats: Any, meta: dict) -> None:
     """Save an N x L x D feature tensor as safetensors (key ``feats``) plus its meta JSON.
 
-    ``meta`` should name the model, revision, pooling, dtype and parameter count
-    (DESIGN.md). The meta file is written first, so a complete ``.safetensors``
+    ``meta`` should name the model, revision, pooling, dtype and parameter count.
+    The meta file is written first, so a complete ``.safetensors``
     always has its meta beside it.
     """
     import torch

@@ -1,5 +1,5 @@
 """``make pull``'s check before it stamps pulled results as up to date (``prh check-lock``): the params and code
-``dvc.lock`` says the results were built with against params.yaml and the code now (issues 37, 49).
+``dvc.lock`` says the results were built with against params.yaml and the code now.
 
     prh check-lock                      # params.yaml and the code against dvc.lock
     prh check-lock --lock other.lock    # params only (code is compared for the dvc.lock beside a dvc.yaml)

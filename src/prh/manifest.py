@@ -1,4 +1,4 @@
-"""What a study declares: its figures, output files, commands and claims (issue 35).
+"""What a study declares: its figures, output files, commands and claims.
 
 Each study is one package of ``prh.studies`` whose ``manifest.yaml`` declares it
 (:func:`load_study` reads it into a :class:`Study`). Its one name is also its rule file (``workflow/rules/<name>.smk``), schema
@@ -64,12 +64,12 @@ class ClaimSpec:
     statistic: str
     unit: str
     rule: str
-    # issue 47: the weighed decision (prh.claims.check_decision): kind, SESOI with its reason, when it was set;
+    # the weighed decision (prh.claims.check_decision): kind, SESOI with its reason, when it was set;
     # None keeps the registered rule alone
     decision: dict | None = None
     # a POST-HOC record of params.yaml behind the registered rule (date, what changed, what had been seen)
     post_hoc: str | None = None
-    # a validity gate (issue 47): the ledger lists it in its own section and does not count it among the claims
+    # a validity gate: the ledger lists it in its own section and does not count it among the claims
     validity_gate: bool = False
 
 
@@ -79,7 +79,7 @@ class Study:
 
     name: str
     title: str  # what a reader of the source recognises
-    source: str  # the source document (../shared/seeds/)
+    source: str  # the source, by its short name in docs/sources.md
     outputs: tuple[str, ...]  # file names under results/experiments/<name>/
     figures: tuple[Figure, ...]
     commands: tuple[str, ...]  # its `prh` commands

@@ -4,7 +4,7 @@ params.yaml names each hub checkpoint and dataset with the revision it was publi
 under (a branch such as ``main``, or a tag such as ``wit_1024``). A branch moves; a
 commit SHA does not. With network, this command asks the hub which commit each
 revision points to now (``HfApi().model_info`` / ``dataset_info``) and writes the SHAs
-back, so the same params give the same weights and data next year (DESIGN.md, "Config").
+back, so the same params give the same weights and data next year.
 
 Only the revision values change: the file is edited by exact text substitution on the
 lines that hold each entry, so comments, order and layout stay as they are (no YAML
@@ -124,8 +124,8 @@ def check_pinned(cfg: dict, *, params: str = "params.yaml") -> dict:
     ``cfg["allow_unpinned"]`` is true; else raise one ``ConfigError`` listing every unpinned item
     (``unpinned_entries``) and the command that pins them all (``prh pin-revisions <params>``).
 
-    A branch such as ``main`` moves: the same params would load other weights or data next year
-    (DESIGN.md, "Config"), so a real run of the paper suite refuses them unless told otherwise.
+    A branch such as ``main`` moves: the same params would load other weights or data next year,
+    so a real run of the paper suite refuses them unless told otherwise.
     """
     if cfg.get("allow_unpinned"):
         return cfg

@@ -1,4 +1,4 @@
-"""Pooled tests, power and exact nulls for the verdict engine (``prh.claims``, issue 47): one test over independent
+"""Pooled tests, power and exact nulls for the verdict engine (``prh.claims``): one test over independent
 replicates whose unit is the run (an exact sum-of-Spearman permutation test, a random-effects meta-analysis, Fisher's
 z and Fisher's combined p), the smallest p an exact null allows at n (``spearman_min_p``: what makes a rule "not
 testable"), and the minimum detectable effect at 80 % power. Plain statistics: no labels are chosen here."""
@@ -158,7 +158,7 @@ SPEARMAN_Z_VAR = 1.06  # var(atanh r_s) ~ 1.06 / (n - 3) (Fieller, Hartley & Pea
 def fisher_z_meta(rs, ns, *, level: float = 0.95, fixed: bool = False) -> dict:
     """``random_effects`` on Fisher's z of Spearman r (var 1.06 / (n - 3)), back on the r scale: ``estimate`` and
     ``interval`` are r. A replicate with n <= 3 has no z variance and is left out (None if none is left).
-    ``fixed``: the strata of one design (issue 48: sizes), not draws of replicates: the inverse-variance (fixed
+    ``fixed``: the strata of one design (sizes), not draws of replicates: the inverse-variance (fixed
     effect) mean and its normal interval (random effects over 2 strata would have 1 df, a t of 12.7)."""
     keep = [(float(r), int(n)) for r, n in zip(rs, ns) if n is not None and n > 3]
     if not keep:

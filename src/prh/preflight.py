@@ -1,4 +1,4 @@
-"""``prh preflight``: the paper suite's checks that fail in minutes, before any GPU job (issue 53).
+"""``prh preflight``: the paper suite's checks that fail in minutes, before any GPU job.
 
 A real run of the paper suite used to meet its problems one job at a time, hours apart: a gated repo whose licence
 was not accepted failed with a 403 inside its extraction job, a dataset that no longer loads (OpenWebText's script)

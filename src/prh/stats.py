@@ -87,7 +87,7 @@ def spearman_permutation(x, y, *, permutations: int = 10000, alternative: str = 
 
 
 def cluster_permutation(x, y, clusters, *, alternative: str = "greater") -> dict:
-    """Spearman r over every unit with a p-value from permuting whole clusters (issue 36: checkpoints of one
+    """Spearman r over every unit with a p-value from permuting whole clusters (checkpoints of one
     training run are a cluster, not exchangeable units).
 
     ``clusters`` names each unit's cluster; every cluster holds the same number of units, given in the same
@@ -127,7 +127,7 @@ def cluster_permutation(x, y, clusters, *, alternative: str = "greater") -> dict
 
 
 def checkpoint_run_level(names, x, y) -> dict:
-    """Spearman r over checkpoints named ``<run>_<steps>`` with p-values from permuting whole runs (issue 47: Fig 4 and
+    """Spearman r over checkpoints named ``<run>_<steps>`` with p-values from permuting whole runs (Fig 4 and
     the platonic language reference counted every checkpoint as an independent model): step-0 checkpoints are left
     out (the untrained model of a family belongs to no run's training), the rest must form at least 2 runs holding
     the same steps; ``cluster_permutation`` both ways. Returns ``spearman_r`` (over the points kept), ``p_greater``,

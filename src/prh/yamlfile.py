@@ -1,4 +1,4 @@
-"""YAML as the config files need it: PyYAML's safe loader, refusing what it lets through silently (issue 49).
+"""YAML as the config files need it: PyYAML's safe loader, refusing what it lets through silently.
 
 - a key given twice in one mapping (PyYAML, and so Snakemake, keep the last one; DVC refuses the file);
 - more than ``MAX_ALIASES`` aliases (``*name``), or aliases that expand to more than ``MAX_EXPANDED_NODES`` values: ten

@@ -1,4 +1,4 @@
-"""A real one-node SLURM cluster for the tests of this folder (issue 50): ``tests/slurm/cluster.sh``.
+"""A real one-node SLURM cluster for the tests of this folder: ``tests/slurm/cluster.sh``.
 
 The ``slurm`` fixture starts it (installing Debian's slurm-wlm and munge if missing) in a temporary
 state directory and stops it after the last test, by PID, leaving no daemon behind. Where it cannot

@@ -1,4 +1,4 @@
-"""The workflow on a real SLURM cluster (issue 50): one node started by ``tests/slurm/cluster.sh``.
+"""The workflow on a real SLURM cluster: one node started by ``tests/slurm/cluster.sh``.
 
 - One study's branch of the smoke DAG (simplicity: its three experiments, metrics.json and one figure,
   5 jobs) runs through ``profiles/slurm`` unchanged, given only this cluster's partition file

@@ -3,7 +3,7 @@
 # and its table in the report (the registry's `claims_ledger` entry). Included after every study's
 # rule file: a study is in the ledger when this run builds its results (its files are among TARGETS).
 #
-# Replicates (issue 36): each master seed S of `claims.replicates` is this whole workflow again, as a
+# Replicates: each master seed S of `claims.replicates` is this whole workflow again, as a
 # Snakemake module (its rules named seed<S>_*, its config prh.config.replicate_config: the master seed
 # S, results under results/replicates/seed<S>), asked only for the ledger of the `claims.replicated`
 # (training-based) studies. The run's own ledger then joins them: each replicated claim's verdict is the
@@ -61,7 +61,7 @@ rule claims_ledger:
 TARGETS += [rules.claims_ledger.output.ledger, *figure_targets("claims_ledger")]
 
 
-# The effective config (issue 49): params.yaml with every preset, --configfile and --config applied and the schema's
+# The effective config: params.yaml with every preset, --configfile and --config applied and the schema's
 # defaults filled, as this run used it; a DVC out. dvc.lock records params.yaml alone, so results built with a preset
 # (`make replicate`) or --config were stamped as params.yaml's: `make pull` now compares this file with the config
 # it would stamp them with (`prh check-lock --effective results/config.json`). Its param is the config's hash, so any

@@ -77,7 +77,7 @@ def bench_path(rule_name, *parts):
 
 
 def shapes_files(dataset):
-    """The files of a shapes dataset dir (DESIGN.md, data contracts), by name (data.smk writes them)."""
+    """The files of a shapes dataset dir (its data contract), by name (data.smk writes them)."""
     files = {"images": "images.npy", "captions": "captions.jsonl", "scenes": "scenes.jsonl", "meta": "meta.json"}
     return {key: f"{R}/data/{dataset}/{name}" for key, name in files.items()}
 
@@ -177,7 +177,7 @@ class ReportNumbers:
         return "ReportNumbers()"
 
 
-# ---- GPU-hours of the plan (issue 22): printed at the end of a dry run that plans GPU jobs ----
+# ---- GPU-hours of the plan: printed at the end of a dry run that plans GPU jobs ----
 
 
 def planned_jobs(dag):

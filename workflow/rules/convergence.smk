@@ -122,8 +122,8 @@ rule convergence:
     params:
         families=json_param({m: MODELS[m].get("family", m) for m in model_set(CONV_FIG2_VSET) + model_set(CONV_VSET)}),
         config=CONV_CONFIG["run-convergence"],
-        # offline: the pre-registered one-point-per-LM test (issue 16) over the vision set named in params
-        # and issue 36's amendment beside it: one point per training run (prh.config.language_runs);
+        # offline: the pre-registered one-point-per-LM test over the vision set named in params
+        # and the amendment of 2026-11-26 beside it: one point per training run (prh.config.language_runs);
         # paper: Fig 2's coverage of the paper's 78 models (CONV_COVERAGE)
         preregistered=lambda w, input: (
             f"--preregistered-competence {input.lm_competence} --preregistered-vision-models "
@@ -149,7 +149,7 @@ TARGETS += [
 
 if SUITE == "offline":
 
-    # Issue 36's world-derived gate (prh.evaluation.world_gate; convergence.amended.gate): the attributes whose
+    # The amendment's world-derived gate (prh.evaluation.world_gate; convergence.amended.gate): the attributes whose
     # later sentences depend on them in the world's generator, each run's final checkpoint (layers alignment
     # reads) against its untrained same-size model's layer 0 (a random-embedding bag of words as wide) on one
     # split, a one-sided McNemar test per model, a pre-registered fraction that must pass.
@@ -234,7 +234,7 @@ if SUITE == "offline":
 
 if SUITE == "offline" and REL_MODELS:
 
-    # Issue 48's pre-registered relational test (presets/language.yaml): the run as unit, strata = sizes
+    # The relational test, pre-registered 2026-11-27 (presets/language.yaml): the run as unit, strata = sizes
     rule relational_test:
         input:
             relational=rules.score_relational.output[0],

@@ -63,7 +63,7 @@ rule summarise_captions:
         " {params.options} --seed {params.seed} --device {params.device} {params.device_map} --out {params.out} > {log} 2>&1"
 
 
-# One job per model for every level (issue 18): the model is loaded once and each level written to
+# One job per model for every level: the model is loaded once and each level written to
 # its own file, exactly what a job per (model, level) wrote.
 use rule extract_language as extract_language_density with:
     input:

@@ -54,7 +54,7 @@ LANGUAGE_OPTIONS = " ".join(
     + ([f"--max-batch-tokens {int(FEAT['max_batch_tokens'])}"] if FEAT.get("max_batch_tokens") else [])
     + ([f"--gpu-memory-budget-gb {FEAT['gpu_memory_budget_gb']}"] if FEAT.get("gpu_memory_budget_gb") else [])
     # the paper suite reads bits per byte from lm_score's OpenWebText sample, never from the features: no second
-    # full-vocabulary pass per LM over the captions (issue 53)
+    # full-vocabulary pass per LM over the captions
     + (["--no-bpb"] if SUITE == "paper" else [])
 )
 # Shapes datasets (offline) store several independently drawn densest captions per scene (captions.jsonl
@@ -96,7 +96,7 @@ rule extract_vision:
         layers=lambda w: "last" if w.dataset in PROBE_ONLY_DATASETS else "all",  # a linear probe is the only reader
         device=config["device"],
         dtype=FEAT["vision_dtype"],  # float32 as the reference (schema default)
-        # on CUDA, batches sized from the memory budget (issue 34); a CPU keeps vision_batch_size
+        # on CUDA, batches sized from the memory budget; a CPU keeps vision_batch_size
         budget=f"--gpu-memory-budget-gb {FEAT['gpu_memory_budget_gb']}" if FEAT.get("gpu_memory_budget_gb") else "",
     shell:
         "prh --gpus {resources.gpu} extract-vision --model {params.model:q} {params.revision} --data {params.data}"

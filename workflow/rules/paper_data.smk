@@ -1,4 +1,4 @@
-# Paper suite data (issue 5): hub datasets materialised under results/data/<name>/ at
+# Paper suite data: hub datasets materialised under results/data/<name>/ at
 # their pinned revisions, the seeded OpenWebText sample, and the language-modelling
 # score of PRH Figure 3's x-axis (1 - bits-per-byte), one GPU job per language model.
 import json
@@ -42,7 +42,7 @@ LM_SCORE_MODELS = (
 )
 
 
-# The paper suite's pre-flight report (rule preflight, below; issue 53, prh.preflight): gated access, the first row
+# The paper suite's pre-flight report (rule preflight, below, prh.preflight): gated access, the first row
 # of every hub dataset, the manual downloads and one batch per model family, minutes before any GPU job. It is an
 # input of every GPU rule, ancient, so a new report does not make the jobs that passed an earlier one stale.
 PREFLIGHT = f"{R}/preflight.json"

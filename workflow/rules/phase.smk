@@ -1,4 +1,4 @@
-# Seed 000 "phase incompatibility" (issue 19): one NTK job per model (NTK, AGOP, stability),
+# Seed 000 "phase incompatibility": one NTK job per model (NTK, AGOP, stability),
 # Table 2's adaptive-LR runs and one analysis job (pairs, Table 1, verdicts); the figures are
 # registered in prh.figures and drawn by figures.smk.
 # Offline: ~10 CPU-minutes in all at the default sizes; paper: one GPU job per checkpoint.

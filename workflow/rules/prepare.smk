@@ -1,4 +1,4 @@
-# Local dataset folders built from manual downloads (issue 22): DCI and Places-365 val are
+# Local dataset folders built from manual downloads: DCI and Places-365 val are
 # not on the hub in the paper's form and their licences ask for a manual download. A hub
 # dataset with `prepare: {command, source}` in params.yaml gets a rule prepare_<dataset> that
 # runs `prh prepare-<command>` on the download (the source path) and writes the folder its

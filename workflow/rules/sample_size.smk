@@ -1,4 +1,4 @@
-# Alignment against the number of items N (issue 38; prh.studies.sample_size): nested subsets of one
+# Alignment against the number of items N (prh.studies.sample_size): nested subsets of one
 # dataset's items (default: the paired set, whose features the zoo's rules extract anyway; presets/
 # sample_size.yaml: a 100,000-item world), each model pair and (offline) each model against the world
 # kernel, mutual k-NN and CKNNA at k fixed and k/N fixed and linear CKA, each with its permutation null.

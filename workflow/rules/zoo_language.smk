@@ -1,8 +1,8 @@
-# The offline language zoo (issues 4, 16): a word-level tokenizer over the training text's closed
+# The offline language zoo: a word-level tokenizer over the training text's closed
 # vocabulary, one training job per GPT-2 / BERT run of `zoo.language` in params.yaml (a run with
 # `checkpoints` saves one model per checkpoint, <run>_<steps>), the packaged all-MiniLM-L6-v2 copied
-# in after a SHA-256 check, each a save_pretrained dir results/models/<model>/ (DESIGN.md, language
-# checkpoint contract); then the competence of every causal LM of the `zoo_language` set: held-out
+# in after a SHA-256 check, each a save_pretrained dir results/models/<model>/ (weights, config and
+# tokenizer); then the competence of every causal LM of the `zoo_language` set: held-out
 # bits per byte on the alignment density against a word-unigram baseline and the generator's
 # exact entropy floor.
 import os
@@ -170,7 +170,7 @@ rule lm_eval:
         " --threads {threads} > {log} 2>&1"
 
 
-# The validity gate's probes (issue 16): background, count and largest colour read from each causal
+# The validity gate's probes: background, count and largest colour read from each causal
 # LM's features of the paired set (what alignment reads), the layer chosen on validation items,
 # accuracy on held-out test scenes. Thresholds: convergence.preregistered.gate (zoo_metrics).
 rule probe_language:
@@ -202,7 +202,7 @@ if SUITE == "offline" and ZOO_CAUSAL:
     TARGETS += [f"{R}/experiments/zoo/language.json", f"{R}/experiments/zoo/language_probes.json"]
 
 
-# Issue 48's relational predictor and left-most gate (prh.evaluation.relational) on held-out scenes, for the causal
+# The relational predictor and left-most gate (prh.evaluation.relational) on held-out scenes, for the causal
 # LMs of convergence.relational.model_set (presets/language.yaml); off in the default run (model_set null).
 REL_CFG = config["convergence"].get("relational") or {}
 REL_MODELS = (

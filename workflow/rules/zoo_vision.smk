@@ -1,6 +1,6 @@
-# The offline vision zoo (issue 4): one training job per model of `zoo.vision` in
-# params.yaml, each writing a timm checkpoint dir results/models/<model>/ (DESIGN.md,
-# vision checkpoint contract); then linear probes of every model of the `zoo_vision`
+# The offline vision zoo: one training job per model of `zoo.vision` in
+# params.yaml, each writing a timm checkpoint dir results/models/<model>/ (a timm
+# model name and its state dict); then linear probes of every model of the `zoo_vision`
 # set on the offline suite's vision-only set: competence per task (PRH Fig. 2, left).
 import os
 import re

@@ -1,6 +1,6 @@
 """GPU jobs on a cluster: how many GPUs a hub model needs, and what a planned run costs.
 
-One formula for the GPU count (issue 22): every rule that loads a hub model asks for
+One formula for the GPU count: every rule that loads a hub model asks for
 ``gpus_needed`` GPUs and passes ``--device-map auto`` exactly when that is more than one;
 the SLURM profile's notes and docs/paper_suite.md's table are generated from it (a test checks).
 
@@ -187,7 +187,7 @@ def plan_cost(*, jobs: list[dict], config: dict, results: str | Path = "results"
             "assumptions": assumptions}
 
 
-RUNTIME_HEADROOM = 2.0  # a GPU job's time limit over its estimated wall time (issue 53)
+RUNTIME_HEADROOM = 2.0  # a GPU job's time limit over its estimated wall time
 
 
 def runtime_minutes(*, rule: str, wildcards: dict, config: dict, results: str | Path = "results", floor: int,

@@ -15,14 +15,14 @@ FP32_PEAK_FLOPS = 67e12        # H100 SXM, fp32 on CUDA cores: training and Jaco
 TF32_PEAK_FLOPS = 494e12       # H100 SXM, dense TF32 tensor cores: vision with features.vision_dtype tf32 (the default)
 MFU = 0.18                     # bf16 forward passes: language extraction as benchmarks/bench_device.py measured it on one
                                # H200 (17.9 %, benchmarks/device/2026-11-27-h200-after.json); 0.4 was assumed before any
-                               # GPU run, and the time limits from it were too short (issue 53)
+                               # GPU run, and the time limits from it were too short
 VISION_MFU = 0.30              # vision extraction, same run: 29.6 % of the TF32 peak (features.vision_dtype tf32)
 TRAIN_MFU = 0.4                # fp32 training and Jacobians (LTE, bridge arms, seed 000): assumed, never measured
 STARTUP_S = 60.0               # per job: interpreter, imports, CUDA context, dataset read (assumed)
 LOAD_BYTES_PER_S = 2e9         # weights from a shared file system into GPU memory (assumed)
 HBM_BYTES_PER_S = 3.35e12      # H100 SXM memory bandwidth (decoding reads every weight once per step)
 CAPTION_TOKENS = 32            # tokens of one paired caption (WIT-style alt text; assumed)
-DENSE_CAPTION_TOKENS = 1400    # tokens of one dense DCI caption (issue 22)
+DENSE_CAPTION_TOKENS = 1400    # tokens of one dense DCI caption
 TOKENS_PER_WORD = 1.33
 PLAN_COST_ENV = "PRH_PLAN_COST_JSON"  # set by `prh plan-cost`: the dry run writes its summary there
 UNKNOWN_ITEMS = 10_000         # items of a dataset whose size neither meta.json nor params give

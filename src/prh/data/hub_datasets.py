@@ -3,7 +3,7 @@
 The paper suite's data (PRH appendix C: WIT-1024, a 1000-image Places-365 validation
 subset, CIFAR-10, DCI, the VTAB tasks capped at 10,000 items) is read with
 ``datasets.load_dataset(repo, revision=..., split=...)`` at a pinned revision and written
-in the same contract as the shapes world (DESIGN.md, "Data contracts"):
+in the same data contract as the shapes world (the files below):
 
 - ``images.npy``: N x S x S x 3 uint8; every image is resized (shorter side to S, bicubic)
   and centre-cropped to S x S, so one array holds the whole set. The reference
@@ -291,7 +291,7 @@ def materialize_hub_dataset(
         "seed": seed,
         "image_size": image_size,
         # the originals' shorter sides (min, max): extraction warns when a model resizes above
-        # image_size although the originals had more pixels (prh.extract, issue 22)
+        # image_size although the originals had more pixels (prh.extract)
         "source_min_side": int(min(sides, default=0)),
         "source_max_side": int(max(sides, default=0)),
         "columns": {"image": image_column, "text": text_column, "label": label_column},

@@ -1,4 +1,4 @@
-"""Build the paper suite's two local dataset folders from their official downloads (issue 22).
+"""Build the paper suite's two local dataset folders from their official downloads.
 
 DCI and Places-365 are not on the Hugging Face hub in the form the paper uses, and their
 licences ask for a manual download. These commands turn the downloads into the imagefolder

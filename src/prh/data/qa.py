@@ -1,6 +1,6 @@
 """Question-answer pairs about a shapes-world scene, appended to the language zoo's training text.
 
-Issue 16: a caption alone lets a language model score well by knowing the grammar;
+A caption alone lets a language model score well by knowing the grammar;
 questions whose answers were stated earlier in the same text make later tokens depend
 on earlier content, so a model is rewarded for reading its context. Each pair is one
 of seven kinds, asked only where the answer is unique in the scene:
@@ -13,7 +13,7 @@ of seven kinds, asked only where the answer is unique in the scene:
     position    "Q: where exactly is the red star? A: upper left, at (18, 11)."
     left/right  "Q: is the red star left or right of the blue cross? A: left."  (every pair, in scene order)
 
-The last two (session 31 of issue 16) ask the facts only the densest captions state,
+The last two (added with the 3000-step schedule, `a64827c`) ask the facts only the densest captions state,
 the centre in percent and the left/right order, in every density's text: the position
 answer puts a grid region next to the centre it implies, a dependency the captions
 write only at the coordinates level (1 text in 6). Chosen on competence alone: with

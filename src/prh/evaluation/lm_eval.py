@@ -1,6 +1,6 @@
 """Did the language zoo learn? Held-out bits per byte of each causal LM, between a unigram and the floor.
 
-Issues 4 and 16 ("show the models are competent before reading their alignment") and
+The zoo's brief ("show the models are competent before reading their alignment") and
 PRH Figure 3's competence axis. The text scored is what alignment reads: the densest
 caption of each held-out item. For a caption t,
 

@@ -1,6 +1,6 @@
-"""Relational competence of a causal LM, measured on held-out scenes, and a gate that tests left-most-ness (issue 48).
+"""Relational competence of a causal LM, measured on held-out scenes, and a gate that tests left-most-ness.
 
-Issue 48's audit: the zoo's competence measure (bits per byte) is blind to relations, and the world
+The audit of 2026-11-27: the zoo's competence measure (bits per byte) is blind to relations, and the world
 gate's rationale for "shape of the left-most object" holds just as well for any object (changing a
 random non-left-most object's shape changes later sentences as often). Two measures here, both read
 from next-token likelihoods (``prh.evaluation.likelihood.choice_logprobs``) on scenes the zoo never
@@ -23,7 +23,7 @@ trained on (the eval set):
    order, or the words that stay the same) answers both alike and follows none; guessing uniformly
    and independently follows a pair of n objects with probability 1 / n^2. A model passes when its
    count of followed pairs exceeds that guessing null: one-sided exact test (Poisson-binomial upper
-   tail) at ``alpha``. Issue 48: the zoo's gate passes when at least one model passes; if none does,
+   tail) at ``alpha``. The zoo's gate passes when at least one model passes; if none does,
    the relational test is not testable.
 
     prh score-relational --data results/data/shapes_eval --models results/models/gpt2_s_x2_r0_3000 ... \\

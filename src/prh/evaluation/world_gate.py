@@ -1,7 +1,7 @@
-"""The world-derived validity gate of the language test (issue 36; params.yaml ``convergence.amended.gate``).
+"""The world-derived validity gate of the language test (params.yaml ``convergence.amended.gate``).
 
 The registered gate (``zoo_summary.language_gate``) asks each trained LM to probe background, count
-and largest colour above fixed thresholds. Issue 36's audit found that it tests something the world
+and largest colour above fixed thresholds. The audit of 2026-11-26 found that it tests something the world
 does not reward (the background sentence comes after the object list and nothing after it depends
 on it, so a causal LM has no reason to carry it forward), that random embeddings already pass it
 at the zoo's widths, and that its all-must-pass rule fails by sampling noise alone. This gate:

@@ -10,7 +10,7 @@ the majority-class chance level) and the causal LMs' held-out bits-per-byte
 - language: bits-per-byte of the best untrained causal LM minus that of the best
   trained one, and the unigram baseline minus the best trained one.
 
-Issue 16 adds the language models' competence, shown before any alignment is read:
+It adds the language models' competence, shown before any alignment is read:
 
 - ``language.mc_accuracy``: multiple-choice accuracy on the HellaSwag-style caption
   completion (``prh score-mc``; chance 1 / choices);

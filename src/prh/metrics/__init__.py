@@ -16,7 +16,7 @@ alignment curve, effective rank); torch-free, for the workflow's planning: ``nam
 import importlib
 
 # Submodules load on first use (PEP 562), so ``from prh.metrics import SUPPORTED_METRICS``, which
-# the workflow runs on every Snakemake start, does not import torch (issue 18).
+# the workflow runs on every Snakemake start, does not import torch.
 _HOME = {
     "best_pair": "calibration",
     "permutation_null": "calibration",

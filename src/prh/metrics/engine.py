@@ -8,7 +8,7 @@ intersections for the k-NN metrics, one inner product for CKA.
 
 For two *sets* of models, ``alignment_tables`` reads each model's features once,
 computes its states once for every metric asked for, and writes one JSON per metric
-(DESIGN.md, "Alignment")::
+(docs/metrics.md)::
 
     prh align --metric mutual_knn cka --topk 10 --quantile 0.95 \\
         --x-names gpt2 bloom --x-features f/gpt2.safetensors f/bloom.safetensors \\
@@ -268,7 +268,7 @@ def alignment_tables(
     shape = (len(x_names), len(y_names))
     scores = {m: np.full(shape, np.nan) for m in metrics}
     pairs = {m: [[None] * len(y_names) for _ in x_names] for m in metrics}
-    # "aristotelian": the authors' calibrated score of the cell (Groeger, Wen & Brbic; issue 47), its tau beside it
+    # "aristotelian": the authors' calibrated score of the cell (Groeger, Wen & Brbic), its tau beside it
     calib = {m: {key: np.full(shape, np.nan) for key in ("p_value", "corrected", "null_max_mean", "null_max_std",
                                                            "null_pair_mean", "aristotelian", "aristotelian_tau")}
              for m in null_metrics}

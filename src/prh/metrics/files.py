@@ -51,7 +51,7 @@ def _layout(path, n_items):
 
 
 def _checked_layer(path, layer, *, n, layout, dims, where):
-    """One layer, NaN or inf rows refused before they reach the clamp quantile (issue 49)."""
+    """One layer, NaN or inf rows refused before they reach the clamp quantile."""
     x = read_features_layer(path, layer, n_items=n, layout=layout)
     problem = layer_problem(x[:, :dims[layer]], normalize=False)
     if problem:

@@ -1,5 +1,5 @@
 """The block search behind ``knn.knn``, and exact k-NN lists from a low-precision product,
-by certificate (issue 34).
+by certificate.
 
 ``block_rows_for`` sizes the row blocks (also of ``knn.knn``'s default path), ``top_k_ordered``
 is this path's tie rule (decreasing value, then increasing index) and ``exact_rows`` one block
@@ -291,7 +291,7 @@ def knn_fast(x: torch.Tensor, topk: int, *, block_rows: int | None = None, preci
     ``margin``: extra candidates per row (default MARGIN_CPU or MARGIN_CUDA). ``bf16_output``:
     on CUDA, write the bf16 product in bf16 (as the CPU does) rather than float32: half the
     memory for torch.topk to read, a larger bound (u_out = 2^-8). The default since its first GPU
-    run (issue 53, one H200, N = 10^6, d = 768, k = 10: 10.96 s against 15.14 s with float32 output,
+    run (one H200, N = 10^6, d = 768, k = 10: 10.96 s against 15.14 s with float32 output,
     the same lists, no row retried). Rows that fell back to the full search: ``stats.fallback``.
     ``rows=(start, stop)``: only those rows' lists (``knn.knn``).
     """

@@ -1,4 +1,4 @@
-"""A model's exact k-NN lists computed in row shards, one job per shard, and merged (issue 50).
+"""A model's exact k-NN lists computed in row shards, one job per shard, and merged.
 
 Beyond about N = 10^6 one device no longer holds a model's search in reasonable time; the rows are
 independent, so the search splits by rows. Shard s of S searches the rows ``shard_rows(N, S, B)[s]``

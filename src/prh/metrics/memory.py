@@ -1,7 +1,7 @@
 """The host memory of an alignment job, from its feature files' headers; torch-free.
 
 Snakemake calls ``align_memory_mb`` for a rule's ``resources: mem_mb`` while it plans, so this
-module imports neither torch nor the engine (issue 18: every Snakemake start imports what the
+module imports neither torch nor the engine (every Snakemake start imports what the
 rules name).
 """
 

@@ -2,7 +2,7 @@
 
 Every Snakemake start (a no-op rerun, a dry run, each test that plans the DAG) imports what
 the rules name; ``import torch`` alone costs ~2.7 s of it, so the names live apart from the
-engine (issue 18). ``registry`` and ``knn`` take them from here.
+engine. ``registry`` and ``knn`` take them from here.
 """
 
 from __future__ import annotations

@@ -206,7 +206,7 @@ def layer_state_set(metrics, h: torch.Tensor, *, topk: int = 10, cca_dim: int = 
             "use a k-NN metric (mutual_knn, cknna) or fewer items"
         )
     problem = layer_problem(h, normalize=normalize)
-    if problem:  # NaN rows or an overflowing norm would score as chance (issue 49)
+    if problem:  # NaN rows or an overflowing norm would score as chance
         raise FeaturesError(f"features unfit to score: {problem}; {REMEDY}")
     h = h.to(device)
     if normalize:

@@ -1,6 +1,6 @@
-"""Alignment against the number of items N (issue 38): raw and calibrated scores, and the null, per N.
+"""Alignment against the number of items N: raw and calibrated scores, and the null, per N.
 
-The library part of issue 38's study (``prh.studies.sample_size``).
+The library part of the sample_size study (``prh.studies.sample_size``).
 
 Every effect the Aristotelian critique (Gröger, Wen and Brbić, ICML 2026) reads in raw alignment
 depends on N: under independence chance CKA grows as d/N and chance mutual k-NN is k/(N - 1) (two
@@ -122,7 +122,7 @@ def cell(metric: str, a, b, *, k: int, quantile: float, permutations: int, seed:
 
 
 def _aristotelian(null: dict) -> dict:
-    """The Aristotelian calibrated score over the cell's own permutations (issue 47; ``permutation_null``), beside
+    """The Aristotelian calibrated score over the cell's own permutations (``permutation_null``), beside
     ``calibrated`` (raw - null mean, this project's) which the pre-registered claims still read."""
     a = null["aristotelian"]
     return {"aristotelian": a["calibrated"], "aristotelian_tau": a["tau"]}

@@ -1,4 +1,4 @@
-"""Features fit to be scored (issue 49): a diverged model must fail loudly, not score as chance.
+"""Features fit to be scored: a diverged model must fail loudly, not score as chance.
 
 NaN or inf rows (a diverged model, a failed extraction), a model whose every layer is one constant vector (the
 neighbour search would rank ties, CKA divide by zero) and values whose L2 norm overflows the working dtype

@@ -1,13 +1,13 @@
 """The offline language zoo: a tokenizer and small GPT-2 / BERT models trained on shapes-world text.
 
 PRH section 4 pictures language models as learners that converge on the statistics of the
-world behind their text; issues 4 and 16 ask for a zoo of graded competence (sizes x seeds x
+world behind their text; this project asks for a zoo of graded competence (sizes x seeds x
 training budgets). Every model is a plain Hugging Face ``save_pretrained`` directory (weights,
 config, fast tokenizer) loadable with ``AutoModel`` / ``AutoTokenizer``, so the feature
 extractor treats zoo and hub checkpoints alike.
 
 - Training text: every caption density of each scene, each followed by a few question-answer
-  pairs about the scene (``prh.data.qa``; ``--relational``: issue 48's mix of relational ones),
+  pairs about the scene (``prh.data.qa``; ``--relational``: the relational mix of ones),
   so later tokens depend on earlier content and a model is rewarded for reading its context.
 - Tokenizer: word-level over the grammar's closed vocabulary (``grammar_text``): one
   token per word, a percent is one token. Special tokens follow RoBERTa: ``<s>`` is BOS
@@ -51,7 +51,7 @@ def caption_texts(data_dir: str | os.PathLike, *, qa_pairs: int = 0, seed: int =
     ``qa_pairs`` > 0 appends that many question-answer pairs about the scene to each
     caption (``prh.data.qa``, drawn from ``default_rng([seed, item, level])``): the
     language zoo's training text, in which later tokens depend on earlier content.
-    ``relational`` > 0: issue 48's relational mix (``prh.data.relational.training_qa_text``).
+    ``relational`` > 0: the relational mix (``prh.data.relational.training_qa_text``).
     """
     from prh.data.relational import training_qa_text
     from prh.data.shapes import load_dataset

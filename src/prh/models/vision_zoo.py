@@ -5,7 +5,7 @@ size and training budget. The offline suite builds such a population on a CPU: e
 architecture here is a timm model class with a small config, so a zoo checkpoint is
 ``timm.create_model(timm_name, pretrained=False, **timm_kwargs)`` plus a state dict,
 and one extraction path (timm ``forward_intermediates``) serves zoo and hub models
-alike (DESIGN.md, "Data contracts", vision checkpoint).
+alike.
 
 Families (all take 64 x 64 RGB input):
 

@@ -17,7 +17,7 @@ def plot_alignment(table: dict, out: str, *, title: str | None = None) -> list:
     import matplotlib.pyplot as plt
 
     # a null cell (a model whose score is undefined) is drawn blank and marked "n/a": one dead model does not take
-    # the figure down (issue 49)
+    # the figure down
     scores = np.array([[np.nan if v is None else v for v in row] for row in table["scores"]], dtype=float)
     x_names, y_names = table["x_names"], table["y_names"]
     settings = table.get("settings", {})

@@ -10,7 +10,7 @@ from prh.io import atomic_path
 __all__ = ["COLUMNS", "write_ledger"]
 
 COLUMNS = ["id", "source", "statement", "verdict", "verdict_registered", "provisional", "statistic", "value", "interval",
-           "p", "n", "sesoi", "mde", "unit", "seeds", "rule", "post_hoc", "validity_gate", "note"]  # issue 47's fields
+           "p", "n", "sesoi", "mde", "unit", "seeds", "rule", "post_hoc", "validity_gate", "note"]  # the weighed verdicts' fields
 
 
 def write_ledger(ledger: dict, out) -> list[Path]:

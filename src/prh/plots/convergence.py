@@ -40,7 +40,7 @@ def _run_colors(names) -> dict:
 
 
 def _trajectories(ax, points: dict[str, tuple[float, float]], colors: dict) -> None:
-    """Checkpoints of one run joined in step order (the run is the unit, issue 36); step-0 (untrained)
+    """Checkpoints of one run joined in step order (the run is the unit); step-0 (untrained)
     models drawn as a grey band of their y range, not as points. Runs are named in the legend, not by
     point labels, so nothing overlaps."""
     runs = _runs(points)
@@ -118,9 +118,9 @@ def plot_language_vision(data: dict, out: Path) -> list[Path]:
 
 
 def plot_preregistered(data: dict, out: Path) -> list[Path]:
-    """Fig 3, pre-registered (issue 16): each trained causal LM's mean calibrated alignment with the named
+    """Fig 3, pre-registered: each trained causal LM's mean calibrated alignment with the named
     vision set against each co-primary predictor, checkpoints of one run joined; and, where the run has
-    it, issue 36's amendment (one point per run: its gain over the untrained same-size model)."""
+    it, the amendment of 2026-11-26 (one point per run: its gain over the untrained same-size model)."""
     import matplotlib.pyplot as plt
 
     test = data["language_vision_preregistered"]
@@ -161,7 +161,7 @@ def plot_preregistered(data: dict, out: Path) -> list[Path]:
 
 def plot_platonic(data: dict, out: Path) -> list[Path]:
     """Platonic reference: alignment with the world kernel against competence / 1 - bpb; language
-    checkpoints of one run joined, the untrained language models as a band (issue 36)."""
+    checkpoints of one run joined, the untrained language models as a band."""
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.8), constrained_layout=True)
@@ -183,7 +183,7 @@ def plot_platonic(data: dict, out: Path) -> list[Path]:
 
 
 def plot_relational(data: dict, out: Path) -> list[Path]:
-    """Issue 48's relational test (``prh relational-test``): (a) competence first: each run's relational accuracy
+    """The relational test (``prh relational-test``): (a) competence first: each run's relational accuracy
     by data mix against chance; (b) the test: accuracy against the gain over the untrained model, one point per run;
     (c) each run's trajectory of calibrated alignment over its checkpoints, the untrained model of its size dashed."""
     import matplotlib.pyplot as plt
@@ -230,6 +230,6 @@ def plot_relational(data: dict, out: Path) -> list[Path]:
     handles = [plt.Line2D([], [], color=colors[m], marker="o", ls="", label=f"mix {m:g}") for m in mixes]
     handles += [plt.Line2D([], [], color="0.3", marker=markers[f], ls="", label=f) for f in families]
     ax.legend(handles=handles + ax.get_legend_handles_labels()[0], fontsize=6)
-    fig.suptitle(f"relational language test (issue 48, pre-registered); gate: {gate['n_passed']} of "
+    fig.suptitle(f"relational language test (pre-registered); gate: {gate['n_passed']} of "
                  f"{gate['n_runs']} final checkpoints follow the left-most swap", fontsize=9)
     return save_figure(fig, out)

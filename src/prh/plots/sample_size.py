@@ -1,4 +1,4 @@
-"""Alignment against the number of items N (issue 38), from ``sweep.json``.
+"""Alignment against the number of items N, from ``sweep.json``.
 
     prh plot --list   # the figures, with their inputs (prh.figures)
 """

@@ -5,7 +5,7 @@
 claim key -> ``value``, ``interval``, ``p``, ``n``, ``seeds``, ``verdict``; the verdicts come from
 ``prh.claims``). ``build`` joins the two into one row per claim; ``prh claims-ledger`` writes
 ``results/claims.json`` and, with ``--readme``, the README's generated claims table. ``join`` adds the
-ledgers of the run's replicates (``claims.replicates``, issue 36): each replicated claim's verdict becomes the
+ledgers of the run's replicates (``claims.replicates``): each replicated claim's verdict becomes the
 agreement of the independent replicates (``prh.claims.replicated_verdict``), its value their mean and its
 interval a t-interval of that mean over the replicates (run-to-run variation).
 
@@ -33,7 +33,7 @@ from prh.studies.ledger_table import table as _table
 __all__ = ["STUDIES", "manifest", "declared", "manifests", "study_files", "workflow_files", "build", "join", "weighed",
            "reweigh", "read_ledger", "table", "replace_block", "main"]
 
-# PRH paper, then the seeds in their numbering, then Huh's thesis, then alignment against N (issue 38)
+# PRH paper, then the seeds in their numbering, then Huh's thesis, then alignment against N
 STUDIES = ("convergence", "downstream", "color", "density", "metric_agreement", "phase", "bridge", "transfer",
            "simplicity", "lte", "sample_size")
 
@@ -140,13 +140,13 @@ WEIGHED_FIELDS = ("verdict_registered", "sesoi", "sesoi_reason", "mde", "method"
 
 
 def _counts(rows: list[dict]) -> dict:
-    """Verdicts per label over the claims; validity gates (issue 47) are not claims and are not counted."""
+    """Verdicts per label over the claims; validity gates are not claims and are not counted."""
     return {label: sum(r["verdict"] == label for r in rows if not r.get("validity_gate")) for label in LABELS}
 
 
 def _with_post_hoc(row: dict, spec) -> dict:
     """``row`` whose ``post_hoc`` says every rule behind it that was set after results had been seen: its registered
-    rule's record (the manifest's ``post_hoc``, from params.yaml's POST-HOC comments) and issue 47's decision, if
+    rule's record (the manifest's ``post_hoc``, from params.yaml's POST-HOC comments) and the weighed decision, if
     the row was weighed under it; None where neither was."""
     parts = [None if spec is None else spec.post_hoc, row.get("post_hoc")]  # weighed() sets the latter afresh
     return {**row, "post_hoc": "; ".join(dict.fromkeys(p for p in parts if p)) or None,
@@ -154,7 +154,7 @@ def _with_post_hoc(row: dict, spec) -> dict:
 
 
 def weighed(row: dict, decision: dict | None, alpha: float, entries: list[dict] | None = None) -> dict:
-    """``row`` (its ``verdict`` the registered rule's) with issue 47's weighed verdict beside it: ``verdict`` becomes
+    """``row`` (its ``verdict`` the registered rule's) with the weighed verdict beside it: ``verdict`` becomes
     ``prh.claims.weigh`` over ``entries`` (the replicates' entries; default: the row's ``strata``, else the row alone), ``verdict_registered``
     keeps the registered one; ``value``, ``interval``, ``p`` and ``n`` become the pooled ones, ``sesoi`` (with its
     reason), ``mde`` (80 % power), ``method``, ``replicates`` and ``post_hoc`` (when the decision was set) are added.
@@ -165,7 +165,7 @@ def weighed(row: dict, decision: dict | None, alpha: float, entries: list[dict] 
                 "method": "registered rule (no SESOI declared)", "replicates": row.get("replicates"), "post_hoc": None}
     recorded = row.get("recorded") or {k: row.get(k) for k in ("value", "interval", "p", "n")}
     single = entries is None
-    # a study run once whose test pools strata of independent units (issue 48: sizes) records each as an entry
+    # a study run once whose test pools strata of independent units (sizes) records each as an entry
     entries = (row.get("strata") or [recorded]) if single else entries
     got = weigh(decision, entries, alpha=alpha)
     if got["verdict"] is None:  # the records lack what the decision reads: the registered verdict stands, said so
@@ -230,7 +230,7 @@ def join(ledger: dict, replicates: list[dict]) -> dict:
         per = [row, *others]
         keys = ("verdict", "verdict_registered", "value", "interval", "p", "n", "seeds", "effect", "note", "recorded")
         entries = [{"seed": s, **{k: r.get(k) for k in keys}} for s, r in zip(seeds, per)]
-        for e in entries:  # a ledger from before issue 47: its verdict is the registered one, its numbers the recorded
+        for e in entries:  # a ledger from before the weighed verdicts of 2026-11-27: its verdict is the registered one, its numbers the recorded
             e["verdict_registered"] = e["verdict_registered"] or e["verdict"]
             e["recorded"] = e["recorded"] or {k: e[k] for k in ("value", "interval", "p", "n")}
         label = replicated_verdict([e["verdict_registered"] for e in entries], [r.get("effect") for r in per])
@@ -258,9 +258,9 @@ def join(ledger: dict, replicates: list[dict]) -> dict:
 
 def reweigh(ledger: dict) -> dict:
     """``ledger`` (a joined or one-run ledger, e.g. docs/claims.json) with every verdict recomputed under the claims'
-    current decisions (issue 47) from what it records: each replicate's entry (``per_seed``: value, interval, p, n)
+    current decisions from what it records: each replicate's entry (``per_seed``: value, interval, p, n)
     or the row's own numbers; no result is read again. The registered verdict stays as ``verdict_registered`` (a
-    ledger from before issue 47: its ``verdict``). A claim whose unit is the training run counts each replicate's
+    ledger from before the weighed verdicts of 2026-11-27: its ``verdict``). A claim whose unit is the training run counts each replicate's
     runs (its ``n``) as its independent runs, not its seed labels."""
     rows, dropped = [], []
     for row in ledger["claims"]:
@@ -327,7 +327,7 @@ def main(argv: list[str] | None = None) -> None:
                    help="a replicate's ledger to join (repeatable; results/replicates/seed<S>/claims.json)")
     p.add_argument("--ledger", help="or: an existing ledger JSON to render")
     p.add_argument("--reweigh", action="store_true",
-                   help="with --ledger: recompute its verdicts under the claims' decisions from what it records (issue 47)")
+                   help="with --ledger: recompute its verdicts under the claims' decisions from what it records")
     p.add_argument("--out", help="the ledger JSON to write (results/claims.json)")
     p.add_argument("--readme", help="a Markdown file whose '<!-- generated:claims -->' block gets the table")
     a = p.parse_args(argv)

@@ -32,7 +32,7 @@ def table(ledger: dict | None = None, *, studies: dict | None = None) -> str:
     seeds = ledger.get("replicate_seeds")
     lines = [f"Suite `{ledger['suite']}`" + (f", master seeds {', '.join(map(str, seeds))}" if seeds else "") + ": "
              + ", ".join(f"{v} {k}" for k, v in ledger["counts"].items()) + ". "
-             "Verdicts weigh the evidence (issue 47, `prh.claims.DECISION_RULE`): value, interval and p are the "
+             "Verdicts weigh the evidence (`prh.claims.DECISION_RULE`): value, interval and p are the "
              "replicates' pooled ones; SESOI is the smallest effect of interest, MDE the smallest effect the test "
              "detects with 80 % power (Fisher-z or normal approximation); *registered* is the verdict under the rule "
              "first registered; a rule marked **post hoc** was set after results had been seen (`post_hoc` in the "
@@ -41,7 +41,7 @@ def table(ledger: dict | None = None, *, studies: dict | None = None) -> str:
              "| unit | runs |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     gates = [r for r in ledger["claims"] if r.get("validity_gate")]
-    if gates:  # not claims (issue 47): said beside the counts, not counted, not in the claims' table
+    if gates:  # not claims: said beside the counts, not counted, not in the claims' table
         lines[0] += " Validity gates, not counted: " + "; ".join(
             f"`{r['id']}` {r['verdict']} ({r['statistic']}: {_fmt(r['value'])}, n {_fmt(r['n'])}; {r['note'] or ''})"
             .replace(" ()", "").replace("; )", ")") for r in gates) + "."

@@ -1,7 +1,7 @@
 """Seed 001: random-label "bridge" training of a language-pretrained transformer on images.
 
 Source: Luo & Shen, "Language-Pretraining-Induced Bias: A Strong Foundation for General
-Vision Tasks" (arXiv 2604.01833; the review page is ../shared/seeds/001_59d0951087df27fe.txt).
+Vision Tasks" (arXiv 2604.01833, read through a machine review page; docs/sources.md).
 Claims tested (figure numbers of the paper):
 
 - Fig 2: language-pretrained transformers carry heavy-tailed "outlier" weights; vision ones fewer

@@ -1,7 +1,7 @@
 """The arms of params.yaml's ``bridge`` block: defaults, named arms and sweeps; torch-free.
 
 Snakemake expands the arms while it parses the rules (one ``bridge_arm`` job each), so this
-module stays apart from ``arm`` (which trains them) and imports no torch (issue 18).
+module stays apart from ``arm`` (which trains them) and imports no torch.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ __all__ = ["results"]
 
 
 def _appendix_a(arms: dict) -> float | None:
-    """Issue 47: the run's appendix-A statistic, the mean over its arms of min(before, null 5 % quantile) - after
+    """The run's appendix-A statistic, the mean over its arms of min(before, null 5 % quantile) - after
     (off-diagonal mass in the input basis): > 0 on average where the arms align (each arm's registered ``aligned`` is
     its own margin > 0). One number per run: its arms share the random labels, the patch embedding's initialisation
     and the data (one arm seed), so the run, not the arm, is the independent unit."""

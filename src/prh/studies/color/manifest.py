@@ -13,9 +13,9 @@ __all__ = ["results"]
 
 def _row(stats: dict, alpha: float) -> dict:
     """A panel's ledger entry: its registered rule on the Spearman r of distances with the Mantel p (``n``: the
-    distance pairs), and (issue 47) that Mantel test as the colours' own: the pairs sit in ``items`` colours, the
+    distance pairs), and that Mantel test as the colours' own: the pairs sit in ``items`` colours, the
     relabelling permutes the colours, so ``weigh`` reads its two one-sided p with the colour as unit. A metrics.json
-    from before issue 47 states neither n nor the other side: the registered verdict then stands."""
+    from before the weighed verdicts of 2026-11-27 states neither n nor the other side: the registered verdict then stands."""
     if stats.get("p_less") is None or stats.get("items") is None:  # no n either: never the pairs as independent
         return correlation_row(stats, alpha, None, r="spearman", p="p_value")
     row = correlation_row({**stats, "n": stats.get("distance_pairs")}, alpha, None, r="spearman", p="p_value")

@@ -199,7 +199,7 @@ def distance_agreement(dist: np.ndarray, reference: np.ndarray, *, permutations:
 
     The null relabels the items of ``dist`` (rows and columns together), which keeps each
     matrix's structure; p = (1 + #{null >= observed}) / (1 + permutations), ``p_less`` the other
-    way (from the same draws; issue 47's ledger reads both, the items as the independent units).
+    way (from the same draws; the ledger's weighed verdict reads both, the items as the independent units).
     """
     dist, reference = np.asarray(dist, float), np.asarray(reference, float)
     if dist.shape != reference.shape or dist.ndim != 1:

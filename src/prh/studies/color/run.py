@@ -198,7 +198,7 @@ def color_metrics(*, vision: str, language: str, nce: str, out: str) -> dict:
     """The headline numbers (``dvc metrics show``): Spearman and Procrustes per panel, NCE fits."""
     v, lang, n = read_json(vision), read_json(language), read_json(nce)
     keys = ("spearman", "p_value", "procrustes_residual")
-    mantel = ("p_less", "items", "distance_pairs")  # issue 47: the Mantel test's other side and units (newer JSONs)
+    mantel = ("p_less", "items", "distance_pairs")  # the Mantel test's other side and units (newer JSONs)
     pick = lambda r: {**{k: r[k] for k in keys}, **{k: r[k] for k in mantel if r.get(k) is not None}}  # noqa: E731
     metrics = {"vision_pmi": pick(v["pmi"]), **{f"language_{m}": pick(r) for m, r in lang["models"].items()},
                **{k: {f: r[f] for f in ("pearson", "pearson_offdiag", "slope", "offset")} for k, r in n["learners"].items()}}

@@ -16,7 +16,7 @@ SLICES = {
     "run-platonic": ("topk", "quantile", "platonic_sensitivity"),
 }
 # keys only the rules read (which models and datasets the jobs take)
-WORKFLOW_KEYS = ("vision_models", "vtab_tasks", "relational")  # relational: zoo_language.smk reads it (issue 48)
+WORKFLOW_KEYS = ("vision_models", "vtab_tasks", "relational")  # relational: zoo_language.smk reads it
 
 # PRH Fig 2's 78 vision models by group, and which of them the paper suite loads (tests/test_model_sets.py checks it)
 COMPOSITION = "workflow/resources/prh_fig2_vision.yaml"

@@ -14,7 +14,7 @@ __all__ = ["results"]
 
 
 def _run_level(rl: dict | None) -> str | None:
-    """The registered test's run-level p (checkpoints as clusters of their run, issue 36), for the note."""
+    """The registered test's run-level p (checkpoints as clusters of their run), for the note."""
     if not rl:
         return None
     if rl.get("p_permutation") is None:
@@ -23,7 +23,7 @@ def _run_level(rl: dict | None) -> str | None:
 
 
 def _relational(test: dict) -> dict:
-    """Issue 48's row: the verdict the registered test gave (``prh relational-test``), its strata as the entries the
+    """The relational row: the verdict the registered test gave (``prh relational-test``), its strata as the entries the
     ledger weighs (sizes of independent runs; none when no run passed the gate: not testable, as registered)."""
     w, gate, power = test["weighed"], test["gate"], test["power"]
     strata = [{"value": s["spearman_r"] if gate["passed"] else None, "n": s["n"]} for s in test["strata"].values()]
@@ -52,17 +52,17 @@ def results(suite: str, alpha: float, *, metrics: dict, platonic: dict | None, w
                                           _run_level(pre.get("run_level"))])) or None}
     amended = metrics.get("language_vision_amended")
     if amended is not None:
-        # its unit is the run: every run is an independent draw (issue 47: not the count of seed labels)
+        # its unit is the run: every run is an independent draw (not the count of seed labels)
         out["fig03_amended"] = {"value": amended.get("spearman_r"), "p": amended.get("p_holm"), "n": amended.get("n"),
                                 "seeds": amended.get("n") if suite == "offline" else None,
                                 "verdict": amended["verdict"], "note": amended.get("reason")}
     if world_gate is not None:  # offline only: the zoo's runs
         gate = world_gate
         if "n_judged" not in gate:
-            raise UsageError("world_gate.json predates the gate's `judge` rule (issue 36): rerun it with "
+            raise UsageError("world_gate.json predates the gate's `judge` rule: rerun it with "
                              "`snakemake --forcerun world_gate`")
         judged = [m for m in gate["models"].values() if m["passed"] is not None]
-        runs_seeds = len(judged) or None  # the independent runs it judged (issue 47: runs, not seed labels)
+        runs_seeds = len(judged) or None  # the independent runs it judged (runs, not seed labels)
         written = gate.get("fraction_passed_as_written")
         untestable = gate.get("untestable") or []
         out["fig03_world_gate"] = {
@@ -81,7 +81,7 @@ def results(suite: str, alpha: float, *, metrics: dict, platonic: dict | None, w
         if modality in ((platonic or {}).get("platonic") or {}):
             out[f"platonic_{modality}"] = correlation(platonic["platonic"][modality], alpha, seeds)
             if modality == "language" and suite != "offline":
-                out["platonic_language"]["runs"] = None  # public checkpoints: independent models (issue 47)
+                out["platonic_language"]["runs"] = None  # public checkpoints: independent models
             elif modality == "language":
                 out["platonic_language"].update(run_level_fields(platonic["platonic"][modality].get("run_level")))
     return out

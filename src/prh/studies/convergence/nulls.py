@@ -11,7 +11,7 @@ def null_summary(alignment: dict) -> dict | None:
     """The calibrated null of an alignment table (``prh align --null-permutations P``), summarised:
     mean observed score, mean of the permutation null of the best layer pair (what layer
     search finds by chance), the fraction of cells with p < 0.05 and the mean Aristotelian calibrated score
-    (the authors' clip((s - tau) / (s_max - tau)) over the same permutations; issue 47). None without a null."""
+    (the authors' clip((s - tau) / (s_max - tau)) over the same permutations). None without a null."""
     calib = alignment.get("calibration")
     if not calib:
         return None

@@ -1,4 +1,4 @@
-"""The pre-registered test of PRH Fig 3 (issue 16, point 5): one point per language model.
+"""The pre-registered test of PRH Fig 3: one point per language model.
 
 Fig 3 pools every (language, vision) pair, but the pairs of one LM share its competence and
 its features, so they are not independent (7 LMs x 14 vision models gave p = 4e-21 from 98
@@ -156,8 +156,8 @@ def preregistered_language_vision(*, cross: dict, competence: dict[str, dict[str
 
 
 def run_level(registered: dict, runs: dict[str, dict], alternative: str = "greater") -> dict:
-    """The registered test's primary correlation with its checkpoints as clusters of their training run
-    (issue 36): the same Spearman r over the same points, p from permuting whole runs (``prh.stats.
+    """The registered test's primary correlation with its checkpoints as clusters of their training run:
+    the same Spearman r over the same points, p from permuting whole runs (``prh.stats.
     cluster_permutation``; checkpoints paired by step). ``runs``: ``prh.config.language_runs``; a point
     belongs to the run whose name prefixes it (``<run>_<steps>``, ``prh.config.run_models``)."""
     primary = registered["primary"]
@@ -183,7 +183,7 @@ def run_level(registered: dict, runs: dict[str, dict], alternative: str = "great
 def amended_language_vision(*, cross: dict, competence: dict[str, dict[str, float]], runs: dict[str, dict],
                             vision_models: list[str], predictors: list[str], permutations: int,
                             alternative: str = "greater", seed: int = 0, alpha: float = 0.05) -> dict:
-    """Issue 36's amendment (params.yaml ``convergence.amended``): one point per training run.
+    """The amendment of 2026-11-26 (params.yaml ``convergence.amended``): one point per training run.
 
     ``runs``: {run: {"final": its last checkpoint's model, "untrained": the untrained model of its size,
     "seed": its training seed}}. Outcome of run r: the calibrated alignment (as registered) of its final
@@ -191,7 +191,7 @@ def amended_language_vision(*, cross: dict, competence: dict[str, dict[str, floa
     registered ones at the final checkpoint; the same permutation test and Holm. The verdict has no
     gate (params.yaml says why); it is not testable where Holm's p cannot reach alpha at this many runs under the
     exact null (``prh.pooling.spearman_min_p``: 4 runs cannot, 5 can). ``seeds`` counts the runs (independent
-    draws; issue 47: not their seed labels); the ledger marks a verdict on fewer than 3 provisional."""
+    draws, not their seed labels); the ledger marks a verdict on fewer than 3 provisional."""
     if len(runs) < 3:
         raise ValueError(f"the amended test needs at least 3 training runs with an untrained reference, got {len(runs)}")
     finals = [r["final"] for r in runs.values()]
@@ -206,14 +206,14 @@ def amended_language_vision(*, cross: dict, competence: dict[str, dict[str, floa
                         permutations=permutations, alternative=alternative, seed=seed)
     primary = tests[predictors[0]]
     r = primary["spearman_r"]
-    # testable where Holm's p can reach alpha at this many runs under the exact null (issue 47; was: >= 4 runs,
+    # testable where Holm's p can reach alpha at this many runs under the exact null (was: >= 4 runs,
     # where 4 runs could never pass: 2 x 1/24 = 0.083)
     from prh.pooling import spearman_min_p
 
     reachable = spearman_min_p([len(runs)], len(predictors), sides=1 if alternative != "two-sided" else 2) < alpha
     label = verdict(r is not None and r > 0 and primary["p_holm"] < alpha, testable=r is not None and reachable)
     return {
-        "unit": "run", "n": len(runs), "seeds": len(runs),  # every run is an independent draw (issue 47)
+        "unit": "run", "n": len(runs), "seeds": len(runs),  # every run is an independent draw
         "outcome": "calibrated alignment of the run's final checkpoint minus the untrained same-size model's",
         "points": [{"run": run, "final": r["final"], "untrained": r["untrained"], "gain": gain[run],
                     "final_outcome": calibrated[r["final"]], "untrained_outcome": calibrated[r["untrained"]],

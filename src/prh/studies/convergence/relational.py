@@ -1,4 +1,4 @@
-"""Issue 48's relational language test, as pre-registered in ``params.yaml`` (``convergence.relational``, 2026-11-27).
+"""The relational language test, as pre-registered in ``params.yaml`` (``convergence.relational``, 2026-11-27).
 
 The unit is the training run (its final checkpoint); its checkpoints 300 / 1000 only trace its trajectory. Per run r
 of size s (``family``):

@@ -292,7 +292,7 @@ def _platonic_correlations(vision: dict, lang: dict, competence: dict[str, float
 
     scored = [m for m in lang if lm_score.get(m) is not None]
     x, y = [lm_score[m] for m in scored], [lang[m]["score"] for m in scored]
-    return {"vision": correlations([competence[m] for m in vision], [vision[m]["score"] for m in vision]),  # issue 47:
+    return {"vision": correlations([competence[m] for m in vision], [vision[m]["score"] for m in vision]),  # the run as unit for
             "language": {**correlations(x, y), "run_level": checkpoint_run_level(scored, x, y)}}  # checkpoints of runs
 
 
@@ -356,7 +356,7 @@ def main(argv: list[str] | None = None) -> None:
                              "vision_models names); columns of --cross-alignment")
     parser.add_argument("--amended-runs", type=json_object, default=None,
                         help='JSON {run: {"final": model, "untrained": model, "seed": n}} (prh.config.language_runs): '
-                             "adds issue 36's amended test, one point per run (needs --preregistered-competence)")
+                             "adds the amended test of 2026-11-26, one point per run (needs --preregistered-competence)")
     parser.add_argument("--coverage", type=json_object, default=None,
                         help="JSON: which of the paper's Fig 2 models are present (design.fig2_coverage)")
     args = parser.parse_args(argv)

@@ -1,7 +1,7 @@
 """What the density rules read while Snakemake parses them; torch- and scipy-free.
 
 Every Snakemake start (a no-op rerun, a dry run) imports what the rules name, so these live
-apart from the modules that run the study (issue 18): appendix E's summarisation prompt, whose hash is a parameter of the
+apart from the modules that run the study: appendix E's summarisation prompt, whose hash is a parameter of the
 density rules (``density.smk``) so that editing the prompt reruns the summaries.
 """
 

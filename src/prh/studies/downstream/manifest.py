@@ -15,7 +15,7 @@ def results(suite: str, alpha: float, *, metrics: dict) -> dict:
     task, stats = next(iter(metrics["tasks"].items()))
     row = {**correlation_row(stats, alpha, 1 if suite == "offline" else None), "note": f"task {task}"}
     if suite != "offline":
-        row["runs"] = None  # public checkpoints: independent models, not checkpoints of a few runs (issue 47)
+        row["runs"] = None  # public checkpoints: independent models, not checkpoints of a few runs
     else:
         row.update(run_level_fields(stats.get("run_level")))
     return {"fig04": row}

@@ -216,7 +216,7 @@ def figure4(*, downstream: dict, cross_alignment: dict, strongest_vision: str, b
         x, y = [p["alignment"] for p in pts], [p["score"] for p in pts]
         slope, icpt = np.polyfit(x, y, 1) if len(pts) >= 2 and np.ptp(x) > 0 else (float("nan"), float("nan"))
         out[task] = {"points": pts, "fit": {"slope": float(slope), "intercept": float(icpt)},
-                     "correlations": {**correlations(x, y),  # issue 47: the run as unit where models are checkpoints
+                     "correlations": {**correlations(x, y),  # the run as unit where models are checkpoints
                                       "run_level": checkpoint_run_level([p["model"] for p in pts], x, y)},
                      "missing": [lm for lm in x_names if not (lm in downstream and ok(downstream[lm].get(task)))]}
     return {"strongest_vision": strongest_vision, "tasks": out, "n_ranked": len(rank),

@@ -1,6 +1,6 @@
 """LoRA-the-Explorer (LTE): training from scratch with parallel low-rank heads.
 
-Seed document ``shared/seeds/003_bf5b686d19a1075e.txt`` (Huh, thesis), chapter 4
+Source: Huh, *Parsimonious Principles of Deep Neural Networks* (PhD thesis, MIT 2024; docs/sources.md), chapter 4
 (sections 4.2.1-4.3.5) and appendix 8.1-8.5, 8.8:
 
 - ``lora``: the LoRA-parameterised linear layer W x + s B A x, s = alpha / r (eq. 4.1),

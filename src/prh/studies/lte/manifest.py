@@ -3,7 +3,7 @@
 What the study declares (outputs, figures, commands, claims) is manifest.yaml beside this file;
 here is ``results``: the ledger's reading of the study's results (prh.studies.ledger).
 
-Issue 47: each replicate is one training run, so the weighed verdicts read one number per run: ``update_rank`` and
+Each replicate is one training run, so the weighed verdicts read one number per run: ``update_rank`` and
 ``merge_interval`` a statistic on one scale (``run_mean``), ``least_squares`` and ``head_orthogonality``, whose parts
 are on different scales (losses and steps; |cos| and accuracy), the sign of the run's registered outcome (+1 every part
 holds, -1 not; ``sign_flip``: the exact sign test). ``samples_to_match`` reads its ratio.

@@ -1,6 +1,6 @@
-"""Seed 000, "Phase Incompatibility Explains Cross-Modal Alignment Failure" (../shared/seeds/000_*.txt).
+"""Seed 000, "Phase Incompatibility Explains Cross-Modal Alignment Failure" (a manuscript; docs/sources.md).
 
-Its claims are tested as hypotheses on the offline zoo (issue 19):
+Its claims are tested as hypotheses on the offline zoo:
 
 - ``ntk``: empirical NTK from per-sample gradients (eq. 2), count sketch, NTK similarity
   S (eq. 3, literal and centred), AGOP spectrum (eq. 4) without forming the P × P matrix;

@@ -39,7 +39,7 @@ __all__ = ["evaluate_claims", "rule_verdict", "sign_flip_p"]
 
 def rule_verdict(res: dict, *, min_balanced_accuracy: float, alpha: float) -> str:
     """C4's label from ``rule_balanced_accuracy``: a rule that predicts one class for every pair cannot fire
-    on this data (balanced accuracy 0.5 by construction), so it is not testable (issue 36), not "not
+    on this data (balanced accuracy 0.5 by construction), so it is not testable, not "not
     reproduced"; nor is an undefined balanced accuracy (a failure base rate of 0 or 1)."""
     ba, fires = res["balanced_accuracy"], 0 < res["predicted_failure_rate"] < 1
     if not np.isfinite(ba) or not fires:

@@ -2,7 +2,7 @@
 
 ``choose_pairs`` names the (vision, language) pairs of Table 2's adaptive-LR run, one
 ``phase_adaptive_lr`` input each, so Snakemake calls it on every start; it lives apart from
-``adaptive_lr`` (which trains them) and imports no torch (issue 18). ``SLICES`` names the keys
+``adaptive_lr`` (which trains them) and imports no torch. ``SLICES`` names the keys
 of the ``phase`` block each command reads: its rule passes only those, so editing e.g. a
 plotting threshold (``rules``) reruns the analysis, not every model's NTK job.
 """

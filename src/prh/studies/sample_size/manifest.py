@@ -1,4 +1,4 @@
-"""The sample_size study's manifest (issue 38: alignment against the number of items N).
+"""The sample_size study's manifest (alignment against the number of items N).
 
 What the study declares (outputs, figures, commands, claims) is manifest.yaml beside this file;
 here is ``results``: the ledger's reading of the study's results (prh.studies.ledger).
@@ -12,7 +12,7 @@ __all__ = ["results"]
 
 
 def _together(c: dict) -> list[float] | None:
-    """kernel_tracks_models (issue 47): the run's co-movement, the smaller of the model-kernel and model-model
+    """kernel_tracks_models: the run's co-movement, the smaller of the model-kernel and model-model
     calibrated changes, signed + where they share a sign and - where they do not (0 where either is 0): one effect per
     run for the sign-flip test; None where either change is not recorded."""
     a, b = c.get("value"), c.get("model_model_change")

@@ -1,11 +1,11 @@
-"""Alignment against the number of items N (issue 38): raw and calibrated scores, and the null, per N.
+"""Alignment against the number of items N: raw and calibrated scores, and the null, per N.
 
 Over nested subsets of one dataset's items (``prh.metrics.sample_size.subsets``), for every model pair
 (vision–vision, language–vision) and, offline, every model against the world's ground-truth kernel
 (``prh.data.shapes.world_kernel``, an N × N matrix, so only up to ``kernel_max_n``): mutual k-NN and
 CKNNA at k fixed and at k / N fixed, and linear CKA (kernel CKA against the world kernel), each with its
 permutation null (mean and spread) and calibrated score (raw − null mean). Every model reads its last
-layer, fixed in advance (issue 38 allows the best pair at small N or all layers; a pair chosen on the
+layer, fixed in advance (the study's brief allows the best pair at small N or all layers; a pair chosen on the
 subset's own items is a maximum the single-pair null does not correct, so neither is used).
 
 The claims, fixed in ``params.yaml`` (``sample_size``) before any run computed them; unit: the model
@@ -16,7 +16,7 @@ smallest against the largest N of the grid:
   largest N; not reproduced when none is; inconclusive when the pairs disagree.
 * ``calibrated_flat``: calibrated alignment does not fall with N. A pair falls when its calibrated
   score drops by more than ``margin_sd`` null standard deviations (at the smallest N). Reproduced
-  when no pair falls; not reproduced when every pair falls; inconclusive otherwise. Its value (issue 47)
+  when no pair falls; not reproduced when every pair falls; inconclusive otherwise. Its value
   is the mean change of the Aristotelian calibrated score (``prh.metrics.calibration.aristotelian``, the
   authors' definition), which the weighed verdict reads; the registered rule's corrected score (raw
   minus the null mean) is ``corrected_change``.
@@ -85,7 +85,7 @@ def claims(cells: list[dict], *, grid: list[int], kernel_max_n: int | None, marg
                             "fraction": float(np.mean(falls)),
                             "verdict": verdict(all(falls), conclusive=all(falls) or not any(falls))}
         drops = [d["calibrated"] < -margin_sd * d["null_std"] for d in ch.values()]
-        # the value is the authors' calibrated score (issue 47: their claim is judged on it); the registered rule
+        # the value is the authors' calibrated score (their claim is judged on it); the registered rule
         # reads ours, raw minus the null mean, beside it as corrected_change
         out["calibrated_flat"] = {"value": float(np.mean([d["aristotelian"] for d in ch.values()])), "n": len(ch),
                                   "corrected_change": float(np.mean([d["calibrated"] for d in ch.values()])),

@@ -1,1 +1,1 @@
-"""Imani, Hu and White, "Representation Alignment in Neural Networks" (TMLR; ../shared/seeds/004_*.txt): the alignment curve, its emergence under shuffled labels, and the peaks transfer task."""
+"""Imani, Hu and White, "Representation Alignment in Neural Networks" (TMLR; docs/sources.md): the alignment curve, its emergence under shuffled labels, and the peaks transfer task."""

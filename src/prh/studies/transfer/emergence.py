@@ -93,7 +93,7 @@ def _layer_curves(reps: list, labels: np.ndarray, taus: np.ndarray) -> dict:
     for name, rep in reps:
         curves = run_curves(rep, labels, taus)
         per_run = auc(curves, labels, taus)
-        # each run's AUC beside the mean (issue 47: Fig 7's ordering is tested run by run, prh.stats.sign_flip)
+        # each run's AUC beside the mean (Fig 7's ordering is tested run by run, prh.stats.sign_flip)
         out[name] = {"curve": mean_se(curves), "auc": mean_se(per_run[:, None]), "auc_runs": per_run.tolist()}
     return out
 

@@ -14,7 +14,7 @@ __all__ = ["results"]
 
 
 def results(suite: str, alpha: float, *, metrics: dict, peaks: dict) -> dict:
-    """Each claim's registered verdict (the ordering of run means), and for the ledger's weighed verdict (issue 47)
+    """Each claim's registered verdict (the ordering of run means), and for the ledger's weighed verdict
     its per-run effects (``run_effects``): n and seeds are the runs of the claim's own part (peaks: ``runs``; Fig 2:
     ``fig2_runs``, which Fig 7 on the digits shares where its per-run AUCs are recorded). Proposition 1 is a numerical
     check with a tolerance (largest relative error < 1e-8), not a set of runs: its decision keeps that rule."""
@@ -31,7 +31,7 @@ def results(suite: str, alpha: float, *, metrics: dict, peaks: dict) -> dict:
             finite = [e for e in effects if math.isfinite(e)]
             out[key] = {"value": sum(finite) / len(finite) if finite else None, "n": len(effects),
                         "seeds": len(effects), "verdict": label, "effects": effects}
-        else:  # a metrics.json from before issue 47 (Fig 7 on the digits: from before its per-run AUCs)
+        else:  # a metrics.json from before the weighed verdicts of 2026-11-27 (Fig 7 on the digits: from before its per-run AUCs)
             runs = (peaks.get("config") or {}).get("runs") if "_peaks_" in key or key.startswith(("fig10", "fig11",
                                                                                                  "fig12")) else None
             out[key] = {"value": None, "n": runs, "seeds": runs, "verdict": label,

@@ -46,7 +46,7 @@ def _m(values) -> float:
 
 
 def rising(v) -> bool:
-    """Strictly rising: every step up. A tie is not a rise (issue 47: an audit allowed ties and no test failed)."""
+    """Strictly rising: every step up. A tie is not a rise (an audit allowed ties and no test failed)."""
     return bool(np.all(np.diff(np.asarray(v, dtype=np.float64)) > 0))
 
 
@@ -56,7 +56,7 @@ def _per_run(values) -> np.ndarray:
 
 
 def run_effects(*, shallow: dict, deep: dict, fig2: dict, fig7: dict | None = None) -> dict:
-    """Issue 47: each ordering claim's effect in every run of its own part, signed so that positive means the
+    """Each ordering claim's effect in every run of its own part, signed so that positive means the
     ordering holds in that run (what ``prh.stats.sign_flip`` tests, the run as unit): peaks' claims over its
     ``runs`` runs, Fig 2's and Fig 7's on the digits over ``fig2_runs`` (Fig 7: where ``fig7``, the digits
     network's layers, records each run's AUC, ``auc_runs``; older files hold means only). Proposition 1 is a
@@ -276,7 +276,7 @@ def transfer_claims(paths: dict) -> dict:
         "figure": 7, "dataset": digits["dataset"], "classification": fig7, "peaks_regression": peaks7})
     verdicts = claims(shallow=shallow, deep=deep, fig2=fig2, fig7=fig7)
     for key, effects in run_effects(shallow=shallow, deep=deep, fig2=fig2, fig7=fig7).items():
-        verdicts[key]["run_effects"] = effects  # issue 47: the run as unit (prh.stats.sign_flip in the ledger)
+        verdicts[key]["run_effects"] = effects  # the run as unit (prh.stats.sign_flip in the ledger)
     metrics = {
         "claims_reproduced": sum(v["reproduced"] for v in verdicts.values()),
         "claims_total": len(verdicts),
