@@ -13,11 +13,6 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # Vendored third-party code, kept byte for byte.
 VENDORED = ("tests/reference/",)
-# Regenerated/edited separately: the ledger docs/claims.json is written by `prh claims-ledger` from the
-# manifests and the code (fixed here) and still holds the text of its last run; docs/replication.md and
-# README.md's generated claims block are being edited in parallel. Remove these once they are redone.
-SKIPPED_FILES = {"docs/claims.json", "docs/replication.md"}
-SKIPPED_BLOCKS = {"README.md": ("<!-- generated:claims -->", "<!-- /generated:claims -->")}
 
 # A phrase naming an issue: the word, singular or plural, any case, then a number (a hash before it optional).
 ISSUE_PHRASE = re.compile(r"\bissues?\s+#?\d+", re.IGNORECASE)
@@ -46,7 +41,7 @@ def problems(line: str) -> list[str]:
 def tracked_text_files() -> list[str]:
     out = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
     names = [n for n in out.decode().split("\0") if n]
-    return [n for n in names if not n.startswith(VENDORED) and n not in SKIPPED_FILES]
+    return [n for n in names if not n.startswith(VENDORED)]
 
 
 def text_lines(name: str) -> list[tuple[int, str]]:
@@ -61,15 +56,7 @@ def text_lines(name: str) -> list[tuple[int, str]]:
         lines = data.decode("utf-8").splitlines()
     except UnicodeDecodeError:
         return []
-    numbered, skipping = [], False
-    start, end = SKIPPED_BLOCKS.get(name, (None, None))
-    for i, line in enumerate(lines, 1):
-        if start is not None and line.strip() == start:
-            skipping = True
-        if not skipping:
-            numbered.append((i, line))
-        if end is not None and line.strip() == end:
-            skipping = False
+    numbered = list(enumerate(lines, 1))
     return numbered
 
 
@@ -86,7 +73,7 @@ def test_the_patterns_catch_what_they_should_and_nothing_else():
 
 
 def test_no_reference_a_reader_cannot_follow():
-    """Every git-tracked text file (vendored code and the separately regenerated files aside), line by line."""
+    """Every git-tracked text file (vendored code aside), line by line."""
     bad = [f"{name}:{i}: {', '.join(found)}" for name in tracked_text_files()
            for i, line in text_lines(name) if (found := problems(line))]
     assert not bad, ("references a reader cannot follow (say it in words, point to a docs page, or write an "

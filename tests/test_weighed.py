@@ -221,7 +221,7 @@ def test_one_testing_replicate_is_provisional_however_many_runs_it_holds(tmp_pat
     assert row["verdict"] == "reproduced" and row["replicates"] == 1 and row["provisional"] == "one seed: provisional"
 
 
-def test_reweigh_reads_a_ledger_from_before_issue_47():
+def test_reweigh_reads_a_ledger_from_before_the_weighed_verdicts():
     """docs/claims.json's rows as the replicate run wrote them: the registered verdict stays beside the new one, and a
     claim whose unit is the training run counts runs (each replicate's n), not seed labels."""
     from prh.studies import ledger as L
@@ -230,9 +230,11 @@ def test_reweigh_reads_a_ledger_from_before_issue_47():
             "effect": None, "note": None} for s, r in ((0, -0.0286), (1000, -0.6), (2000, -0.3714))]
     row = {"id": "convergence.fig03_amended", "study": "convergence", "unit": "training run", "verdict": "not reproduced",
            "seeds": 6, "provisional": None, "value": -0.33, "interval": [-1.05, 0.38], "p": None, "n": 6,
-           "note": "replicated", "per_seed": per}
+           "note": "replicated", "per_seed": per, "source": "old words", "statement": "old words"}
     out = L.reweigh({"alpha": 0.05, "claims": [row], "counts": {}})
     new = out["claims"][0]
+    spec = {c.key: c for c in L.declared("convergence").claims}["fig03_amended"]
+    assert (new["source"], new["statement"]) == (spec.source, spec.statement)  # the manifest's words now
     assert new["verdict_registered"] == "not reproduced" and new["verdict"] == "inconclusive"
     assert new["interval"][0] < 0.3 < new["interval"][1]  # the SESOI is inside: never "not reproduced"
     assert new["seeds"] == 18 and new["replicates"] == 3
