@@ -199,12 +199,13 @@ def test_an_image_array_is_fingerprinted_in_chunks_with_the_same_digest(tmp_path
 def test_host_memory_of_a_vision_extraction_does_not_grow_with_the_number_of_images(tmp_path):
     """The paper suite's VTAB splits are 10,000 images at 518 px (8.05 GB memory-mapped); their extraction's host
     memory must stay a batch's, not the array's (benchmarks/README.md records the 10,000-image run). The benchmark at
-    toy size, 100 and 400 images: the peak anonymous RSS above the start is the same, and far under 2 GB."""
+    toy size, 100 and 1,000 images: the peak anonymous RSS above the start (0.3-0.5 GiB measured, from 100 to 10,000
+    images) moves less than holding the 900 more images would add, and stays far under 2 GB."""
     import re
 
     above = {}
-    for n in (100, 400):
+    for n in (100, 1000):
         out = subprocess.run([sys.executable, "benchmarks/bench_vision_rss.py", "--dir", str(tmp_path / str(n)),
                               "--n", str(n)], capture_output=True, text=True, check=True, cwd=ROOT).stdout
         above[n] = float(re.search(r"\(([0-9.]+) GiB above the start\)", out).group(1))
-    assert above[400] < 1.0 and abs(above[400] - above[100]) < 0.1, above  # 4x the pixels: +240 MB if they were held
+    assert above[1000] < 1.0 and abs(above[1000] - above[100]) < 0.3, above  # held, the pixels would add 0.67 GiB
