@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from prh.checks import check_config
 from prh.cluster import (
     PLAN_COST_ENV,
     emit_plan_cost,
@@ -30,7 +31,7 @@ from prh.cluster import (
 from prh.config import schema_defaults
 
 ROOT = Path(__file__).resolve().parents[1]
-PARAMS = yaml.safe_load((ROOT / "params.yaml").read_text())
+PARAMS = check_config(yaml.safe_load((ROOT / "params.yaml").read_text()))  # as the workflow sees it: defaults filled
 MODELS = PARAMS["paper"]["models"]
 
 

@@ -7,9 +7,10 @@ import math
 import numpy as np
 import pytest
 import torch
-import yaml
 from tiny_models import save_encoder, save_language_model
 
+from prh.checks import check_config
+from prh.config import load
 from prh.data.captions import caption, captions, parse_caption, scene_facts
 from prh.data.shapes import sample_scene
 from prh.evaluation.likelihood import choice_logprobs, mc_scores
@@ -242,7 +243,7 @@ def test_csv_loader_rejects_a_score_without_its_source_setting_or_origin(tmp_pat
 
 def test_shipped_paper_csv_names_every_fig4_language_model(repo_root):
     rows = read_published_scores(repo_root / "workflow/resources/paper_downstream_scores.csv")
-    cfg = yaml.safe_load((repo_root / "params.yaml").read_text())
+    cfg = check_config(load(repo_root / "params.yaml"))  # the schema's defaults filled in, as the workflow sees it
     sets, fig4 = cfg["model_sets"], cfg["downstream"]["language_models"]["paper"]
     # PRH appendix C.2: Fig 4 adds OLMo, LLaMA 3, Gemma and Mistral/Mixtral to the BLOOMZ / OpenLLaMA / LLaMA
     # families (the reference code's `custom` set: all 20 LMs, aligned to DINOv2 ViT-g)

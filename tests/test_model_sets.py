@@ -38,7 +38,9 @@ def test_fig2_vision_set_accounts_for_the_papers_78_models_and_declares_every_hu
         if len(g["models"]) < g["count"]:   # the rest: a reason, and where the weights were published if anywhere
             assert g["missing"]["reason"] and g["missing"]["count"] == g["count"] - len(g["models"])
     # Fig 2's competence bins and model map use it in the paper suite (convergence.vision_models)
-    assert cfg["convergence"]["vision_models"] == {"offline": None, "paper": "prh_fig2_vision"}
+    from prh.checks import check_config
+
+    assert check_config(cfg)["convergence"]["vision_models"] == {"offline": None, "paper": "prh_fig2_vision"}
 
 
 def test_fig2_plans_43_of_the_78_and_its_coverage_says_which_and_why_not():

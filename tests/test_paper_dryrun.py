@@ -19,9 +19,18 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def _params() -> dict:
+    """params.yaml as the workflow sees it: the schema's defaults filled in (params.yaml leaves them out)."""
+    from prh.checks import check_config
+    from prh.config import load
+
+    return check_config(load(ROOT / "params.yaml"))
+
+
 BIN = Path(sys.executable).parent
 FEATURES = re.compile(r"results/features/([^/\s,]+)/([^/\s,]+)\.safetensors")
 
@@ -57,7 +66,7 @@ def plan(tmp_path_factory):
     """Dry-run log of the paper suite with the SLURM profile, in a copy of the workflow."""
     tmp = _copy_workflow(tmp_path_factory.mktemp("paper"))
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
-    cfg = yaml.safe_load((ROOT / "params.yaml").read_text())
+    cfg = _params()
     suite, metric = cfg["suites"]["paper"], cfg["alignment"]["metric"]
     # the default target, plus the two alignments the paper's figures 2 and 3 rest on
     targets = [
@@ -76,7 +85,7 @@ def plan(tmp_path_factory):
 
 
 def test_one_gpu_job_per_model_and_dataset(plan):
-    cfg = yaml.safe_load((ROOT / "params.yaml").read_text())
+    cfg = _params()
     suite, sets = cfg["suites"]["paper"], cfg["model_sets"]
     expected = {(suite["vision_dataset"], m) for m in sets[suite["vision_models"]]}
     expected |= {(suite["paired_dataset"], m) for m in sets[suite["vision_models"]] + sets[suite["language_models"]]}
@@ -91,7 +100,7 @@ def test_one_gpu_job_per_model_and_dataset(plan):
 
 
 def test_lm_score_planned_per_language_model(plan):
-    cfg = yaml.safe_load((ROOT / "params.yaml").read_text())
+    cfg = _params()
     lms = set(cfg["model_sets"][cfg["suites"]["paper"]["language_models"]]) | set(cfg["model_sets"]["prh_test_language"])
     scored = {Path(j["output"]).stem for j in _jobs(plan) if j["rule"] == "lm_score"}
     assert scored == lms
@@ -122,7 +131,7 @@ def test_every_job_fits_a_partition(plan):
 def test_fig4_scores_and_aligns_every_fig4_language_model(plan):
     """Fig 4 once aligned only the 4 scored models of prh_val_language (n = 4). Before the offline replay its
     scores came from a CSV of mixed settings with 8 empty rows; now every Fig 4 LM gets one harness job."""
-    cfg = yaml.safe_load((ROOT / "params.yaml").read_text())
+    cfg = _params()
     down, suite, metric = cfg["downstream"], cfg["suites"]["paper"], cfg["alignment"]["metric"]
     xset, yset = down["language_models"]["paper"], down["vision_models"]["paper"]
     fig4 = set(cfg["model_sets"][xset])
@@ -143,7 +152,7 @@ def test_fig4_scores_and_aligns_every_fig4_language_model(plan):
 
 def test_probe_vtab_is_one_job_per_task_and_a_gather(plan):
     """The ~4-5 CPU-hour probe_vtab became one job per VTAB task plus a cheap gather."""
-    cfg = yaml.safe_load((ROOT / "params.yaml").read_text())
+    cfg = _params()
     tasks = {n[len("vtab_"):-len("_train")] for n in cfg["datasets"] if n.startswith("vtab_") and n.endswith("_train")}
     jobs = _jobs(plan)
     per_task = {Path(j["output"]).stem: j for j in jobs if j["rule"] == "probe_vtab_task"}
@@ -160,7 +169,7 @@ def test_dry_run_prints_gpu_hours_reserved_and_estimated(plan):
     gpu_jobs = [j for j in _jobs(plan) if j["resources"].get("gpu", 0)]
     assert rows["total"][0] == len(gpu_jobs)
     # lte_paper asks for its GPUs per node and holds every node's
-    nnodes = yaml.safe_load((ROOT / "params.yaml").read_text())["lte"]["paper"]["nnodes"]
+    nnodes = _params()["lte"]["paper"]["nnodes"]
     reserved = sum(j["resources"]["gpu"] * j["resources"]["runtime"] * (nnodes if j["rule"] == "lte_paper" else 1)
                    for j in gpu_jobs) / 60
     assert rows["total"][1] == pytest.approx(reserved, abs=0.1)
@@ -206,7 +215,7 @@ def test_plan_cost_command_saves_the_dry_runs_table(paper_copy):
     # is the floor)
     from prh.cluster import runtime_minutes
 
-    cfg = yaml.safe_load((ROOT / "params.yaml").read_text())
+    cfg = _params()
     cfg["suite"] = "paper"
     limit = runtime_minutes(rule="lm_score", wildcards={"model": "llama3-70b"}, config=cfg, results=paper_copy / "results",
                             floor=100)

@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 import torch
 
+from prh.checks import check_config
 from prh.claims import verdict
+from prh.config import load
 from prh.studies.phase import ntk as nt
 from prh.studies.phase.alignment import pair_retrieval, ridge_retrieval
 from prh.studies.phase.spectra import participation_ratio, power_law_exponent
@@ -151,7 +153,7 @@ def test_tiny_end_to_end(tmp_path):
              "vit": (save_vision_zoo("vit", tmp_path / "vit"), "vision", "ViT"),
              "gpt2": (save_language_model("gpt2", tmp_path / "gpt2"), "language", "GPT"),
              "bert": (save_encoder(tmp_path / "bert"), "language", "BERT")}
-    config = yaml.safe_load(open("params.yaml"))["phase"]
+    config = check_config(load("params.yaml"))["phase"]  # the schema's defaults filled in, as the workflow sees it
     smoke = yaml.safe_load(open("tests/smoke/params.yaml"))["phase"]
     config.update({k: v for k, v in smoke.items() if k != "adaptive_lr"})
     config["adaptive_lr"].update(smoke["adaptive_lr"])

@@ -217,9 +217,11 @@ def test_the_sample_size_presets_plan_a_large_world_for_the_study(repo_root, pre
     assert jobs["sample_size"] == 1 and jobs["extract_vision"] == 3 and jobs["extract_language"] == 2
     import yaml
 
+    from prh.checks import check_config
     from prh.config import load, merge
 
-    cfg = merge(load(repo_root / "params.yaml"), yaml.safe_load((repo_root / "presets" / f"{preset}.yaml").read_text()))
+    cfg = check_config(merge(load(repo_root / "params.yaml"),  # the schema's defaults filled, as the workflow's
+                             yaml.safe_load((repo_root / "presets" / f"{preset}.yaml").read_text())))
     assert cfg["datasets"]["shapes_sweep"]["n"] == n_max == cfg["sample_size"]["grid"][-1]
     # the k/N rule's N x k lists: 10^5 x 10^3 at most (1.7 GB a CKNNA state), never 10^6 x 10^4
     from prh.metrics.sample_size import k_modes

@@ -98,7 +98,9 @@ out["downloads"] = {name: attempt(lambda name=name: prepared(name)) for name in 
 
 from prh.evaluation.lm_score import sample_openwebtext
 
-lm = cfg["paper"]["lm_score"]
+from prh.config import schema_defaults
+
+lm = {**schema_defaults("paper")["lm_score"], **cfg["paper"]["lm_score"]}  # params.yaml leaves its defaults out
 lm_kw = dict(repo=lm["repo"], revision=lm["revision"], split=lm["split"], text_column=lm["text_column"],
              chunk_chars=lm["chunk_chars"], shuffle_buffer=lm["shuffle_buffer"], seed=lm["seed"])
 out["owt"] = attempt(lambda: sample_openwebtext("results/data/lm_sample", n_bytes=4000, **lm_kw))

@@ -75,13 +75,13 @@ def test_fig12_batch_sizes(cfg, sizes, expected):
 
 
 def test_competence_bins_are_checked_with_the_config(cfg):
-    msg = bad(cfg, lambda c: c["convergence"]["bins"].update(offline=[0, 4, 7, 10]))
+    msg = bad(cfg, lambda c: c["convergence"].setdefault("bins", {}).update(offline=[0, 4, 7, 10]))
     assert msg.endswith("convergence.bins.offline: bins [0, 4, 7, 10] leave counts of solved tasks outside every bin: "
                         "with 10 tasks the edges must increase from 0 to >= 11, e.g. [0, ..., 11]")
 
 
 def test_bridge_topk_against_its_probe_items(cfg):
-    msg = bad(cfg, lambda c: c["bridge"]["offline"]["config"].update(topk=600))
+    msg = bad(cfg, lambda c: c["bridge"]["offline"].setdefault("config", {}).update(topk=600))
     assert "bridge.offline.config.topk: 600 must be at most n_probe - 2 = 598" in msg
 
 

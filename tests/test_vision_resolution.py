@@ -22,7 +22,8 @@ from safetensors.torch import load_file
 import yaml
 from PIL import Image
 
-from prh.config import schema_defaults
+from prh.checks import check_config
+from prh.config import load, schema_defaults
 from prh.data.hub_datasets import materialize_hub_dataset
 from prh.io import read_json
 
@@ -146,8 +147,7 @@ def test_vision_dtype_defaults_to_tf32_which_is_float32_on_a_cpu(originals, tmp_
     from prh import extract
 
     assert schema_defaults("features")["vision_dtype"] == "tf32"
-    params = yaml.safe_load((ROOT / "params.yaml").read_text())
-    assert params["features"]["vision_dtype"] == "tf32"
+    assert check_config(load(ROOT / "params.yaml"))["features"]["vision_dtype"] == "tf32"  # (the schema's, filled)
     rule = (ROOT / "workflow" / "rules" / "features.smk").read_text().split("rule extract_language")[0]
     assert "--dtype {params.dtype}" in rule and 'FEAT["vision_dtype"]' in rule
     root, _ = originals

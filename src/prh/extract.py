@@ -42,6 +42,9 @@ from prh.io import json_object, none_or, read_json, read_jsonl, save_features
 from prh.metrics.sanity import check_features
 from prh.models import loaders
 
+# the `features` block's defaults (batch sizes, pooling, precision); their one home: features.schema.yaml
+FEATURE_DEFAULTS = schema_defaults("features")
+
 
 def _partial_dir(out) -> Path:
     return Path(str(out) + ".partial")
@@ -126,8 +129,9 @@ def _check_resolution(data, images, pre) -> dict:
     return {"stored_image_size": stored, "resize_size": need, "upsampled": bool(upsampled)}
 
 
-def extract_vision_dataset(*, model, data, out, name=None, revision=None, batch_size=64, device="auto",
-                           dtype=None, progress=True, layers="all", gpu_memory_budget_gb=None, checkpoint=None) -> None:
+def extract_vision_dataset(*, model, data, out, name=None, revision=None,
+                           batch_size=FEATURE_DEFAULTS["vision_batch_size"], device="auto", dtype=None, progress=True,
+                           layers="all", gpu_memory_budget_gb=None, checkpoint=None) -> None:
     """Features of ``model`` (zoo dir or timm name) on ``data/images.npy``, saved to ``out``.
 
     ``dtype`` None: the schema default of ``features.vision_dtype`` (float32, as the reference
@@ -139,7 +143,7 @@ def extract_vision_dataset(*, model, data, out, name=None, revision=None, batch_
     """
     check_layers(layers)
     dev = resolve_device(device)
-    dtype = schema_defaults("features")["vision_dtype"] if dtype is None else dtype
+    dtype = FEATURE_DEFAULTS["vision_dtype"] if dtype is None else dtype
     dt = resolve_dtype("float32" if dtype == "tf32" else dtype, dev)
     images = _read_images(data)
     net, pre = loaders.load_vision_model(model, revision=revision, checkpoint=checkpoint)
@@ -167,8 +171,9 @@ def extract_vision_dataset(*, model, data, out, name=None, revision=None, batch_
     loaders.free_model_memory()
 
 
-def extract_language_dataset(*, model, data, out, name=None, revision=None, pooling="mean", prompt_template=None,
-                             text_field="text", text_index=None, average_samples=False, batch_size=32,
+def extract_language_dataset(*, model, data, out, name=None, revision=None,
+                             pooling=FEATURE_DEFAULTS["language_pooling"], prompt_template=None, text_field="text",
+                             text_index=None, average_samples=False, batch_size=FEATURE_DEFAULTS["language_batch_size"],
                              device="auto", dtype="auto", device_map=None, load_in_4bit=False, bpb=True,
                              max_batch_tokens=None, progress=True, layers="all", gpu_memory_budget_gb=None) -> None:
     """Features (and bits-per-byte for causal LMs) of ``model`` on ``data/captions.jsonl``, saved to ``out``.
@@ -272,7 +277,7 @@ def _common_args(parser: argparse.ArgumentParser, *, several_outs: bool = False,
 def vision_main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="prh extract-vision", description="per-block pooled vision features")
     _common_args(parser, dtypes=["tf32"])  # tf32: float32 weights, TF32 products on CUDA (features.vision_dtype)
-    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--batch-size", type=int, default=FEATURE_DEFAULTS["vision_batch_size"])
     parser.add_argument("--gpu-memory-budget-gb", type=none_or(_budget), default=None,
                         help="on CUDA, size batches from this many GB of activations ('auto': 80%% of free GPU "
                              "memory; default: --batch-size)")
@@ -280,7 +285,7 @@ def vision_main(argv: list[str] | None = None) -> None:
                         help="JSON of a model on no hub (prh.models.checkpoints.resolve_checkpoint: a plain-URL "
                              "checkpoint, SHA-256 pinned, or a seeded random one); --model is then its label")
     # the reference runs vision models in float32 (features.vision_dtype)
-    parser.set_defaults(dtype=schema_defaults("features")["vision_dtype"])
+    parser.set_defaults(dtype=FEATURE_DEFAULTS["vision_dtype"])
     a = parser.parse_args(argv)
     extract_vision_dataset(model=a.model, data=a.data, out=a.out, name=a.name, revision=a.revision,
                            batch_size=a.batch_size, device=a.device, dtype=a.dtype, progress=not a.no_progress,
@@ -290,8 +295,8 @@ def vision_main(argv: list[str] | None = None) -> None:
 def language_main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="prh extract-language", description="per-layer pooled language features")
     _common_args(parser, several_outs=True)
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--pooling", default="mean", choices=["mean", "last"])
+    parser.add_argument("--batch-size", type=int, default=FEATURE_DEFAULTS["language_batch_size"])
+    parser.add_argument("--pooling", default=FEATURE_DEFAULTS["language_pooling"], choices=["mean", "last"])
     parser.add_argument("--prompt-template", default=None,
                         help="'prh' (appendix C.2 prompt) or a format string containing {caption}")
     parser.add_argument("--text-field", default="text", help="captions.jsonl key holding the text")

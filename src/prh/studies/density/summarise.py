@@ -53,6 +53,7 @@ from prh.batching import (
     model_id,
     pad_batch,
 )
+from prh.config import schema_defaults
 from prh.device import DTYPES, place_model
 from prh.io import atomic_path, read_jsonl, write_json, write_jsonl
 from prh.errors import UsageError
@@ -62,6 +63,8 @@ from prh.studies.density.design import (
     USER_PROMPT,
     prompt_sha256,
 )
+
+DENSITY_DEFAULTS = schema_defaults("density")  # the `density` block's defaults: their one home is its schema
 
 __all__ = ["SYSTEM_PROMPT", "USER_PROMPT", "build_messages", "prompt_text", "prompt_sha256",
            "default_max_new_tokens", "clean_summary", "summarise_captions", "run_summarise", "main"]
@@ -179,7 +182,8 @@ def _generate_kwargs(*, do_sample: bool, pad_id: int) -> dict:
 
 @torch.inference_mode()
 def summarise_captions(
-    *, model, tokenizer, captions: list[str], num_words: list[int], ids: list | None = None, batch_size: int = 8,
+    *, model, tokenizer, captions: list[str], num_words: list[int], ids: list | None = None,
+    batch_size: int = DENSITY_DEFAULTS["batch_size"],
     max_new_tokens: int | None = None, do_sample: bool = False, seed: int = 0, checkpoint_path=None,
     fingerprint_extra: dict | None = None, progress: bool = True,
 ) -> list[dict]:
@@ -272,7 +276,7 @@ def _word_stats(counts) -> dict:
 
 
 def run_summarise(
-    *, data, model: str, out, num_words, revision: str | None = None, batch_size: int = 8,
+    *, data, model: str, out, num_words, revision: str | None = None, batch_size: int = DENSITY_DEFAULTS["batch_size"],
     max_items: int | None = None, seed: int = 0, device: str = "auto", dtype: str = "auto",
     max_new_tokens: int | None = None, do_sample: bool = False, checkpoint=None, progress: bool = True,
     device_map: str | None = None,
@@ -365,7 +369,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--revision", type=none_or(str), default=None, help="hub revision (commit hash)")
     p.add_argument("--num-words", type=int, nargs="+", required=True, help="summary lengths, e.g. 5 10 20 50 100")
     p.add_argument("--out", required=True, help="output dir, e.g. results/data/dci/density")
-    p.add_argument("--batch-size", type=int, default=8, help="prompts per generate call")
+    p.add_argument("--batch-size", type=int, default=DENSITY_DEFAULTS["batch_size"], help="prompts per generate call")
     p.add_argument("--max-items", type=none_or(int), default=None, help="only the first N captions")
     p.add_argument("--seed", type=int, default=0, help="seeds sampling (only with --do-sample)")
     p.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"])
