@@ -271,3 +271,23 @@ def test_on_a_terminal_the_progress_line_is_rewritten_in_place_below_the_message
     assert "\r" not in run(io.StringIO())
     monkeypatch.setenv("PRH_PROGRESS", "lines")
     assert "\r" not in run(Terminal())
+
+
+def test_a_command_records_its_own_peak_memory_not_its_parents(tmp_path):
+    """ru_maxrss of a process started by (v)fork and exec keeps its parent's RSS at the fork: a command run from a
+    pytest worker of 2 GB had recorded 2 GB. A parent holding 600 MB runs `prh bench-summary`: the record is the
+    command's own peak (VmHWM), tens of MB."""
+    import os
+    import subprocess
+    import sys
+
+    bench(tmp_path / "b", "plot/a.tsv", (1, 100, 10.0))
+    log = tmp_path / "rusage.jsonl"
+    parent = ("import subprocess, sys\n"
+              "held = bytearray(600 * 2**20)\n"
+              "held[::4096] = b'x' * len(held[::4096])\n"  # touched: resident
+              f"subprocess.run([sys.executable, '-m', 'prh.cli', 'bench-summary', '--root', {str(tmp_path / 'b')!r}],"
+              " check=True, capture_output=True)\n")
+    subprocess.run([sys.executable, "-c", parent], env={**os.environ, "PRH_RUSAGE_LOG": str(log)}, check=True)
+    (line,) = [json.loads(x) for x in log.read_text().splitlines()]
+    assert 5 < line["max_rss_mb"] < 300, line

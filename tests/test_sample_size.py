@@ -331,7 +331,8 @@ def test_the_study_reads_only_each_model_s_last_layer(tmp_path):
         f"cfg = {cfg!r}\n"
         "run_sample_size(names=names, features=files, language=['other'], config=cfg, seed=0,\n"
         "                out={'sweep': out + '/sweep.json', 'metrics': out + '/metrics.json'})\n"
-        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)\n")
+        "from prh.bench import peak_rss_kib\n"
+        "print(peak_rss_kib() / 1024)\n")  # not ru_maxrss: it keeps this worker's RSS at the fork
     cells = {}
     for name, path in (("big", big), ("one", tmp_path / "big_one_layer.safetensors")):
         (tmp_path / name).mkdir()

@@ -43,6 +43,20 @@ COMMANDS_LOG = "commands.jsonl"  # beside the benchmark files: every prh command
 RUSAGE_ENV = "PRH_RUSAGE_LOG"  # a JSONL file: one line of exact costs per prh command run (prh.cli sets none)
 
 
+def peak_rss_kib() -> int:
+    """This process's peak resident memory in KiB: ``VmHWM`` of /proc/self/status, the high-water mark of its own
+    address space. ``ru_maxrss`` is not that on Linux: a process started by fork (or vfork) and exec keeps the larger
+    of its own peak and its parent's RSS at the fork, so a command run from a 2 GB pytest worker read 2 GB."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
 def record_rusage(path: str, *, command: str, argv: list[str], wall_s: float, status: int) -> None:
     """Append this process's exact costs to ``path`` as one JSON line (``prh.cli`` calls it as a command exits when
     ``PRH_RUSAGE_LOG`` is set): CPU seconds of the process (start-up and imports included) and of the children it
@@ -52,7 +66,7 @@ def record_rusage(path: str, *, command: str, argv: list[str], wall_s: float, st
     line = json.dumps({"command": command, "argv": argv, "rank": os.environ.get("RANK"), "status": status,
                        "wall_s": round(wall_s, 6),  # microseconds: a command that fails at once takes < 1 ms
                        "cpu_s": round(me.ru_utime + me.ru_stime, 3), "children_cpu_s": round(kids.ru_utime + kids.ru_stime, 3),
-                       "max_rss_mb": round(max(me.ru_maxrss, kids.ru_maxrss) / 1024, 1)}) + "\n"
+                       "max_rss_mb": round(max(peak_rss_kib(), kids.ru_maxrss) / 1024, 1)}) + "\n"
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
