@@ -93,13 +93,14 @@ def test_streamed_table_equals_the_in_memory_path(tmp_path, metric):
 
 
 PEAK_SCRIPT = """
-import json, resource, sys
+import json, sys
+from prh.bench import peak_rss_kib  # not ru_maxrss, which keeps the pytest worker's RSS at the fork
 from prh.metrics.engine import alignment_table
 warm, path = sys.argv[1], sys.argv[2]
 alignment_table("mutual_knn", x_names=["w"], x_features=[warm], topk=5, quantile=0.95)  # imports, allocator
-before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+before = peak_rss_kib()
 alignment_table("mutual_knn", x_names=["m"], x_features=[path], topk=5, quantile=0.95)
-after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+after = peak_rss_kib()
 print(json.dumps({"added_mb": (after - before) / 1024}))
 """
 
