@@ -20,12 +20,11 @@ from pathlib import Path
 
 import numpy as np
 
+from prh.bench import proc_status_kib
+
 
 def rss_anon_kb() -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("RssAnon:"):
-            return int(line.split()[1])
-    return 0
+    return proc_status_kib("RssAnon") or 0
 
 
 class PeakAnon:

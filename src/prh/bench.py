@@ -43,18 +43,24 @@ COMMANDS_LOG = "commands.jsonl"  # beside the benchmark files: every prh command
 RUSAGE_ENV = "PRH_RUSAGE_LOG"  # a JSONL file: one line of exact costs per prh command run (prh.cli sets none)
 
 
-def peak_rss_kib() -> int:
-    """This process's peak resident memory in KiB: ``VmHWM`` of /proc/self/status, the high-water mark of its own
-    address space. ``ru_maxrss`` is not that on Linux: a process started by fork (or vfork) and exec keeps the larger
-    of its own peak and its parent's RSS at the fork, so a command run from a 2 GB pytest worker read 2 GB."""
+def proc_status_kib(field: str) -> int | None:
+    """A memory field of /proc/self/status in KiB (``VmHWM``, ``RssAnon``, ...); None where there is none."""
     try:
         with open("/proc/self/status") as f:
             for line in f:
-                if line.startswith("VmHWM:"):
+                if line.startswith(f"{field}:"):
                     return int(line.split()[1])
     except OSError:
         pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return None
+
+
+def peak_rss_kib() -> int:
+    """This process's peak resident memory in KiB: ``VmHWM``, the high-water mark of its own address space.
+    ``ru_maxrss`` is not that on Linux: a process started by fork (or vfork) and exec keeps the larger of its own
+    peak and its parent's RSS at the fork, so a command run from a 2 GB pytest worker read 2 GB."""
+    peak = proc_status_kib("VmHWM")
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss if peak is None else peak
 
 
 def record_rusage(path: str, *, command: str, argv: list[str], wall_s: float, status: int) -> None:
