@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from prh.studies.ledger import STUDIES
+
 SRC = Path(__file__).resolve().parents[1] / "src"
 LAYERS = [
     {"prh.io", "prh.errors", "prh.yamlfile", "prh.device", "prh.gpus", "prh.stats", "prh.pooling", "prh.bench",
@@ -166,8 +168,7 @@ def _studies():
     return manifests()
 
 
-@pytest.mark.parametrize("name", ["convergence", "downstream", "color", "density", "metric_agreement", "phase",
-                                  "bridge", "transfer", "simplicity", "lte"])
+@pytest.mark.parametrize("name", STUDIES)  # the one list of studies, not a copy of it
 def test_one_name_per_study(name):
     import yaml
 

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from prh.studies.ledger import STUDIES
+
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 DOCS = sorted((ROOT / "docs").glob("*.md"))
@@ -171,13 +173,9 @@ def test_relative_links_resolve(path):
     assert not broken_links(path)
 
 
-STUDIES = ("convergence", "downstream", "color", "density", "metric_agreement", "phase", "bridge", "transfer",
-           "simplicity", "lte")  # one name each: prh.studies.<study>, docs/<study>.md, <study>_figNN_*
-
-
 def test_every_study_has_its_page_linked_from_the_readme():
     readme = README.read_text()
-    for study in STUDIES:
+    for study in STUDIES:  # prh.studies.ledger's, the one list: one name each, prh.studies.<study> and docs/<study>.md
         package = ROOT / "src" / "prh" / "studies" / study
         assert package.is_dir() or package.with_suffix(".py").exists(), f"prh.studies.{study}"
         assert (ROOT / "docs" / f"{study}.md").exists(), f"docs/{study}.md"
