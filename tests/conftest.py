@@ -15,6 +15,14 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
+# One torch (OpenMP) thread per test process. pytest-xdist runs one worker per core, and a worker's torch would start
+# a thread per core: on 2 cores, 2 workers made 4 threads, which spin while they wait for each other. With 2 threads
+# tests/test_vision_zoo.py, test_phase.py, test_bridge.py and test_probes.py took 52 CPU-s, with one 26
+# (benchmarks/README.md). Snakemake sets OMP_NUM_THREADS to each job's `threads` itself; a job of 2 threads beside
+# the other worker waits passively instead of spinning.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 
 # The modules that take minutes (whole-DAG fixtures, the 200 mutations, the kills), longest first. pytest-xdist
 # (--dist loadfile --no-loadscope-reorder in pyproject.toml) hands files to workers in this order, so the long
