@@ -230,11 +230,14 @@ def test_reweigh_reads_a_ledger_from_before_the_weighed_verdicts():
             "effect": None, "note": None} for s, r in ((0, -0.0286), (1000, -0.6), (2000, -0.3714))]
     row = {"id": "convergence.fig03_amended", "study": "convergence", "unit": "training run", "verdict": "not reproduced",
            "seeds": 6, "provisional": None, "value": -0.33, "interval": [-1.05, 0.38], "p": None, "n": 6,
-           "note": "replicated", "per_seed": per, "source": "old words", "statement": "old words"}
+           "note": "replicated", "per_seed": per, "source": "old words", "statement": "old words",
+           "statistic": "old words", "rule": "old words"}
     out = L.reweigh({"alpha": 0.05, "claims": [row], "counts": {}})
     new = out["claims"][0]
     spec = {c.key: c for c in L.declared("convergence").claims}["fig03_amended"]
-    assert (new["source"], new["statement"]) == (spec.source, spec.statement)  # the manifest's words now
+    # the manifest's words now, not those of the code the run ran
+    assert (new["source"], new["statement"], new["statistic"], new["rule"]) == (spec.source, spec.statement,
+                                                                                 spec.statistic, spec.rule)
     assert new["verdict_registered"] == "not reproduced" and new["verdict"] == "inconclusive"
     assert new["interval"][0] < 0.3 < new["interval"][1]  # the SESOI is inside: never "not reproduced"
     assert new["seeds"] == 18 and new["replicates"] == 3

@@ -147,9 +147,11 @@ def _counts(rows: list[dict]) -> dict:
 def _with_post_hoc(row: dict, spec) -> dict:
     """``row`` whose ``post_hoc`` says every rule behind it that was set after results had been seen: its registered
     rule's record (the manifest's ``post_hoc``, from params.yaml's POST-HOC comments) and the weighed decision, if
-    the row was weighed under it; None where neither was. Its source and statement are the manifest's words now."""
+    the row was weighed under it; None where neither was. Its source, statement, statistic and rule are the manifest's
+    words now (a ledger reweighed after its run keeps its numbers, not the wording of the code it ran)."""
     parts = [None if spec is None else spec.post_hoc, row.get("post_hoc")]  # weighed() sets the latter afresh
-    words = {} if spec is None else {"source": spec.source, "statement": spec.statement}
+    words = {} if spec is None else {"source": spec.source, "statement": spec.statement, "statistic": spec.statistic,
+                                     "rule": spec.rule}
     return {**row, **words, "post_hoc": "; ".join(dict.fromkeys(p for p in parts if p)) or None,
             "validity_gate": bool(spec is not None and spec.validity_gate)}
 
