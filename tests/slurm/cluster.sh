@@ -56,7 +56,7 @@ alive() { [ -s "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 write_config() {
   local host cpus mem_kb mem_mb gres_line gres_conf
   host=$(hostname -s)
-  cpus=$(nproc)
+  cpus=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)  # nproc honours OMP_NUM_THREADS, which the tests set to 1
   mem_kb=$(awk '/^MemTotal:/ {print $2}' /proc/meminfo)
   mem_mb=$((mem_kb / 1024 * 9 / 10))
   mkdir -p "$STATE"/{ctld,spool,log,munge}
