@@ -17,7 +17,7 @@ import re
 
 import pytest
 import yaml
-from test_workflow import copy_repo, git_commit, planned_jobs, push_clone_pull, run
+from test_workflow import copy_repo, git_commit, job_stats, planned_jobs, push_clone_pull, run
 
 from prh.config import merge
 
@@ -40,9 +40,8 @@ def replay(repo_root, tmp_path_factory):
     env = {**OFFLINE, "HF_HOME": str(work.parent / "standin_hf_home"), "PRH_FAKE_GPU_COUNT": "8",
            "PRH_GPU_LOCK_DIR": str(work.parent / "gpu_locks")}
     run(["prh", "standin-hub", "--downloads-root", "."], work, env=env)
-    plan = planned_jobs(work)
-    dry = run(["snakemake", "--dry-run", "--cores", "2"], work, env=env)
-    benchmarks = _benchmarks(dry.stdout + dry.stderr)
+    dry = run(["snakemake", "--dry-run", "--cores", "1"], work, env=env)  # one dry run: the job table and its jobs
+    plan, benchmarks = job_stats(dry.stdout + dry.stderr), _benchmarks(dry.stdout + dry.stderr)
     run(["git", "init", "-q"], work)
     git_commit(work, "replay copy")
     run(["dvc", "repro"], work, env=env)  # dvc.yaml's one stage: snakemake --cores all, then the report

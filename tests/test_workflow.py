@@ -46,7 +46,11 @@ def run(cmd, cwd, check=True, env=None):
 def planned_jobs(cwd, *extra) -> dict[str, int]:
     """Rule name -> number of jobs a dry run plans (empty when there is nothing to do)."""
     proc = run(["snakemake", "--dry-run", "--cores", "1", *extra], cwd)
-    out = proc.stdout + proc.stderr
+    return job_stats(proc.stdout + proc.stderr)
+
+
+def job_stats(out: str) -> dict[str, int]:
+    """Rule name -> number of jobs, from a dry run's log ("Job stats:"); empty when there is nothing to do."""
     if "Nothing to be done" in out:
         return {}
     table = out.split("Job stats:", 1)[1]
