@@ -30,8 +30,6 @@ rule align:
         metric=METRIC,
         xset=MODEL_SET,
         yset=MODEL_SET,
-    conda:
-        CONDA_ENV
     threads: 2
     resources:
         # from the feature files' headers: one layer at a time is read, so it follows one layer's size, not the file's
@@ -90,8 +88,6 @@ rule align_all_metrics:
         dataset=one_of({t[0] for t in ALL_METRIC_TABLES}),
         xset=one_of({t[1] for t in ALL_METRIC_TABLES}),
         yset=one_of({t[2] for t in ALL_METRIC_TABLES}),
-    conda:
-        CONDA_ENV
     threads: 2
     resources:
         mem_mb=lambda w, input: align_memory_mb(

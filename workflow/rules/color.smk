@@ -25,9 +25,6 @@ rule color_vision:
         log_path("color_vision", "color_vision"),
     benchmark:
         bench_path("color_vision", "color_vision")
-    conda:
-        CONDA_ENV
-    threads: 1
     resources:
         mem_mb=4000,
         runtime=30,
@@ -51,9 +48,6 @@ rule color_language:
         log_path("color_language", "color_language"),
     benchmark:
         bench_path("color_language", "color_language")
-    conda:
-        CONDA_ENV
-    threads: 1
     resources:
         mem_mb=4000 if SUITE == "offline" else 16000,
         runtime=15 if SUITE == "offline" else 60,
@@ -75,9 +69,6 @@ rule color_nce:
         log_path("color_nce", "color_nce"),
     benchmark:
         bench_path("color_nce", "color_nce")
-    conda:
-        CONDA_ENV
-    threads: 1
     resources:
         mem_mb=2000,
         runtime=15,
@@ -100,9 +91,6 @@ rule color_metrics:
         log_path("color_metrics", "color_metrics"),
     benchmark:
         bench_path("color_metrics", "color_metrics")
-    conda:
-        CONDA_ENV
-    threads: 1
     resources:
         mem_mb=500,
         runtime=5,

@@ -21,8 +21,8 @@ MODELS = all_models(config)
 # The results root: "results", or results/replicates/seed<S> for a replicate of the DAG (claims.smk)
 R = config["results"]
 
-# With --software-deployment-method conda every rule runs in this environment
-# (the same pins as requirements.lock; tests/test_packaging.py checks they agree).
+# With --software-deployment-method conda every rule runs in this environment (the same pins as
+# requirements.lock; tests/test_packaging.py checks they agree): the Snakefile gives it to every shell rule.
 # Snakemake reads a rule's conda path relative to the file that defines the rule,
 # so this points from workflow/rules/ to envs/prh.yaml at the repository root.
 CONDA_ENV = "../../envs/prh.yaml"

@@ -42,8 +42,6 @@ rule probe_vtab_task:
         bench_path("probe_vtab_task", "{task}")
     wildcard_constraints:
         task=one_of(VTAB_TASKS),
-    conda:
-        CONDA_ENV
     threads: 4
     resources:
         mem_mb=8000,
@@ -70,8 +68,6 @@ rule probe_vtab:
         log_path("probe_vtab", "probe_vtab"),
     benchmark:
         bench_path("probe_vtab", "probe_vtab")
-    conda:
-        CONDA_ENV
     resources:
         mem_mb=1000,
         runtime=5,
@@ -88,8 +84,6 @@ rule lm_score_merge:
         log_path("lm_score_merge", "lm_score_merge"),
     benchmark:
         bench_path("lm_score_merge", "lm_score_merge")
-    conda:
-        CONDA_ENV
     resources:
         mem_mb=1000,
         runtime=5,
@@ -113,9 +107,6 @@ rule convergence:
         log_path("convergence", "convergence"),
     benchmark:
         bench_path("convergence", "convergence")
-    conda:
-        CONDA_ENV
-    threads: 1
     resources:
         mem_mb=2000,
         runtime=10,
@@ -176,8 +167,6 @@ if SUITE == "offline":
             log_path("world_gate", "language"),
         benchmark:
             bench_path("world_gate", "language")
-        conda:
-            CONDA_ENV
         resources:
             mem_mb=2000,
             runtime=20,
@@ -210,9 +199,6 @@ if SUITE == "offline":
             log_path("convergence_platonic", "convergence_platonic"),
         benchmark:
             bench_path("convergence_platonic", "convergence_platonic")
-        conda:
-            CONDA_ENV
-        threads: 1
         resources:
             mem_mb=4000,
             runtime=10,
@@ -247,8 +233,6 @@ if SUITE == "offline" and REL_MODELS:
             log_path("relational_test", "language"),
         benchmark:
             bench_path("relational_test", "language")
-        conda:
-            CONDA_ENV
         resources:
             mem_mb=2000,
             runtime=10,

@@ -21,8 +21,6 @@ rule shapes_dataset:
         bench_path("shapes_dataset", "{dataset}")
     wildcard_constraints:
         dataset=one_of(SHAPES_DATASETS),
-    conda:
-        CONDA_ENV
     resources:
         mem_mb=1000,
         runtime=15,

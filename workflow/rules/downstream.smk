@@ -32,9 +32,6 @@ rule downstream_mc:
         log_path("downstream_mc", "downstream_mc"),
     benchmark:
         bench_path("downstream_mc", "downstream_mc")
-    conda:
-        CONDA_ENV
-    threads: 1
     resources:
         mem_mb=4000,
         runtime=30,
@@ -62,8 +59,6 @@ rule downstream_harness:
         bench_path("downstream_harness", "{model}")
     wildcard_constraints:
         model=one_of(n for n, m in MODELS.items() if m["source"] == "hub" and m["modality"] == "language"),
-    conda:
-        CONDA_ENV
     resources:
         gpu=lambda w: gpus_for(w.model),
         mem_mb=lambda w: host_mem_mb(w.model),
@@ -94,8 +89,6 @@ rule downstream_harness_merge:
         log_path("downstream_harness_merge", "downstream_harness_merge"),
     benchmark:
         bench_path("downstream_harness_merge", "downstream_harness_merge")
-    conda:
-        CONDA_ENV
     resources:
         mem_mb=1000,
         runtime=5,
@@ -116,8 +109,6 @@ rule downstream:
         log_path("downstream", "downstream"),
     benchmark:
         bench_path("downstream", "downstream")
-    conda:
-        CONDA_ENV
     resources:
         mem_mb=1000,
         runtime=5,

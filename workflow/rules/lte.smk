@@ -29,8 +29,6 @@ rule lte_least_squares:
         log_path("lte", "least_squares"),
     benchmark:
         bench_path("lte", "least_squares")
-    conda:
-        CONDA_ENV
     threads: LTE_CFG["nproc"]
     resources:
         mem_mb=1500 * LTE_CFG["nproc"],
@@ -54,8 +52,6 @@ rule lte_vision:
         log_path("lte", "vision"),
     benchmark:
         bench_path("lte", "vision")
-    conda:
-        CONDA_ENV
     threads: LTE_CFG["nproc"]
     resources:
         mem_mb=1500 * LTE_CFG["nproc"],
@@ -86,8 +82,6 @@ for _exp in ("table", "orthogonality"):
             log_path("lte", _exp),
         benchmark:
             bench_path("lte", _exp)
-        conda:
-            CONDA_ENV
         threads: LTE_CFG["nproc"]
         resources:
             mem_mb=1500 * LTE_CFG["nproc"],
@@ -116,9 +110,6 @@ rule lte_verdicts:
         log_path("lte", "verdicts"),
     benchmark:
         bench_path("lte", "verdicts")
-    conda:
-        CONDA_ENV
-    threads: 1
     resources:
         mem_mb=500,
         runtime=5,
@@ -145,8 +136,6 @@ rule lte_paper:
     wildcard_constraints:
         dataset=one_of(LTE_PAPER["datasets"]),
         model=one_of(LTE_PAPER["models"]),
-    conda:
-        CONDA_ENV
     threads: 4 * LTE_PAPER["nproc"]
     resources:
         mem_mb=64000,

@@ -25,8 +25,6 @@ rule locality:
         log_path("locality", "locality"),
     benchmark:
         bench_path("locality", "locality")
-    conda:
-        CONDA_ENV
     threads: 2
     resources:
         mem_mb=8000,
@@ -62,8 +60,6 @@ rule metric_agreement:
         log_path("metric_agreement", "metric_agreement"),
     benchmark:
         bench_path("metric_agreement", "metric_agreement")
-    conda:
-        CONDA_ENV
     threads: 2
     resources:
         mem_mb=8000,

@@ -65,8 +65,6 @@ rule preflight:
         log_path("preflight", "all"),
     benchmark:
         bench_path("preflight", "all")
-    conda:
-        CONDA_ENV
     threads: 4
     resources:
         mem_mb=16000,
@@ -97,8 +95,6 @@ rule hub_dataset:
         bench_path("hub_dataset", "{dataset}")
     wildcard_constraints:
         dataset=one_of(HUB_DATASETS),
-    conda:
-        CONDA_ENV
     resources:
         # images are decoded into a memory-mapped file (prh.data.hub_datasets): memory does not grow with N x S^2
         mem_mb=8000,
@@ -125,8 +121,6 @@ rule lm_sample:
         log_path("lm_sample", "openwebtext"),
     benchmark:
         bench_path("lm_sample", "openwebtext")
-    conda:
-        CONDA_ENV
     resources:
         mem_mb=8000,
         runtime=120,
@@ -152,8 +146,6 @@ rule lm_score:
         bench_path("lm_score", "{model}")
     wildcard_constraints:
         model=one_of(n for n, m in MODELS.items() if m["source"] == "hub" and m["modality"] == "language"),
-    conda:
-        CONDA_ENV
     resources:
         gpu=lambda w: gpus_for(w.model),
         mem_mb=lambda w: host_mem_mb(w.model),

@@ -24,8 +24,6 @@ rule sample_size:
         log_path("sample_size", SS_DATASET),
     benchmark:
         bench_path("sample_size", SS_DATASET)
-    conda:
-        CONDA_ENV
     threads: 2
     resources:
         mem_mb=8000,

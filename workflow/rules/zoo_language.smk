@@ -65,9 +65,6 @@ rule train_tokenizer:
         bench_path("train_tokenizer", "{data}")
     wildcard_constraints:
         data=one_of(SHAPES_DATASETS),
-    conda:
-        CONDA_ENV
-    threads: 1
     resources:
         mem_mb=2000,
         runtime=10,
@@ -100,9 +97,6 @@ for _run in ZOO_TRAINED_RUNS:
             log_path("train_language", _run),
         benchmark:
             bench_path("train_language", _run)
-        conda:
-            CONDA_ENV
-        threads: 1
         resources:
             mem_mb=2000,
             runtime=30,
@@ -129,8 +123,6 @@ rule minilm:
         bench_path("minilm", "{model}")
     wildcard_constraints:
         model=one_of(ZOO_PACKAGED),
-    conda:
-        CONDA_ENV
     resources:
         mem_mb=500,
         runtime=5,
@@ -151,9 +143,6 @@ rule lm_eval:
         log_path("lm_eval", "language"),
     benchmark:
         bench_path("lm_eval", "language")
-    conda:
-        CONDA_ENV
-    threads: 1
     resources:
         mem_mb=2000,
         runtime=30,
@@ -183,8 +172,6 @@ rule probe_language:
         log_path("probe_language", "language"),
     benchmark:
         bench_path("probe_language", "language")
-    conda:
-        CONDA_ENV
     resources:
         mem_mb=2000,
         runtime=30,
@@ -223,9 +210,6 @@ if SUITE == "offline" and REL_MODELS:
             log_path("score_relational", "language"),
         benchmark:
             bench_path("score_relational", "language")
-        conda:
-            CONDA_ENV
-        threads: 1
         resources:
             mem_mb=2000,
             runtime=60,
