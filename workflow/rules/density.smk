@@ -110,20 +110,16 @@ rule density:
             x_features=list(input.language),
             y_features=list(input.vision),
             metric=ALIGN["metric"],
-            topk=ALIGN["topk"],
-            cca_dim=ALIGN["cca_dim"],
-            dtype=ALIGN["dtype"],
+            **ALIGN_MEMORY,
         ),
         runtime=60,
     params:
+        **ALIGN_PARAMS,
         language_names=model_set(DENS_LSET),
         vision_names=model_set(DENS_VSET),
         levels=DENS_LEVELS,
         scenes=lambda w, input: f"--scenes {input.scenes}" if input.scenes else "",
         metric=ALIGN["metric"],
-        topk=ALIGN["topk"],
-        quantile=ALIGN["quantile"],
-        cca_dim=ALIGN["cca_dim"],
         device=config["device"],
     shell:
         "prh run-density --captions {input.captions} --language-names {params.language_names}"

@@ -58,22 +58,18 @@ rule downstream_harness:
     benchmark:
         bench_path("downstream_harness", "{model}")
     wildcard_constraints:
-        model=one_of(n for n, m in MODELS.items() if m["source"] == "hub" and m["modality"] == "language"),
+        model=HUB_LM,
     resources:
         gpu=lambda w: gpus_for(w.model),
         mem_mb=lambda w: host_mem_mb(w.model),
         # ~40M prompt tokens (10-shot HellaSwag x 4 endings) and 1,319 x 256 greedy GSM8K steps: ~1 h at 7B on one GPU
         runtime=GPU_RUNTIME("downstream_harness", lambda w: int(30 + 8 * MODELS[w.model]["n_params"] / 1e9)),
     params:
-        repo=lambda w: MODELS[w.model]["repo"],
-        revision=lambda w: MODELS[w.model]["revision"],
+        **HUB_LM_PARAMS,
         tasks=json_param(HARNESS.get("tasks")),
         limit=f"--limit {HARNESS['limit']}" if HARNESS.get("limit") else "",
         batch_size=HARNESS["batch_size"],
         fewshot_seed=HARNESS["fewshot_seed"],
-        device=config["device"],
-        # a model larger than one GPU is spread over the job's GPUs
-        device_map=lambda w: device_map_arg(w.model),
     shell:
         "prh --gpus {resources.gpu} eval-harness --model {params.repo:q} --revision {params.revision:q} --name {wildcards.model}"
         " --tasks {params.tasks} {params.limit} --batch-size {params.batch_size} --fewshot-seed {params.fewshot_seed}"

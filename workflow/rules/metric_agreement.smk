@@ -65,12 +65,10 @@ rule metric_agreement:
         mem_mb=8000,
         runtime=60,
     params:
+        **ALIGN_PARAMS,
         vision_names=model_set(AGREE_VSET),
         batch_sizes=AGREE["batch_sizes"],
         families=AGREE_FAMILIES,
-        topk=ALIGN["topk"],
-        quantile=ALIGN["quantile"],
-        cca_dim=ALIGN["cca_dim"],
         device=config["device"],
     shell:
         "prh run-metric-agreement --vision-alignments {input.vision} --vision-names {params.vision_names}"

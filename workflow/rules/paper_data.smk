@@ -134,6 +134,17 @@ rule lm_sample:
         " --seed {params.lm[seed]} --out {params.out} > {log} 2>&1"
 
 
+# A job that runs one hub language model ({model}: lm_score here, downstream.smk's downstream_harness): which
+# models, and the params that load it (a model larger than one GPU is spread over the job's GPUs)
+HUB_LM = one_of(n for n, m in MODELS.items() if m["source"] == "hub" and m["modality"] == "language")
+HUB_LM_PARAMS = dict(
+    repo=lambda w: MODELS[w.model]["repo"],
+    revision=lambda w: MODELS[w.model]["revision"],
+    device=config["device"],
+    device_map=lambda w: device_map_arg(w.model),
+)
+
+
 rule lm_score:
     input:
         **PREFLIGHT_INPUT,
@@ -145,20 +156,16 @@ rule lm_score:
     benchmark:
         bench_path("lm_score", "{model}")
     wildcard_constraints:
-        model=one_of(n for n, m in MODELS.items() if m["source"] == "hub" and m["modality"] == "language"),
+        model=HUB_LM,
     resources:
         gpu=lambda w: gpus_for(w.model),
         mem_mb=lambda w: host_mem_mb(w.model),
         # ~4M tokens: minutes for 1B parameters on one GPU, about an hour at 70B
         runtime=GPU_RUNTIME("lm_score", lambda w: int(30 + MODELS[w.model]["n_params"] / 1e9)),
     params:
-        repo=lambda w: MODELS[w.model]["repo"],
-        revision=lambda w: MODELS[w.model]["revision"],
+        **HUB_LM_PARAMS,
         sample=lambda w, input: os.path.dirname(input.texts),
         batch_size=LM_CFG["batch_size"],
-        device=config["device"],
-        # a model larger than one GPU is spread over the job's GPUs
-        device_map=lambda w: device_map_arg(w.model),
     shell:
         "prh --gpus {resources.gpu} score-lm --model {params.repo:q} --revision {params.revision:q} --name {wildcards.model}"
         " --sample {params.sample} --out {output} --batch-size {params.batch_size}"
