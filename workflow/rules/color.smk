@@ -49,9 +49,7 @@ rule color_language:
     benchmark:
         bench_path("color_language", "color_language")
     resources:
-        mem_mb=4000 if SUITE == "offline" else 16000,
-        runtime=15 if SUITE == "offline" else 60,
-        gpu=0 if SUITE == "offline" else 1,
+        **(dict(mem_mb=4000, runtime=15, gpu=0) if SUITE == "offline" else dict(mem_mb=16000, runtime=60, gpu=1)),
     params:
         models=json_param(COLOR_SPECS),
         config=json_param(COLOR_CFG["language"]),

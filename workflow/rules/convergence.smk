@@ -99,10 +99,7 @@ rule convergence:
         language=CONV_LANGUAGE,
         lm_competence=f"{R}/experiments/zoo/language_competence.json" if SUITE == "offline" else [],
     output:
-        competence=f"{CONV}/competence.json",
-        model_map=f"{CONV}/model_map.json",
-        language_vision=f"{CONV}/language_vision.json",
-        metrics=f"{CONV}/metrics.json",
+        **{name: f"{CONV}/{name}.json" for name in ("competence", "model_map", "language_vision", "metrics")},
     log:
         log_path("convergence", "convergence"),
     benchmark:

@@ -53,9 +53,7 @@ rule metric_agreement:
         features=set_features(SUITE_CFG["vision_dataset"], AGREE_VSET),
         bpb=CONV_LANGUAGE,
     output:
-        metric_agreement=f"{AGREE_OUT}/metric_agreement.json",
-        cross_metrics=f"{AGREE_OUT}/cross_metrics.json",
-        metrics=f"{AGREE_OUT}/metrics.json",
+        **{name: f"{AGREE_OUT}/{name}.json" for name in ("metric_agreement", "cross_metrics", "metrics")},
     log:
         log_path("metric_agreement", "metric_agreement"),
     benchmark:

@@ -20,6 +20,7 @@ HUB_DEFAULTS = dict(
     image_size=224,
 )
 HUB_DEFAULTS.update(carve=None, data_files=None)  # a split carved from another; the repo files read
+HUB_DATASET_FILES = {"images": "images.npy", "captions": "captions.jsonl", "labels": "labels.npy", "meta": "meta.json"}
 HUB_DATASETS = {name: {**HUB_DEFAULTS, **spec} for name, spec in config["datasets"].items() if spec["kind"] == "hub"}
 LM_CFG = config["paper"]["lm_score"]  # schema-filled (paper.schema.yaml)
 LM_SAMPLE = f"{R}/data/openwebtext_sample"
@@ -85,10 +86,8 @@ rule hub_dataset:
         # a local folder built by `prh prepare-*` from a download (prepare.smk), when params.yaml says so
         lambda w: PREPARED_METADATA.get(w.dataset, []),
     output:
-        images=f"{R}/data/{{dataset}}/images.npy",
-        captions=f"{R}/data/{{dataset}}/captions.jsonl",
-        labels=f"{R}/data/{{dataset}}/labels.npy",
-        meta=f"{R}/data/{{dataset}}/meta.json",
+        # a hub dataset dir (its data contract): images, captions, labels and meta
+        **{key: f"{R}/data/{{dataset}}/{name}" for key, name in HUB_DATASET_FILES.items()},
     log:
         log_path("hub_dataset", "{dataset}"),
     benchmark:

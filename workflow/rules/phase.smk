@@ -87,9 +87,7 @@ rule phase_adaptive_lr:
     benchmark:
         bench_path("phase_adaptive_lr", "phase_adaptive_lr")
     resources:
-        mem_mb=3000 if SUITE == "offline" else 32000,
-        runtime=20 if SUITE == "offline" else 240,
-        gpu=0 if SUITE == "offline" else 1,
+        **(dict(mem_mb=3000, runtime=20, gpu=0) if SUITE == "offline" else dict(mem_mb=32000, runtime=240, gpu=1)),
     params:
         pairs=shlex.quote(
             json.dumps(

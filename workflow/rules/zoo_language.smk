@@ -64,7 +64,7 @@ rule train_tokenizer:
     benchmark:
         bench_path("train_tokenizer", "{data}")
     wildcard_constraints:
-        data=one_of(SHAPES_DATASETS),
+        data=SHAPES_DATASET,
     resources:
         mem_mb=2000,
         runtime=10,
