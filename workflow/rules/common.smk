@@ -14,6 +14,7 @@ from prh.cluster.launch import torchrun_launcher
 from prh.config import all_models
 from prh.figures import FIGURES
 from prh.metrics import SUPPORTED_METRICS
+from prh.report import ReportNumbers  # figures.smk's rule param for the report captions
 
 SUITE = config["suite"]
 SUITE_CFG = config["suites"][SUITE]
@@ -121,6 +122,10 @@ def host_mem_mb(model):
     return 4000 if spec["source"] == "zoo" else int(8000 + spec["n_params"] * 2.5e-6)
 
 
+# The host memory and GPUs of a job that loads one model, the {model} wildcard (extraction, lm_score, the harness)
+MODEL_JOB = dict(mem_mb=lambda w: host_mem_mb(w.model), gpu=lambda w: gpus_for(w.model))
+
+
 # ---- Alignment tables (alignment.smk), read by the density, downstream and metric-agreement studies ----
 
 ALIGN = config["alignment"]
@@ -140,41 +145,6 @@ def figure_targets(*names):
     if unknown:
         raise ValueError(f"figures {unknown} are not in prh.figures.FIGURES; register them there")
     return [f"{R}/figures/{n}.{ext}" for n in names for ext in FIGURES[n].formats]
-
-
-class ReportNumbers:
-    """A rule param that lets a report caption quote the numbers of a finished run.
-
-    Captions are rendered by `snakemake --report` after the run, with the job's params:
-    ``{{ snakemake.params.numbers.get("results/.../metrics.json", "trend", "spearman_r") }}``
-    reads the JSON then. Its repr is constant, so it never triggers a rerun.
-    """
-
-    def load(self, path):
-        """The whole JSON (an empty dict before the run), for loops in a caption."""
-        try:
-            with open(path) as f:
-                return json.load(f)
-        except (OSError, ValueError):
-            return {}
-
-    def fmt(self, value, spec=".3g"):
-        """A number as the caption shows it; JSON null (an undefined statistic) as NaN."""
-        if value is None:
-            return "NaN"
-        return format(value, spec) if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
-
-    def get(self, path, *keys, fmt=".3g"):
-        value = self.load(path)
-        try:
-            for key in keys:
-                value = value[key]
-        except (KeyError, IndexError, TypeError):
-            return "n/a"
-        return self.fmt(value, fmt)
-
-    def __repr__(self):
-        return "ReportNumbers()"
 
 
 # ---- GPU-hours of the plan: printed at the end of a dry run that plans GPU jobs ----

@@ -76,9 +76,8 @@ use rule extract_language as extract_language_density with:
     benchmark:
         bench_path("extract_language_density", "{dataset}", "{model}")
     resources:
-        mem_mb=lambda w: host_mem_mb(w.model),
+        **MODEL_JOB,
         runtime=GPU_RUNTIME("extract_language_density", lambda w: EXTRACT_RUNTIME[w.model] * len(DENS_LEVELS)),
-        gpu=lambda w: gpus_for(w.model),
     params:
         **{
             **EXTRACT_PARAMS["language"],

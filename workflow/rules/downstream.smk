@@ -60,8 +60,7 @@ rule downstream_harness:
     wildcard_constraints:
         model=HUB_LM,
     resources:
-        gpu=lambda w: gpus_for(w.model),
-        mem_mb=lambda w: host_mem_mb(w.model),
+        **MODEL_JOB,
         # ~40M prompt tokens (10-shot HellaSwag x 4 endings) and 1,319 x 256 greedy GSM8K steps: ~1 h at 7B on one GPU
         runtime=GPU_RUNTIME("downstream_harness", lambda w: int(30 + 8 * MODELS[w.model]["n_params"] / 1e9)),
     params:

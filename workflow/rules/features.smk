@@ -114,9 +114,8 @@ for _mod, _data in (("vision", "images.npy"), ("language", "captions.jsonl")):
             dataset=DATASET,
         threads: lambda w: 1 if MODELS[w.model]["source"] == "zoo" else 4
         resources:
-            mem_mb=lambda w: host_mem_mb(w.model),
+            **MODEL_JOB,
             runtime=GPU_RUNTIME(f"extract_{_mod}", lambda w: EXTRACT_RUNTIME[w.model]),
-            gpu=lambda w: gpus_for(w.model),
         params:
             **EXTRACT_PARAMS[_mod],
         shell:

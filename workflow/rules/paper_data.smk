@@ -157,8 +157,7 @@ rule lm_score:
     wildcard_constraints:
         model=HUB_LM,
     resources:
-        gpu=lambda w: gpus_for(w.model),
-        mem_mb=lambda w: host_mem_mb(w.model),
+        **MODEL_JOB,
         # ~4M tokens: minutes for 1B parameters on one GPU, about an hour at 70B
         runtime=GPU_RUNTIME("lm_score", lambda w: int(30 + MODELS[w.model]["n_params"] / 1e9)),
     params:
