@@ -83,6 +83,16 @@ def shapes_files(dataset):
     return {key: f"{R}/data/{dataset}/{name}" for key, name in files.items()}
 
 
+def world_scenes(dataset):
+    """Offline, the world's scenes of a shapes dataset, which a study reads beside its features (density,
+    sample_size: `--scenes`, scenes_arg); the paper suite has none."""
+    return shapes_files(dataset)["scenes"] if SUITE == "offline" else []
+
+
+def scenes_arg(wildcards, input):
+    return f"--scenes {input.scenes}" if input.scenes else ""
+
+
 def model_dir(model):
     """Where a zoo model's checkpoint lives (a save_pretrained dir; zoo_vision.smk, zoo_language.smk)."""
     return f"{R}/models/{model}"

@@ -94,7 +94,7 @@ rule density:
             for m in model_set(DENS_LSET)
         ],
         vision=set_features(DENS_DATASET, DENS_VSET),
-        scenes=shapes_files(DENS_DATASET)["scenes"] if SUITE == "offline" else [],
+        scenes=world_scenes(DENS_DATASET),
     output:
         density=f"{DENS_OUT}/density.json",
         metrics=f"{DENS_OUT}/metrics.json",
@@ -117,7 +117,7 @@ rule density:
         language_names=model_set(DENS_LSET),
         vision_names=model_set(DENS_VSET),
         levels=DENS_LEVELS,
-        scenes=lambda w, input: f"--scenes {input.scenes}" if input.scenes else "",
+        scenes=scenes_arg,
         metric=ALIGN["metric"],
         device=config["device"],
     shell:
