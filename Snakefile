@@ -107,7 +107,12 @@ if workflow.is_main_process and R == "results":
 # only those, before dvc.lock records the new src/prh.
 from prh.cli import COMMANDS, code_hash
 
+# The same pass gives every rule that runs a command the one software environment, common.smk's CONDA_ENV:
+# written once here, not as a `conda:` line in each rule (a top-level `conda:` would be the environment of
+# the Snakefile's own code, not a default for the rules; `snakemake --lint` sees the env on each rule).
 for _rule in workflow.rules:
+    if _rule.shellcmd and _rule.conda_env is None:
+        _rule.conda_env = CONDA_ENV
     _text = " ".join([_rule.shellcmd or ""] + [p for p in _rule.params if isinstance(p, str)])
     _commands = sorted(set(re.findall(r"\bprh(?:\.cli)?(?: --gpus \S+)? ([a-z][a-z0-9-]*)", _text)) & set(COMMANDS))
     if _commands and "prh_code" not in _rule.params.keys():  # (a replicate module runs this file again)

@@ -27,7 +27,7 @@ from prh.studies.ledger import STUDIES
 SRC = Path(__file__).resolve().parents[1] / "src"
 LAYERS = [
     {"prh.io", "prh.errors", "prh.yamlfile", "prh.device", "prh.gpus", "prh.stats", "prh.pooling", "prh.bench",
-     "prh.manifest", "prh.claims"},
+     "prh.manifest", "prh.claims", "prh.report"},
     {"prh.config", "prh.metrics", "prh.pin", "prh.cluster"},
     {"prh.data"},
     {"prh.models", "prh.batching", "prh.standin", "prh.checks", "prh.lock"},
@@ -291,11 +291,13 @@ def test_no_rule_file_reads_a_name_a_later_include_defines():
 
 
 def test_one_host_memory_formula():
-    """A job that loads a model asks common.smk's host_mem_mb (there were two formulas for the same memory)."""
+    """A job that loads a model asks common.smk's host_mem_mb (there were two formulas for the same memory),
+    through common.smk's MODEL_JOB resources."""
     texts = {smk.name: smk.read_text() for smk in RULES.glob("*.smk")}
     assert sum(text.count("8000 +") for text in texts.values()) == 1 and "def host_mem_mb(" in texts["common.smk"]
+    assert "mem_mb=lambda w: host_mem_mb(w.model)" in texts["common.smk"]
     for smk in ("features.smk", "paper_data.smk", "downstream.smk", "density.smk"):
-        assert "mem_mb=lambda w: host_mem_mb(w.model)" in texts[smk], smk
+        assert "**MODEL_JOB," in texts[smk], smk
 
 
 def _schema_default_blocks() -> list[dict]:

@@ -13,12 +13,26 @@ SKIP_LANGUAGE_EMBEDDING = {
     name: int(ALIGN["skip_language_embedding"][SUITE] and all(MODELS[m]["modality"] == "language" for m in members))
     for name, members in config["model_sets"].items()
 }
+# The settings every command that aligns two sets of features gets (align, run-density, run-metric-agreement),
+# and those of its memory estimate (prh.metrics.memory.align_memory_mb: one layer of one file at a time)
+ALIGN_PARAMS = {key: ALIGN[key] for key in ("topk", "quantile", "cca_dim")}
+ALIGN_MEMORY = {key: ALIGN[key] for key in ("topk", "cca_dim", "dtype")}
+# What both align rules read and pass: the row set's and the column set's features and names, and how to compare
+ALIGN_INPUT = dict(x=lambda w: set_features(w.dataset, w.xset), y=lambda w: set_features(w.dataset, w.yset))
+ALIGN_SETS = dict(
+    x_names=lambda w: model_set(w.xset),
+    y_names=lambda w: model_set(w.yset),
+    **ALIGN_PARAMS,
+    dtype=ALIGN["dtype"],
+    knn_precision=ALIGN["knn_precision"],
+    device=config["device"],
+    skip=lambda w: SKIP_LANGUAGE_EMBEDDING[w.xset],
+)
 
 
 rule align:
     input:
-        x=lambda w: set_features(w.dataset, w.xset),
-        y=lambda w: set_features(w.dataset, w.yset),
+        **ALIGN_INPUT,
     output:
         f"{R}/alignment/{{dataset}}/{{metric}}/{{xset}}__{{yset}}.json",
     log:
@@ -30,8 +44,6 @@ rule align:
         metric=METRIC,
         xset=MODEL_SET,
         yset=MODEL_SET,
-    conda:
-        CONDA_ENV
     threads: 2
     resources:
         # from the feature files' headers: one layer at a time is read, so it follows one layer's size, not the file's
@@ -39,24 +51,14 @@ rule align:
             x_features=list(input.x),
             y_features=list(input.y),
             metric=w.metric,
-            topk=ALIGN["topk"],
-            cca_dim=ALIGN["cca_dim"],
-            dtype=ALIGN["dtype"],
+            **ALIGN_MEMORY,
         ),
         runtime=60,
     params:
-        x_names=lambda w: model_set(w.xset),
-        y_names=lambda w: model_set(w.yset),
-        topk=ALIGN["topk"],
-        quantile=ALIGN["quantile"],
-        cca_dim=ALIGN["cca_dim"],
+        **ALIGN_SETS,
         # the calibrated null of the headline metric (the figures' tables); other metrics (Figs 12-14) skip it
         permutations=lambda w: ALIGN["null_permutations"] if w.metric == ALIGN["metric"] else 0,
-        dtype=ALIGN["dtype"],
-        knn_precision=ALIGN["knn_precision"],
         seed=lambda w: config["seed"] if ALIGN["null_permutations"] and w.metric == ALIGN["metric"] else 0,  # only the null uses it
-        device=config["device"],
-        skip=lambda w: SKIP_LANGUAGE_EMBEDDING[w.xset],
     shell:
         "prh align --metric {wildcards.metric} --topk {params.topk} --quantile {params.quantile}"
         " --x-names {params.x_names} --x-features {input.x}"
@@ -78,8 +80,7 @@ ALL_METRIC_TABLES = [
 
 rule align_all_metrics:
     input:
-        x=lambda w: set_features(w.dataset, w.xset),
-        y=lambda w: set_features(w.dataset, w.yset),
+        **ALIGN_INPUT,
     output:
         [f"{R}/alignment/{{dataset}}/{m}/{{xset}}__{{yset}}.json" for m in SUPPORTED_METRICS],
     log:
@@ -90,33 +91,21 @@ rule align_all_metrics:
         dataset=one_of({t[0] for t in ALL_METRIC_TABLES}),
         xset=one_of({t[1] for t in ALL_METRIC_TABLES}),
         yset=one_of({t[2] for t in ALL_METRIC_TABLES}),
-    conda:
-        CONDA_ENV
     threads: 2
     resources:
         mem_mb=lambda w, input: align_memory_mb(
             x_features=list(input.x),
             y_features=list(input.y),
             metric=SUPPORTED_METRICS,
-            topk=ALIGN["topk"],
-            cca_dim=ALIGN["cca_dim"],
-            dtype=ALIGN["dtype"],
+            **ALIGN_MEMORY,
         ),
         runtime=120,
     params:
+        **ALIGN_SETS,
         metrics=SUPPORTED_METRICS,
-        x_names=lambda w: model_set(w.xset),
-        y_names=lambda w: model_set(w.yset),
-        topk=ALIGN["topk"],
-        quantile=ALIGN["quantile"],
-        cca_dim=ALIGN["cca_dim"],
         permutations=ALIGN["null_permutations"],
         null_metric=ALIGN["metric"],
         seed=config["seed"] if ALIGN["null_permutations"] else 0,
-        dtype=ALIGN["dtype"],
-        knn_precision=ALIGN["knn_precision"],
-        device=config["device"],
-        skip=lambda w: SKIP_LANGUAGE_EMBEDDING[w.xset],
     shell:
         "prh align --metric {params.metrics} --topk {params.topk} --quantile {params.quantile}"
         " --x-names {params.x_names} --x-features {input.x}"

@@ -74,9 +74,6 @@ rule bridge_arm:
         bench_path("bridge_arm", "{arm}")
     wildcard_constraints:
         arm=one_of(BRIDGE_ARMS),
-    conda:
-        CONDA_ENV
-    threads: 1
     resources:
         mem_mb=3000,
         runtime=lambda w: 15 if SUITE == "offline" else 600,
@@ -103,9 +100,6 @@ rule bridge_outliers:
         log_path("bridge_outliers", "outliers"),
     benchmark:
         bench_path("bridge_outliers", "outliers")
-    conda:
-        CONDA_ENV
-    threads: 1
     resources:
         mem_mb=3000,
         runtime=10,
@@ -129,9 +123,6 @@ rule bridge_align:
         log_path("bridge_align", "align"),
     benchmark:
         bench_path("bridge_align", "align")
-    conda:
-        CONDA_ENV
-    threads: 1
     resources:
         mem_mb=2000,
         runtime=10,
@@ -165,8 +156,6 @@ rule bridge_analyse:
         log_path("bridge_analyse", "analyse"),
     benchmark:
         bench_path("bridge_analyse", "analyse")
-    conda:
-        CONDA_ENV
     resources:
         mem_mb=1000,
         runtime=5,

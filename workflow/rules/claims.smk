@@ -45,8 +45,6 @@ rule claims_ledger:
         log_path("claims_ledger"),
     benchmark:
         bench_path("claims_ledger")
-    conda:
-        CONDA_ENV
     params:
         files=" ".join(f"--file {k}={v}" for k, v in LEDGER_FILES.items()),
         replicates=" ".join(f"--replicate {p}" for p in REPLICATE_LEDGERS),

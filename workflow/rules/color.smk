@@ -25,9 +25,6 @@ rule color_vision:
         log_path("color_vision", "color_vision"),
     benchmark:
         bench_path("color_vision", "color_vision")
-    conda:
-        CONDA_ENV
-    threads: 1
     resources:
         mem_mb=4000,
         runtime=30,
@@ -51,13 +48,8 @@ rule color_language:
         log_path("color_language", "color_language"),
     benchmark:
         bench_path("color_language", "color_language")
-    conda:
-        CONDA_ENV
-    threads: 1
     resources:
-        mem_mb=4000 if SUITE == "offline" else 16000,
-        runtime=15 if SUITE == "offline" else 60,
-        gpu=0 if SUITE == "offline" else 1,
+        **(dict(mem_mb=4000, runtime=15, gpu=0) if SUITE == "offline" else dict(mem_mb=16000, runtime=60, gpu=1)),
     params:
         models=json_param(COLOR_SPECS),
         config=json_param(COLOR_CFG["language"]),
@@ -75,9 +67,6 @@ rule color_nce:
         log_path("color_nce", "color_nce"),
     benchmark:
         bench_path("color_nce", "color_nce")
-    conda:
-        CONDA_ENV
-    threads: 1
     resources:
         mem_mb=2000,
         runtime=15,
@@ -100,9 +89,6 @@ rule color_metrics:
         log_path("color_metrics", "color_metrics"),
     benchmark:
         bench_path("color_metrics", "color_metrics")
-    conda:
-        CONDA_ENV
-    threads: 1
     resources:
         mem_mb=500,
         runtime=5,

@@ -14,6 +14,7 @@ from prh.cluster.launch import torchrun_launcher
 from prh.config import all_models
 from prh.figures import FIGURES
 from prh.metrics import SUPPORTED_METRICS
+from prh.report import ReportNumbers  # figures.smk's rule param for the report captions
 
 SUITE = config["suite"]
 SUITE_CFG = config["suites"][SUITE]
@@ -21,8 +22,8 @@ MODELS = all_models(config)
 # The results root: "results", or results/replicates/seed<S> for a replicate of the DAG (claims.smk)
 R = config["results"]
 
-# With --software-deployment-method conda every rule runs in this environment
-# (the same pins as requirements.lock; tests/test_packaging.py checks they agree).
+# With --software-deployment-method conda every rule runs in this environment (the same pins as
+# requirements.lock; tests/test_packaging.py checks they agree): the Snakefile gives it to every shell rule.
 # Snakemake reads a rule's conda path relative to the file that defines the rule,
 # so this points from workflow/rules/ to envs/prh.yaml at the repository root.
 CONDA_ENV = "../../envs/prh.yaml"
@@ -82,6 +83,16 @@ def shapes_files(dataset):
     return {key: f"{R}/data/{dataset}/{name}" for key, name in files.items()}
 
 
+def world_scenes(dataset):
+    """Offline, the world's scenes of a shapes dataset, which a study reads beside its features (density,
+    sample_size: `--scenes`, scenes_arg); the paper suite has none."""
+    return shapes_files(dataset)["scenes"] if SUITE == "offline" else []
+
+
+def scenes_arg(wildcards, input):
+    return f"--scenes {input.scenes}" if input.scenes else ""
+
+
 def model_dir(model):
     """Where a zoo model's checkpoint lives (a save_pretrained dir; zoo_vision.smk, zoo_language.smk)."""
     return f"{R}/models/{model}"
@@ -121,6 +132,10 @@ def host_mem_mb(model):
     return 4000 if spec["source"] == "zoo" else int(8000 + spec["n_params"] * 2.5e-6)
 
 
+# The host memory and GPUs of a job that loads one model, the {model} wildcard (extraction, lm_score, the harness)
+MODEL_JOB = dict(mem_mb=lambda w: host_mem_mb(w.model), gpu=lambda w: gpus_for(w.model))
+
+
 # ---- Alignment tables (alignment.smk), read by the density, downstream and metric-agreement studies ----
 
 ALIGN = config["alignment"]
@@ -140,41 +155,6 @@ def figure_targets(*names):
     if unknown:
         raise ValueError(f"figures {unknown} are not in prh.figures.FIGURES; register them there")
     return [f"{R}/figures/{n}.{ext}" for n in names for ext in FIGURES[n].formats]
-
-
-class ReportNumbers:
-    """A rule param that lets a report caption quote the numbers of a finished run.
-
-    Captions are rendered by `snakemake --report` after the run, with the job's params:
-    ``{{ snakemake.params.numbers.get("results/.../metrics.json", "trend", "spearman_r") }}``
-    reads the JSON then. Its repr is constant, so it never triggers a rerun.
-    """
-
-    def load(self, path):
-        """The whole JSON (an empty dict before the run), for loops in a caption."""
-        try:
-            with open(path) as f:
-                return json.load(f)
-        except (OSError, ValueError):
-            return {}
-
-    def fmt(self, value, spec=".3g"):
-        """A number as the caption shows it; JSON null (an undefined statistic) as NaN."""
-        if value is None:
-            return "NaN"
-        return format(value, spec) if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
-
-    def get(self, path, *keys, fmt=".3g"):
-        value = self.load(path)
-        try:
-            for key in keys:
-                value = value[key]
-        except (KeyError, IndexError, TypeError):
-            return "n/a"
-        return self.fmt(value, fmt)
-
-    def __repr__(self):
-        return "ReportNumbers()"
 
 
 # ---- GPU-hours of the plan: printed at the end of a dry run that plans GPU jobs ----

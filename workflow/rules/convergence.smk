@@ -42,8 +42,6 @@ rule probe_vtab_task:
         bench_path("probe_vtab_task", "{task}")
     wildcard_constraints:
         task=one_of(VTAB_TASKS),
-    conda:
-        CONDA_ENV
     threads: 4
     resources:
         mem_mb=8000,
@@ -70,8 +68,6 @@ rule probe_vtab:
         log_path("probe_vtab", "probe_vtab"),
     benchmark:
         bench_path("probe_vtab", "probe_vtab")
-    conda:
-        CONDA_ENV
     resources:
         mem_mb=1000,
         runtime=5,
@@ -88,8 +84,6 @@ rule lm_score_merge:
         log_path("lm_score_merge", "lm_score_merge"),
     benchmark:
         bench_path("lm_score_merge", "lm_score_merge")
-    conda:
-        CONDA_ENV
     resources:
         mem_mb=1000,
         runtime=5,
@@ -105,17 +99,11 @@ rule convergence:
         language=CONV_LANGUAGE,
         lm_competence=f"{R}/experiments/zoo/language_competence.json" if SUITE == "offline" else [],
     output:
-        competence=f"{CONV}/competence.json",
-        model_map=f"{CONV}/model_map.json",
-        language_vision=f"{CONV}/language_vision.json",
-        metrics=f"{CONV}/metrics.json",
+        **{name: f"{CONV}/{name}.json" for name in ("competence", "model_map", "language_vision", "metrics")},
     log:
         log_path("convergence", "convergence"),
     benchmark:
         bench_path("convergence", "convergence")
-    conda:
-        CONDA_ENV
-    threads: 1
     resources:
         mem_mb=2000,
         runtime=10,
@@ -176,8 +164,6 @@ if SUITE == "offline":
             log_path("world_gate", "language"),
         benchmark:
             bench_path("world_gate", "language")
-        conda:
-            CONDA_ENV
         resources:
             mem_mb=2000,
             runtime=20,
@@ -210,9 +196,6 @@ if SUITE == "offline":
             log_path("convergence_platonic", "convergence_platonic"),
         benchmark:
             bench_path("convergence_platonic", "convergence_platonic")
-        conda:
-            CONDA_ENV
-        threads: 1
         resources:
             mem_mb=4000,
             runtime=10,
@@ -247,8 +230,6 @@ if SUITE == "offline" and REL_MODELS:
             log_path("relational_test", "language"),
         benchmark:
             bench_path("relational_test", "language")
-        conda:
-            CONDA_ENV
         resources:
             mem_mb=2000,
             runtime=10,

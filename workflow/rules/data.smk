@@ -7,6 +7,7 @@ import re
 import shlex
 
 SHAPES_DATASETS = [name for name, d in config["datasets"].items() if d["kind"] == "shapes"]
+SHAPES_DATASET = one_of(SHAPES_DATASETS)  # the wildcard constraint of a rule per shapes dataset
 # The kernel settings do not change the data, so they are left out: editing them reruns no dataset.
 WORLD_DATA = {k: v for k, v in config["world"].items() if k != "kernel"}
 SAMPLE_SHEET_DATASET = config["suites"].get("offline", {}).get("paired_dataset")
@@ -20,9 +21,7 @@ rule shapes_dataset:
     benchmark:
         bench_path("shapes_dataset", "{dataset}")
     wildcard_constraints:
-        dataset=one_of(SHAPES_DATASETS),
-    conda:
-        CONDA_ENV
+        dataset=SHAPES_DATASET,
     resources:
         mem_mb=1000,
         runtime=15,

@@ -34,8 +34,6 @@ rule summarise_captions:
         log_path("summarise_captions", DENS_DATASET),
     benchmark:
         bench_path("summarise_captions", DENS_DATASET)
-    conda:
-        CONDA_ENV
     threads: 4
     resources:
         mem_mb=32000,
@@ -67,9 +65,9 @@ rule summarise_captions:
 # its own file, exactly what a job per (model, level) wrote.
 use rule extract_language as extract_language_density with:
     input:
-        unpack(lambda w: ZOO_CHECKPOINT["language"].get(w.model, {})),
+        unpack(lambda w: ZOO_CHECKPOINT.get(w.model, {})),
         **PREFLIGHT_INPUT,
-        captions=DENS_CAPTIONS,
+        data=DENS_CAPTIONS,
     output:
         feats=[f"{R}/features/{{dataset}}/density{level}/{{model}}.safetensors" for level in DENS_LEVELS],
         meta=[f"{R}/features/{{dataset}}/density{level}/{{model}}.json" for level in DENS_LEVELS],
@@ -77,22 +75,14 @@ use rule extract_language as extract_language_density with:
         log_path("extract_language_density", "{dataset}", "{model}"),
     benchmark:
         bench_path("extract_language_density", "{dataset}", "{model}")
-    wildcard_constraints:
-        model=EXTRACT_MODELS["language"],
-        dataset=DATASET,
     resources:
-        mem_mb=lambda w: host_mem_mb(w.model),
+        **MODEL_JOB,
         runtime=GPU_RUNTIME("extract_language_density", lambda w: EXTRACT_RUNTIME[w.model] * len(DENS_LEVELS)),
-        gpu=lambda w: gpus_for(w.model),
     params:
-        model=lambda w: MODEL_ARG[w.model],
-        revision=lambda w: REVISION_ARG[w.model],
-        devices=lambda w: device_map_arg(w.model),
-        data=lambda w, input: os.path.dirname(input.captions),
-        batch_size=FEAT["language_batch_size"],
-        pooling=FEAT["language_pooling"],
-        options=lambda w: f"{LANGUAGE_OPTIONS} --text-field texts --text-index {' '.join(map(str, DENS_LEVELS))} --no-bpb",
-        device=config["device"],
+        **{
+            **EXTRACT_PARAMS["language"],
+            "options": lambda w: f"{LANGUAGE_OPTIONS} --text-field texts --text-index {' '.join(map(str, DENS_LEVELS))} --no-bpb",
+        },
 
 
 rule density:
@@ -104,7 +94,7 @@ rule density:
             for m in model_set(DENS_LSET)
         ],
         vision=set_features(DENS_DATASET, DENS_VSET),
-        scenes=shapes_files(DENS_DATASET)["scenes"] if SUITE == "offline" else [],
+        scenes=world_scenes(DENS_DATASET),
     output:
         density=f"{DENS_OUT}/density.json",
         metrics=f"{DENS_OUT}/metrics.json",
@@ -112,8 +102,6 @@ rule density:
         log_path("density", DENS_DATASET),
     benchmark:
         bench_path("density", DENS_DATASET)
-    conda:
-        CONDA_ENV
     threads: 2
     resources:
         # one layer of one file in memory at a time (align_memory_mb), not a whole feature file
@@ -121,20 +109,16 @@ rule density:
             x_features=list(input.language),
             y_features=list(input.vision),
             metric=ALIGN["metric"],
-            topk=ALIGN["topk"],
-            cca_dim=ALIGN["cca_dim"],
-            dtype=ALIGN["dtype"],
+            **ALIGN_MEMORY,
         ),
         runtime=60,
     params:
+        **ALIGN_PARAMS,
         language_names=model_set(DENS_LSET),
         vision_names=model_set(DENS_VSET),
         levels=DENS_LEVELS,
-        scenes=lambda w, input: f"--scenes {input.scenes}" if input.scenes else "",
+        scenes=scenes_arg,
         metric=ALIGN["metric"],
-        topk=ALIGN["topk"],
-        quantile=ALIGN["quantile"],
-        cca_dim=ALIGN["cca_dim"],
         device=config["device"],
     shell:
         "prh run-density --captions {input.captions} --language-names {params.language_names}"

@@ -32,9 +32,6 @@ rule downstream_mc:
         log_path("downstream_mc", "downstream_mc"),
     benchmark:
         bench_path("downstream_mc", "downstream_mc")
-    conda:
-        CONDA_ENV
-    threads: 1
     resources:
         mem_mb=4000,
         runtime=30,
@@ -61,24 +58,17 @@ rule downstream_harness:
     benchmark:
         bench_path("downstream_harness", "{model}")
     wildcard_constraints:
-        model=one_of(n for n, m in MODELS.items() if m["source"] == "hub" and m["modality"] == "language"),
-    conda:
-        CONDA_ENV
+        model=HUB_LM,
     resources:
-        gpu=lambda w: gpus_for(w.model),
-        mem_mb=lambda w: host_mem_mb(w.model),
+        **MODEL_JOB,
         # ~40M prompt tokens (10-shot HellaSwag x 4 endings) and 1,319 x 256 greedy GSM8K steps: ~1 h at 7B on one GPU
         runtime=GPU_RUNTIME("downstream_harness", lambda w: int(30 + 8 * MODELS[w.model]["n_params"] / 1e9)),
     params:
-        repo=lambda w: MODELS[w.model]["repo"],
-        revision=lambda w: MODELS[w.model]["revision"],
+        **HUB_LM_PARAMS,
         tasks=json_param(HARNESS.get("tasks")),
         limit=f"--limit {HARNESS['limit']}" if HARNESS.get("limit") else "",
         batch_size=HARNESS["batch_size"],
         fewshot_seed=HARNESS["fewshot_seed"],
-        device=config["device"],
-        # a model larger than one GPU is spread over the job's GPUs
-        device_map=lambda w: device_map_arg(w.model),
     shell:
         "prh --gpus {resources.gpu} eval-harness --model {params.repo:q} --revision {params.revision:q} --name {wildcards.model}"
         " --tasks {params.tasks} {params.limit} --batch-size {params.batch_size} --fewshot-seed {params.fewshot_seed}"
@@ -94,8 +84,6 @@ rule downstream_harness_merge:
         log_path("downstream_harness_merge", "downstream_harness_merge"),
     benchmark:
         bench_path("downstream_harness_merge", "downstream_harness_merge")
-    conda:
-        CONDA_ENV
     resources:
         mem_mb=1000,
         runtime=5,
@@ -116,8 +104,6 @@ rule downstream:
         log_path("downstream", "downstream"),
     benchmark:
         bench_path("downstream", "downstream")
-    conda:
-        CONDA_ENV
     resources:
         mem_mb=1000,
         runtime=5,

@@ -29,15 +29,12 @@ EXTRACT_MODELS = {
     mod: one_of(m for m, s in MODELS.items() if s.get("modality") == mod) for mod in ("vision", "language")
 }
 ZOO_CHECKPOINT = {
-    mod: {
-        m: {
-            "config": f"{model_dir(m)}/config.json",
-            **({"weights": f"{model_dir(m)}/model.safetensors"} if mod == "vision" else {}),
-        }
-        for m, s in MODELS.items()
-        if s["source"] == "zoo"
+    m: {
+        "config": f"{model_dir(m)}/config.json",
+        **({"weights": f"{model_dir(m)}/model.safetensors"} if s.get("modality") == "vision" else {}),
     }
-    for mod in ("vision", "language")
+    for m, s in MODELS.items()
+    if s["source"] == "zoo"
 }
 MODEL_ARG = {m: model_dir(m) if s["source"] == "zoo" else s["repo"] for m, s in MODELS.items()}
 REVISION_ARG = {
@@ -66,77 +63,62 @@ CAPTION_ARGS = {
 }
 
 
-rule extract_vision:
-    input:
-        unpack(lambda w: ZOO_CHECKPOINT["vision"].get(w.model, {})),
-        **PREFLIGHT_INPUT,
-        images=f"{R}/data/{{dataset}}/images.npy",
-    output:
-        feats=f"{R}/features/{{dataset}}/{{model}}.safetensors",
-        meta=f"{R}/features/{{dataset}}/{{model}}.json",
-    log:
-        log_path("extract_vision", "{dataset}", "{model}"),
-    benchmark:
-        bench_path("extract_vision", "{dataset}", "{model}")
-    wildcard_constraints:
-        model=EXTRACT_MODELS["vision"],
-        dataset=DATASET,
-    conda:
-        CONDA_ENV
-    threads: lambda w: 1 if MODELS[w.model]["source"] == "zoo" else 4
-    resources:
-        mem_mb=lambda w: host_mem_mb(w.model),
-        runtime=GPU_RUNTIME("extract_vision", lambda w: EXTRACT_RUNTIME[w.model]),
-        gpu=lambda w: gpus_for(w.model),
-    params:
+# Per modality, the params and flags of its extraction command beyond the ones both share (density.smk's
+# extract_language_density reuses the language ones).
+EXTRACT_PARAMS = {
+    mod: dict(
         model=lambda w: MODEL_ARG[w.model],
         revision=lambda w: REVISION_ARG[w.model],
-        data=lambda w, input: os.path.dirname(input.images),
-        batch_size=FEAT["vision_batch_size"],
-        layers=lambda w: "last" if w.dataset in PROBE_ONLY_DATASETS else "all",  # a linear probe is the only reader
+        data=lambda w, input: os.path.dirname(input.data),
+        batch_size=FEAT[f"{mod}_batch_size"],
         device=config["device"],
-        dtype=FEAT["vision_dtype"],  # float32 as the reference (schema default)
-        # on CUDA, batches sized from the memory budget; a CPU keeps vision_batch_size
-        budget=f"--gpu-memory-budget-gb {FEAT['gpu_memory_budget_gb']}" if FEAT.get("gpu_memory_budget_gb") else "",
-    shell:
-        "prh --gpus {resources.gpu} extract-vision --model {params.model:q} {params.revision} --data {params.data}"
-        " --out {output.feats} --name {wildcards.model} --batch-size {params.batch_size}"
-        " --layers {params.layers} --device {params.device} --dtype {params.dtype} {params.budget} > {log} 2>&1"
+    )
+    for mod in ("vision", "language")
+}
+EXTRACT_PARAMS["vision"].update(
+    layers=lambda w: "last" if w.dataset in PROBE_ONLY_DATASETS else "all",  # a linear probe is the only reader
+    dtype=FEAT["vision_dtype"],  # float32 as the reference (schema default)
+    # on CUDA, batches sized from the memory budget; a CPU keeps vision_batch_size
+    budget=f"--gpu-memory-budget-gb {FEAT['gpu_memory_budget_gb']}" if FEAT.get("gpu_memory_budget_gb") else "",
+)
+EXTRACT_PARAMS["language"].update(
+    devices=lambda w: device_map_arg(w.model),
+    pooling=FEAT["language_pooling"],
+    options=lambda w: f"{LANGUAGE_OPTIONS} {CAPTION_ARGS.get(w.dataset, '')}".strip(),
+)
+EXTRACT_FLAGS = {
+    "vision": "--layers {params.layers} --device {params.device} --dtype {params.dtype} {params.budget}",
+    "language": "--pooling {params.pooling} {params.options} --device {params.device} {params.devices}",
+}
 
 
-rule extract_language:
-    input:
-        unpack(lambda w: ZOO_CHECKPOINT["language"].get(w.model, {})),
-        **PREFLIGHT_INPUT,
-        captions=f"{R}/data/{{dataset}}/captions.jsonl",
-    output:
-        feats=f"{R}/features/{{dataset}}/{{model}}.safetensors",
-        meta=f"{R}/features/{{dataset}}/{{model}}.json",
-    log:
-        log_path("extract_language", "{dataset}", "{model}"),
-    benchmark:
-        bench_path("extract_language", "{dataset}", "{model}")
-    wildcard_constraints:
-        model=EXTRACT_MODELS["language"],
-        dataset=DATASET,
-    conda:
-        CONDA_ENV
-    threads: lambda w: 1 if MODELS[w.model]["source"] == "zoo" else 4
-    resources:
-        mem_mb=lambda w: host_mem_mb(w.model),
-        runtime=GPU_RUNTIME("extract_language", lambda w: EXTRACT_RUNTIME[w.model]),
-        gpu=lambda w: gpus_for(w.model),
-    params:
-        model=lambda w: MODEL_ARG[w.model],
-        revision=lambda w: REVISION_ARG[w.model],
-        devices=lambda w: device_map_arg(w.model),
-        data=lambda w, input: os.path.dirname(input.captions),
-        batch_size=FEAT["language_batch_size"],
-        pooling=FEAT["language_pooling"],
-        options=lambda w: f"{LANGUAGE_OPTIONS} {CAPTION_ARGS.get(w.dataset, '')}".strip(),
-        device=config["device"],
-    shell:
-        "prh --gpus {resources.gpu} extract-language --model {params.model:q} {params.revision} --data {params.data}"
-        " --out {output.feats} --name {wildcards.model} --batch-size {params.batch_size}"
-        " --pooling {params.pooling} {params.options} --device {params.device} {params.devices}"
-        " > {log} 2>&1"
+# extract_vision (from a dataset's images.npy) and extract_language (from its captions.jsonl)
+for _mod, _data in (("vision", "images.npy"), ("language", "captions.jsonl")):
+
+    rule:
+        name:
+            f"extract_{_mod}"
+        input:
+            unpack(lambda w: ZOO_CHECKPOINT.get(w.model, {})),
+            **PREFLIGHT_INPUT,
+            data=f"{R}/data/{{dataset}}/{_data}",
+        output:
+            feats=f"{R}/features/{{dataset}}/{{model}}.safetensors",
+            meta=f"{R}/features/{{dataset}}/{{model}}.json",
+        log:
+            log_path(f"extract_{_mod}", "{dataset}", "{model}"),
+        benchmark:
+            bench_path(f"extract_{_mod}", "{dataset}", "{model}")
+        wildcard_constraints:
+            model=EXTRACT_MODELS[_mod],
+            dataset=DATASET,
+        threads: lambda w: 1 if MODELS[w.model]["source"] == "zoo" else 4
+        resources:
+            **MODEL_JOB,
+            runtime=GPU_RUNTIME(f"extract_{_mod}", lambda w: EXTRACT_RUNTIME[w.model]),
+        params:
+            **EXTRACT_PARAMS[_mod],
+        shell:
+            f"prh --gpus {{resources.gpu}} extract-{_mod} --model {{params.model:q}} {{params.revision}} --data {{params.data}}"
+            f" --out {{output.feats}} --name {{wildcards.model}} --batch-size {{params.batch_size}} {EXTRACT_FLAGS[_mod]}"
+            " > {log} 2>&1"

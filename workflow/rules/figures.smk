@@ -32,8 +32,6 @@ for _fig in FIGURES.values():
             bench_path("plot", _fig.name)
         wildcard_constraints:
             **FIGURE_WILDCARDS,
-        conda:
-            CONDA_ENV
         resources:
             mem_mb=1000,
             runtime=5,
@@ -67,8 +65,6 @@ rule zoo_metrics:
         log_path("zoo_metrics", "metrics"),
     benchmark:
         bench_path("zoo_metrics", "metrics")
-    conda:
-        CONDA_ENV
     resources:
         mem_mb=500,
         runtime=5,

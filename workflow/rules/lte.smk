@@ -22,86 +22,54 @@ LTE_VISION_CONFIG = {
 }
 
 
-rule lte_least_squares:
-    output:
-        f"{LTE}/least_squares.json",
-    log:
-        log_path("lte", "least_squares"),
-    benchmark:
-        bench_path("lte", "least_squares")
-    conda:
-        CONDA_ENV
-    threads: LTE_CFG["nproc"]
-    resources:
-        mem_mb=1500 * LTE_CFG["nproc"],
-        runtime=30,
-        nodes=LTE_CFG["nnodes"],
-    params:
-        run=LTE_RUN,
-        config=json_param(LTE_CFG["least_squares"]),
-        seed=config["seed"],
-    shell:
-        "OMP_NUM_THREADS=1 {params.run} --experiment least_squares --config {params.config} --seed {params.seed} "
-        "--out {output} > {log} 2>&1"
-
-
-rule lte_vision:
-    input:
-        **shapes_files(LTE_CFG["dataset"]),
-    output:
-        f"{LTE}/vision.json",
-    log:
-        log_path("lte", "vision"),
-    benchmark:
-        bench_path("lte", "vision")
-    conda:
-        CONDA_ENV
-    threads: LTE_CFG["nproc"]
-    resources:
-        mem_mb=1500 * LTE_CFG["nproc"],
-        runtime=60,
-        nodes=LTE_CFG["nnodes"],
-    params:
-        run=LTE_RUN,
+# Per offline experiment: what it reads (the vision runs the shapes dataset; Table 4.9 mini and Fig 4.7 also
+# the learning rate vision.json's sweep chose), its config, minutes of runtime and its arguments before --config
+LTE_RUNS = {
+    "least_squares": dict(input={}, config=json_param(LTE_CFG["least_squares"]), runtime=30, args=""),
+    "vision": dict(
+        input=shapes_files(LTE_CFG["dataset"]),
         config=LTE_VISION_CONFIG["vision"],
-        data=lambda w, input: os.path.dirname(input.meta),
-        seed=config["seed"],
-    shell:
-        "OMP_NUM_THREADS=1 {params.run} --experiment vision --data {params.data} --config {params.config} "
-        "--seed {params.seed} --out {output} > {log} 2>&1"
+        runtime=60,
+        args=" --data {params.data}",
+    ),
+    **{
+        exp: dict(
+            input={**shapes_files(LTE_CFG["dataset"]), "lr": f"{LTE}/vision.json"},
+            config=LTE_VISION_CONFIG[exp],
+            runtime=60,
+            args=" --data {params.data} --lr-from {input.lr}",
+        )
+        for exp in ("table", "orthogonality")
+    },
+}
 
 
-# Table 4.9 mini and Fig 4.7: LTE runs at the learning rate vision.json's sweep chose.
-for _exp in ("table", "orthogonality"):
+for _exp, _run in LTE_RUNS.items():
 
     rule:
         name:
             f"lte_{_exp}"
         input:
-            **shapes_files(LTE_CFG["dataset"]),
-            lr=rules.lte_vision.output[0],
+            **_run["input"],
         output:
             f"{LTE}/{_exp}.json",
         log:
             log_path("lte", _exp),
         benchmark:
             bench_path("lte", _exp)
-        conda:
-            CONDA_ENV
         threads: LTE_CFG["nproc"]
         resources:
             mem_mb=1500 * LTE_CFG["nproc"],
-            runtime=60,
+            runtime=_run["runtime"],
             nodes=LTE_CFG["nnodes"],
         params:
             run=LTE_RUN,
-            experiment=_exp,
-            config=LTE_VISION_CONFIG[_exp],
-            data=lambda w, input: os.path.dirname(input.meta),
+            config=_run["config"],
+            data=lambda w, input: os.path.dirname(input.get("meta", "")),
             seed=config["seed"],
         shell:
-            "OMP_NUM_THREADS=1 {params.run} --experiment {params.experiment} --data {params.data} --lr-from {input.lr} "
-            "--config {params.config} --seed {params.seed} --out {output} > {log} 2>&1"
+            f"OMP_NUM_THREADS=1 {{params.run}} --experiment {_exp}{_run['args']} --config {{params.config}} --seed {{params.seed}} "
+            "--out {output} > {log} 2>&1"
 
 
 rule lte_verdicts:
@@ -116,9 +84,6 @@ rule lte_verdicts:
         log_path("lte", "verdicts"),
     benchmark:
         bench_path("lte", "verdicts")
-    conda:
-        CONDA_ENV
-    threads: 1
     resources:
         mem_mb=500,
         runtime=5,
@@ -145,8 +110,6 @@ rule lte_paper:
     wildcard_constraints:
         dataset=one_of(LTE_PAPER["datasets"]),
         model=one_of(LTE_PAPER["models"]),
-    conda:
-        CONDA_ENV
     threads: 4 * LTE_PAPER["nproc"]
     resources:
         mem_mb=64000,

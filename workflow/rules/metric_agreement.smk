@@ -25,8 +25,6 @@ rule locality:
         log_path("locality", "locality"),
     benchmark:
         bench_path("locality", "locality")
-    conda:
-        CONDA_ENV
     threads: 2
     resources:
         mem_mb=8000,
@@ -55,26 +53,20 @@ rule metric_agreement:
         features=set_features(SUITE_CFG["vision_dataset"], AGREE_VSET),
         bpb=CONV_LANGUAGE,
     output:
-        metric_agreement=f"{AGREE_OUT}/metric_agreement.json",
-        cross_metrics=f"{AGREE_OUT}/cross_metrics.json",
-        metrics=f"{AGREE_OUT}/metrics.json",
+        **{name: f"{AGREE_OUT}/{name}.json" for name in ("metric_agreement", "cross_metrics", "metrics")},
     log:
         log_path("metric_agreement", "metric_agreement"),
     benchmark:
         bench_path("metric_agreement", "metric_agreement")
-    conda:
-        CONDA_ENV
     threads: 2
     resources:
         mem_mb=8000,
         runtime=60,
     params:
+        **ALIGN_PARAMS,
         vision_names=model_set(AGREE_VSET),
         batch_sizes=AGREE["batch_sizes"],
         families=AGREE_FAMILIES,
-        topk=ALIGN["topk"],
-        quantile=ALIGN["quantile"],
-        cca_dim=ALIGN["cca_dim"],
         device=config["device"],
     shell:
         "prh run-metric-agreement --vision-alignments {input.vision} --vision-names {params.vision_names}"

@@ -20,6 +20,7 @@ HUB_DEFAULTS = dict(
     image_size=224,
 )
 HUB_DEFAULTS.update(carve=None, data_files=None)  # a split carved from another; the repo files read
+HUB_DATASET_FILES = {"images": "images.npy", "captions": "captions.jsonl", "labels": "labels.npy", "meta": "meta.json"}
 HUB_DATASETS = {name: {**HUB_DEFAULTS, **spec} for name, spec in config["datasets"].items() if spec["kind"] == "hub"}
 LM_CFG = config["paper"]["lm_score"]  # schema-filled (paper.schema.yaml)
 LM_SAMPLE = f"{R}/data/openwebtext_sample"
@@ -65,8 +66,6 @@ rule preflight:
         log_path("preflight", "all"),
     benchmark:
         bench_path("preflight", "all")
-    conda:
-        CONDA_ENV
     threads: 4
     resources:
         mem_mb=16000,
@@ -87,18 +86,14 @@ rule hub_dataset:
         # a local folder built by `prh prepare-*` from a download (prepare.smk), when params.yaml says so
         lambda w: PREPARED_METADATA.get(w.dataset, []),
     output:
-        images=f"{R}/data/{{dataset}}/images.npy",
-        captions=f"{R}/data/{{dataset}}/captions.jsonl",
-        labels=f"{R}/data/{{dataset}}/labels.npy",
-        meta=f"{R}/data/{{dataset}}/meta.json",
+        # a hub dataset dir (its data contract): images, captions, labels and meta
+        **{key: f"{R}/data/{{dataset}}/{name}" for key, name in HUB_DATASET_FILES.items()},
     log:
         log_path("hub_dataset", "{dataset}"),
     benchmark:
         bench_path("hub_dataset", "{dataset}")
     wildcard_constraints:
         dataset=one_of(HUB_DATASETS),
-    conda:
-        CONDA_ENV
     resources:
         # images are decoded into a memory-mapped file (prh.data.hub_datasets): memory does not grow with N x S^2
         mem_mb=8000,
@@ -125,8 +120,6 @@ rule lm_sample:
         log_path("lm_sample", "openwebtext"),
     benchmark:
         bench_path("lm_sample", "openwebtext")
-    conda:
-        CONDA_ENV
     resources:
         mem_mb=8000,
         runtime=120,
@@ -140,6 +133,17 @@ rule lm_sample:
         " --seed {params.lm[seed]} --out {params.out} > {log} 2>&1"
 
 
+# A job that runs one hub language model ({model}: lm_score here, downstream.smk's downstream_harness): which
+# models, and the params that load it (a model larger than one GPU is spread over the job's GPUs)
+HUB_LM = one_of(n for n, m in MODELS.items() if m["source"] == "hub" and m["modality"] == "language")
+HUB_LM_PARAMS = dict(
+    repo=lambda w: MODELS[w.model]["repo"],
+    revision=lambda w: MODELS[w.model]["revision"],
+    device=config["device"],
+    device_map=lambda w: device_map_arg(w.model),
+)
+
+
 rule lm_score:
     input:
         **PREFLIGHT_INPUT,
@@ -151,22 +155,15 @@ rule lm_score:
     benchmark:
         bench_path("lm_score", "{model}")
     wildcard_constraints:
-        model=one_of(n for n, m in MODELS.items() if m["source"] == "hub" and m["modality"] == "language"),
-    conda:
-        CONDA_ENV
+        model=HUB_LM,
     resources:
-        gpu=lambda w: gpus_for(w.model),
-        mem_mb=lambda w: host_mem_mb(w.model),
+        **MODEL_JOB,
         # ~4M tokens: minutes for 1B parameters on one GPU, about an hour at 70B
         runtime=GPU_RUNTIME("lm_score", lambda w: int(30 + MODELS[w.model]["n_params"] / 1e9)),
     params:
-        repo=lambda w: MODELS[w.model]["repo"],
-        revision=lambda w: MODELS[w.model]["revision"],
+        **HUB_LM_PARAMS,
         sample=lambda w, input: os.path.dirname(input.texts),
         batch_size=LM_CFG["batch_size"],
-        device=config["device"],
-        # a model larger than one GPU is spread over the job's GPUs
-        device_map=lambda w: device_map_arg(w.model),
     shell:
         "prh --gpus {resources.gpu} score-lm --model {params.repo:q} --revision {params.revision:q} --name {wildcards.model}"
         " --sample {params.sample} --out {output} --batch-size {params.batch_size}"

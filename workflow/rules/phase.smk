@@ -54,9 +54,6 @@ rule phase_model:
         bench_path("phase_model", "{model}")
     wildcard_constraints:
         model=one_of(PHASE_MODELS),
-    conda:
-        CONDA_ENV
-    threads: 1
     resources:
         mem_mb=lambda w: 3000 if MODELS[w.model]["source"] == "zoo" else 32000,
         runtime=lambda w: 20 if MODELS[w.model]["source"] == "zoo" else 120,
@@ -89,13 +86,8 @@ rule phase_adaptive_lr:
         log_path("phase_adaptive_lr", "phase_adaptive_lr"),
     benchmark:
         bench_path("phase_adaptive_lr", "phase_adaptive_lr")
-    conda:
-        CONDA_ENV
-    threads: 1
     resources:
-        mem_mb=3000 if SUITE == "offline" else 32000,
-        runtime=20 if SUITE == "offline" else 240,
-        gpu=0 if SUITE == "offline" else 1,
+        **(dict(mem_mb=3000, runtime=20, gpu=0) if SUITE == "offline" else dict(mem_mb=32000, runtime=240, gpu=1)),
     params:
         pairs=shlex.quote(
             json.dumps(
@@ -130,9 +122,6 @@ rule phase_analyse:
         log_path("phase_analyse", "phase_analyse"),
     benchmark:
         bench_path("phase_analyse", "phase_analyse")
-    conda:
-        CONDA_ENV
-    threads: 1
     resources:
         mem_mb=3000,
         runtime=20,

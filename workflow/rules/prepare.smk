@@ -32,8 +32,6 @@ for _ds_name, _ds_spec in config["datasets"].items():
             log_path("prepare", _ds_name),
         benchmark:
             bench_path("prepare", _ds_name)
-        conda:
-            CONDA_ENV
         resources:
             mem_mb=4000,
             runtime=120,

@@ -16,7 +16,7 @@ SS_CONFIG = {
 rule sample_size:
     input:
         feats=[f"{R}/features/{SS_DATASET}/{m}.safetensors" for m in SS_VISION + SS_LANGUAGE],
-        scenes=shapes_files(SS_DATASET)["scenes"] if SUITE == "offline" else [],
+        scenes=world_scenes(SS_DATASET),
     output:
         sweep=f"{SS_OUT}/sweep.json",
         metrics=f"{SS_OUT}/metrics.json",
@@ -24,8 +24,6 @@ rule sample_size:
         log_path("sample_size", SS_DATASET),
     benchmark:
         bench_path("sample_size", SS_DATASET)
-    conda:
-        CONDA_ENV
     threads: 2
     resources:
         mem_mb=8000,
@@ -33,7 +31,7 @@ rule sample_size:
     params:
         names=" ".join(SS_VISION + SS_LANGUAGE),
         language=" ".join(SS_LANGUAGE),
-        scenes=lambda w, input: f"--scenes {input.scenes}" if input.scenes else "",
+        scenes=scenes_arg,
         config=json_param(SS_CONFIG),
         seed=config["seed"],
         device=config["device"],

@@ -21,9 +21,6 @@ rule simplicity_experiment:
         bench_path("simplicity", "{experiment}")
     wildcard_constraints:
         experiment=one_of(SIMPLICITY_SLICES),
-    conda:
-        CONDA_ENV
-    threads: 1
     resources:
         mem_mb=2000,
         runtime=15,
@@ -45,8 +42,6 @@ rule simplicity_metrics:
         log_path("simplicity", "metrics"),
     benchmark:
         bench_path("simplicity", "metrics")
-    conda:
-        CONDA_ENV
     resources:
         mem_mb=1000,
         runtime=5,

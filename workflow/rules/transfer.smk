@@ -22,9 +22,6 @@ for _part in TRANSFER_SLICES:
             log_path("transfer", _part),
         benchmark:
             bench_path("transfer", _part)
-        conda:
-            CONDA_ENV
-        threads: 1
         resources:
             mem_mb=3000,
             runtime=30,
@@ -49,8 +46,6 @@ rule transfer_claims:
         log_path("transfer", "claims"),
     benchmark:
         bench_path("transfer", "claims")
-    conda:
-        CONDA_ENV
     resources:
         mem_mb=1000,
         runtime=5,

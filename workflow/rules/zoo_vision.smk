@@ -45,9 +45,6 @@ rule train_vision:
         bench_path("train_vision", "{model}")
     wildcard_constraints:
         model=one_of(ZOO_VISION),
-    conda:
-        CONDA_ENV
-    threads: 1
     resources:
         mem_mb=2000,
         runtime=15,
@@ -69,8 +66,6 @@ rule probe_vision:
         log_path("probe_vision", "vision"),
     benchmark:
         bench_path("probe_vision", "vision")
-    conda:
-        CONDA_ENV
     resources:
         mem_mb=2000,
         runtime=20,
