@@ -44,3 +44,31 @@ def test_ruff_would_catch_an_undefined_name(tmp_path):
     bad.write_text("import os\n\n\ndef f():\n    return undefined_name\n")
     proc = run("ruff", "check", "--no-cache", "--config", str(ROOT / "pyproject.toml"), str(bad))
     assert proc.returncode == 1 and "F821" in proc.stdout and "F401" in proc.stdout
+
+
+def shell_expressions(text: str) -> list[tuple[int, str]]:
+    """(line, first line) of each ``shell:`` directive's value in a Snakefile's text whose value is not a plain string
+    literal: an f-string, a name or any other expression."""
+    lines, found = text.splitlines(), []
+    for i, line in enumerate(lines):
+        if line.strip() == "shell:" and i + 1 < len(lines):
+            value = lines[i + 1].strip()
+            if not value.startswith(('"', "'")):
+                found.append((i + 2, value))
+        elif line.strip().startswith("shell:") and line.strip() != "shell:":
+            value = line.strip()[len("shell:"):].strip()
+            if not value.startswith(('"', "'")):
+                found.append((i + 1, value))
+    return found
+
+
+def test_every_shell_directive_is_a_plain_string():
+    """Snakemake evaluates a rule's shell: expression twice: when the rule is defined (what a dry run prints) and again
+    when the job runs. A name in it (a loop variable, a dict entry) is read the second time from the module as it stands
+    after every rule file ran: a rule defined in a loop ran the last iteration's command while its dry run showed the
+    right one. What varies belongs in params:, which is evaluated once."""
+    files = [ROOT / "Snakefile", *sorted((ROOT / "workflow" / "rules").glob("*.smk"))]
+    bad = [f"{p.relative_to(ROOT)}:{n}: {v}" for p in files for n, v in shell_expressions(p.read_text())]
+    assert not bad, "\n".join(bad)
+    loop = 'for _m in ("a", "b"):\n\n    rule:\n        shell:\n            f"prh {_m} > {{log}}"\n'
+    assert shell_expressions(loop) == [(5, 'f"prh {_m} > {{log}}"')]  # the check can fail

@@ -86,39 +86,60 @@ EXTRACT_PARAMS["language"].update(
     pooling=FEAT["language_pooling"],
     options=lambda w: f"{LANGUAGE_OPTIONS} {CAPTION_ARGS.get(w.dataset, '')}".strip(),
 )
-EXTRACT_FLAGS = {
-    "vision": "--layers {params.layers} --device {params.device} --dtype {params.dtype} {params.budget}",
-    "language": "--pooling {params.pooling} {params.options} --device {params.device} {params.devices}",
-}
 
 
-# extract_vision (from a dataset's images.npy) and extract_language (from its captions.jsonl)
-for _mod, _data in (("vision", "images.npy"), ("language", "captions.jsonl")):
+# Two rules, not one in a loop: Snakemake evaluates a shell: expression again when the job runs, after the loop has
+# ended, so a loop variable in it would give every job the last iteration's command (a dry run shows the right one).
+rule extract_vision:
+    input:
+        unpack(lambda w: ZOO_CHECKPOINT.get(w.model, {})),
+        **PREFLIGHT_INPUT,
+        data=f"{R}/data/{{dataset}}/images.npy",
+    output:
+        feats=f"{R}/features/{{dataset}}/{{model}}.safetensors",
+        meta=f"{R}/features/{{dataset}}/{{model}}.json",
+    log:
+        log_path("extract_vision", "{dataset}", "{model}"),
+    benchmark:
+        bench_path("extract_vision", "{dataset}", "{model}")
+    wildcard_constraints:
+        model=EXTRACT_MODELS["vision"],
+        dataset=DATASET,
+    threads: lambda w: 1 if MODELS[w.model]["source"] == "zoo" else 4
+    resources:
+        **MODEL_JOB,
+        runtime=GPU_RUNTIME("extract_vision", lambda w: EXTRACT_RUNTIME[w.model]),
+    params:
+        **EXTRACT_PARAMS["vision"],
+    shell:
+        "prh --gpus {resources.gpu} extract-vision --model {params.model:q} {params.revision} --data {params.data}"
+        " --out {output.feats} --name {wildcards.model} --batch-size {params.batch_size}"
+        " --layers {params.layers} --device {params.device} --dtype {params.dtype} {params.budget} > {log} 2>&1"
 
-    rule:
-        name:
-            f"extract_{_mod}"
-        input:
-            unpack(lambda w: ZOO_CHECKPOINT.get(w.model, {})),
-            **PREFLIGHT_INPUT,
-            data=f"{R}/data/{{dataset}}/{_data}",
-        output:
-            feats=f"{R}/features/{{dataset}}/{{model}}.safetensors",
-            meta=f"{R}/features/{{dataset}}/{{model}}.json",
-        log:
-            log_path(f"extract_{_mod}", "{dataset}", "{model}"),
-        benchmark:
-            bench_path(f"extract_{_mod}", "{dataset}", "{model}")
-        wildcard_constraints:
-            model=EXTRACT_MODELS[_mod],
-            dataset=DATASET,
-        threads: lambda w: 1 if MODELS[w.model]["source"] == "zoo" else 4
-        resources:
-            **MODEL_JOB,
-            runtime=GPU_RUNTIME(f"extract_{_mod}", lambda w: EXTRACT_RUNTIME[w.model]),
-        params:
-            **EXTRACT_PARAMS[_mod],
-        shell:
-            f"prh --gpus {{resources.gpu}} extract-{_mod} --model {{params.model:q}} {{params.revision}} --data {{params.data}}"
-            f" --out {{output.feats}} --name {{wildcards.model}} --batch-size {{params.batch_size}} {EXTRACT_FLAGS[_mod]}"
-            " > {log} 2>&1"
+
+rule extract_language:
+    input:
+        unpack(lambda w: ZOO_CHECKPOINT.get(w.model, {})),
+        **PREFLIGHT_INPUT,
+        data=f"{R}/data/{{dataset}}/captions.jsonl",
+    output:
+        feats=f"{R}/features/{{dataset}}/{{model}}.safetensors",
+        meta=f"{R}/features/{{dataset}}/{{model}}.json",
+    log:
+        log_path("extract_language", "{dataset}", "{model}"),
+    benchmark:
+        bench_path("extract_language", "{dataset}", "{model}")
+    wildcard_constraints:
+        model=EXTRACT_MODELS["language"],
+        dataset=DATASET,
+    threads: lambda w: 1 if MODELS[w.model]["source"] == "zoo" else 4
+    resources:
+        **MODEL_JOB,
+        runtime=GPU_RUNTIME("extract_language", lambda w: EXTRACT_RUNTIME[w.model]),
+    params:
+        **EXTRACT_PARAMS["language"],
+    shell:
+        "prh --gpus {resources.gpu} extract-language --model {params.model:q} {params.revision} --data {params.data}"
+        " --out {output.feats} --name {wildcards.model} --batch-size {params.batch_size}"
+        " --pooling {params.pooling} {params.options} --device {params.device} {params.devices}"
+        " > {log} 2>&1"

@@ -23,21 +23,21 @@ LTE_VISION_CONFIG = {
 
 
 # Per offline experiment: what it reads (the vision runs the shapes dataset; Table 4.9 mini and Fig 4.7 also
-# the learning rate vision.json's sweep chose), its config, minutes of runtime and its arguments before --config
+# the learning rate vision.json's sweep chose), its config and minutes of runtime. The shell is one constant: Snakemake
+# evaluates a shell: expression again when the job runs, after the loop has ended, so a loop variable in it would give
+# every job the last experiment's command (a dry run shows the right one); what varies is in params.
 LTE_RUNS = {
-    "least_squares": dict(input={}, config=json_param(LTE_CFG["least_squares"]), runtime=30, args=""),
+    "least_squares": dict(input={}, config=json_param(LTE_CFG["least_squares"]), runtime=30),
     "vision": dict(
         input=shapes_files(LTE_CFG["dataset"]),
         config=LTE_VISION_CONFIG["vision"],
         runtime=60,
-        args=" --data {params.data}",
     ),
     **{
         exp: dict(
             input={**shapes_files(LTE_CFG["dataset"]), "lr": f"{LTE}/vision.json"},
             config=LTE_VISION_CONFIG[exp],
             runtime=60,
-            args=" --data {params.data} --lr-from {input.lr}",
         )
         for exp in ("table", "orthogonality")
     },
@@ -65,11 +65,13 @@ for _exp, _run in LTE_RUNS.items():
         params:
             run=LTE_RUN,
             config=_run["config"],
-            data=lambda w, input: os.path.dirname(input.get("meta", "")),
+            experiment=_exp,
+            data=lambda w, input: f" --data {os.path.dirname(input.meta)}" if input.get("meta") else "",
+            lr=lambda w, input: f" --lr-from {input.lr}" if input.get("lr") else "",
             seed=config["seed"],
         shell:
-            f"OMP_NUM_THREADS=1 {{params.run}} --experiment {_exp}{_run['args']} --config {{params.config}} --seed {{params.seed}} "
-            "--out {output} > {log} 2>&1"
+            "OMP_NUM_THREADS=1 {params.run} --experiment {params.experiment}{params.data}{params.lr} --config {params.config}"
+            " --seed {params.seed} --out {output} > {log} 2>&1"
 
 
 rule lte_verdicts:
