@@ -96,6 +96,17 @@ def test_same_seed_same_weights_other_seed_other_weights(texts, tokenizer):
     assert not all(torch.equal(a[k], c[k]) for k in a)
 
 
+def test_device_cpu_is_the_default_path_and_is_recorded(texts, tokenizer):
+    """``device`` moves only the model and each batch: on the CPU the weights are bit for bit the default run's, and
+    the info says where it trained (a GPU run draws the same batches on the CPU)."""
+    (a, info), (b, info_b) = (train_language_model(texts=texts[0], tokenizer=tokenizer, steps=4, seed=3, **TINY, **kw)
+                              for kw in ({}, {"device": "cpu"}))
+    assert all(torch.equal(a.state_dict()[k], b.state_dict()[k]) for k in a.state_dict())
+    assert info["device"] == info_b["device"] == "cpu" and next(b.parameters()).device.type == "cpu"
+    with pytest.raises(Exception, match="(?i)cuda|device"):
+        train_language_model(texts=texts[0], tokenizer=tokenizer, steps=1, seed=3, device="tpu", **TINY)
+
+
 def test_causal_lm_learns_more_steps_lower_bpb_and_beats_unigram(texts, tokenizer):
     train, held_out = texts
     bpb = {}

@@ -66,12 +66,10 @@ def caption_texts(data_dir: str | os.PathLike, *, qa_pairs: int = 0, seed: int =
 def train_tokenizer(*, texts: list[str]):
     """A word-level tokenizer over the closed vocabulary of ``texts``, as a ``PreTrainedTokenizerFast``.
 
-    Words are runs of letters/digits, and runs of punctuation (``tokenizers``' Whitespace
-    pre-tokenizer): "centred at (34, 56)." -> centred, at, (, 34, ",", 56, ")." Every word
-    of the training text is one token (a percent such as 34 is one token, not two digits),
-    so a model spends no capacity spelling; the world's grammar is closed, so held-out
-    captions have no unknown words (``<unk>`` exists for anything else). Spaces are not
-    tokens: the grammar fixes them, so bits per byte still counts every byte of the text.
+    Words are runs of letters/digits or of punctuation (``tokenizers``' Whitespace pre-tokenizer): "centred at
+    (34, 56)." -> centred, at, (, 34, ",", 56, ")." Every word is one token (34 too), so a model spends no capacity
+    spelling; the grammar is closed, so held-out captions have no unknown words (``<unk>`` is for anything else).
+    Spaces are not tokens: the grammar fixes them, so bits per byte still counts every byte of the text.
     """
     from tokenizers import Tokenizer, models, pre_tokenizers, processors, trainers
     from transformers import PreTrainedTokenizerFast
@@ -128,11 +126,8 @@ def bucketed_batches(lengths: np.ndarray, *, batch_size: int, rng: np.random.Gen
                      window: int = 128) -> list[np.ndarray]:
     """One epoch of index batches: shuffle, sort within windows of ``window`` batches by length, shuffle batches.
 
-    Captions of similar length share a batch, so little compute goes to padding. On the default
-    world's training text (24,000 texts, 48-210 tokens from the 5th to the 95th percentile)
-    padding is 6.3% of tokens with windows of 16 batches and 0.8% with 128; a training step of
-    gpt2_s takes 15% less CPU time and gpt2_l 10% less (attention is quadratic in the padded
-    width; benchmarks/README.md, session 32).
+    Captions of similar length share a batch: on the default world's training text padding is 0.8% of tokens
+    with windows of 128 batches (6.3% with 16), and a step of gpt2_s takes 15% less CPU (benchmarks/README.md).
     """
     if window < 1 or batch_size < 1:
         raise ValueError(f"window={window} and batch_size={batch_size} must be >= 1 (batches per sorted window, items per batch)")
@@ -157,10 +152,7 @@ def collate(ids: list[list[int]], *, pad_id: int) -> tuple[torch.Tensor, torch.T
 
 def mask_tokens(input_ids: torch.Tensor, *, special: torch.Tensor, mask_id: int, vocab_size: int,
                 generator: torch.Generator, prob: float = 0.15) -> tuple[torch.Tensor, torch.Tensor]:
-    """BERT masking: choose ``prob`` of the non-special tokens; 80% -> mask, 10% -> random, 10% kept.
-
-    Returns the corrupted ids and the labels (-100 where not chosen).
-    """
+    """BERT masking of ``prob`` of the non-special tokens (80% -> mask, 10% random, 10% kept): (ids, labels or -100)."""
     draw = torch.rand(input_ids.shape, generator=generator)
     chosen = (draw < prob) & ~special
     labels = input_ids.masked_fill(~chosen, -100)
@@ -184,7 +176,7 @@ def lr_at(step: int, *, steps: int, lr: float, warmup: int) -> float:
 def train_language_model(*, texts: list[str], tokenizer, arch: str, n_layer: int, n_embd: int, n_head: int,
                          steps: int, context: int = 512, batch_size: int = 16, lr: float = 3e-3, warmup: int = 20,
                          weight_decay: float = 0.01, seed: int = 0, log_every: int = 10,
-                         checkpoints: list[int] | None = None, on_checkpoint=None):
+                         checkpoints: list[int] | None = None, on_checkpoint=None, device: str = "cpu"):
     """Train one zoo language model on ``texts``; return ``(model, info)``.
 
     Parameters
@@ -202,6 +194,8 @@ def train_language_model(*, texts: list[str], tokenizer, arch: str, n_layer: int
     checkpoints : steps (each in 0..steps) after which ``on_checkpoint(model, info)`` is
         called with the model in eval mode and the info so far (``info["steps"]`` = that
         step): the checkpoints of one run, as Pythia's, mid-schedule except the last.
+    device : ``cpu`` (seeded: the same weights every time), ``cuda`` or ``auto``; batches and masks are drawn on
+        the CPU either way, so a GPU run sees the same data (its weights differ by float rounding).
 
     Returns
     -------
@@ -209,6 +203,8 @@ def train_language_model(*, texts: list[str], tokenizer, arch: str, n_layer: int
     info : dict with the settings, parameter count, loss curve and wall time.
     """
     from tqdm import tqdm
+
+    from prh.device import resolve_device
 
     if steps < 0 or batch_size < 1:
         raise ValueError(f"steps={steps} must be >= 0 (0: untrained) and batch_size={batch_size} >= 1")
@@ -220,10 +216,11 @@ def train_language_model(*, texts: list[str], tokenizer, arch: str, n_layer: int
     ids = [x[:context] for x in full]
     lengths = np.array([len(x) for x in ids])
     torch.manual_seed(seed)
+    dev = resolve_device(device)
     model = build_model(
         arch=arch, vocab_size=len(tokenizer), context=context, n_layer=n_layer, n_embd=n_embd, n_head=n_head,
         pad_id=tokenizer.pad_token_id, bos_id=tokenizer.bos_token_id, eos_id=tokenizer.eos_token_id,
-    )
+    ).to(dev)
     # decay matrices only: decaying biases and norm gains towards 0 only hurts
     decay = [p for p in model.parameters() if p.ndim >= 2]
     no_decay = [p for p in model.parameters() if p.ndim < 2]
@@ -246,7 +243,7 @@ def train_language_model(*, texts: list[str], tokenizer, arch: str, n_layer: int
             "final_loss": curve[-1]["loss"] if curve else None, "loss_curve": list(curve),
             # CPU seconds tell the cost apart from waiting on a shared machine
             "train_seconds": time.perf_counter() - start, "train_cpu_seconds": time.process_time() - start_cpu,
-            "torch_threads": torch.get_num_threads(),
+            "torch_threads": torch.get_num_threads(), "device": str(dev),
         }
 
     model.eval()
@@ -270,7 +267,8 @@ def train_language_model(*, texts: list[str], tokenizer, arch: str, n_layer: int
         for group in opt.param_groups:
             group["lr"] = lr_at(step, steps=steps, lr=lr, warmup=warmup)
         # no KV cache while training: it only builds the key/value tensors a generation would reuse
-        loss = model(input_ids=input_ids, attention_mask=attention, labels=labels, use_cache=False).loss
+        loss = model(input_ids=input_ids.to(dev), attention_mask=attention if attention is None else attention.to(dev),
+                     labels=labels.to(dev), use_cache=False).loss
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -284,7 +282,7 @@ def train_language_model(*, texts: list[str], tokenizer, arch: str, n_layer: int
             on_checkpoint(model, info_at(step + 1))
             model.train()
     model.eval()
-    return model, info_at(steps)
+    return model.cpu(), info_at(steps)
 
 
 def save_checkpoint(out: str | os.PathLike, *, model=None, tokenizer=None, info: dict | None = None) -> Path:
@@ -396,5 +394,6 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--weight-decay", type=float, default=0.01)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    parser.add_argument("--device", default="cpu", choices=["auto", "cuda", "cpu"], help="where to train")
     args = parser.parse_args(argv)
     run_train_language(**vars(args))
