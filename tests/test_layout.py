@@ -18,10 +18,12 @@ Layers, bottom to top (a module may import its own layer and the ones below):
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
 
+from prh.config import SCHEMA, load_schema
 from prh.studies.ledger import STUDIES
 
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -168,6 +170,19 @@ def _studies():
     return manifests()
 
 
+@functools.cache
+def _filled_params() -> dict:
+    """params.yaml with the schema's defaults filled (prh.config.validate_schema)."""
+    from prh.config import load, validate_schema
+
+    return validate_schema(load(ROOT / "params.yaml"))
+
+
+def _required(name: str) -> list:
+    """The keys a study's schema requires at its top level (then params.yaml must give its block)."""
+    return load_schema(SCHEMA.parent / f"{name}.schema.yaml").get("required", [])
+
+
 @pytest.mark.parametrize("name", STUDIES)  # the one list of studies, not a copy of it
 def test_one_name_per_study(name):
     import yaml
@@ -179,9 +194,10 @@ def test_one_name_per_study(name):
     assert rules.exists(), "rule file"
     assert (ROOT / "workflow" / "schemas" / f"{name}.schema.yaml").exists(), "schema"
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
-    assert name in params, "params.yaml key"
-    schema = yaml.safe_load((ROOT / "workflow" / "schemas" / "params.schema.yaml").read_text())
-    assert schema["properties"][name]["$ref"] == f"{name}.schema.yaml"
+    assert name in _filled_params(), "params.yaml key (its block, or its schema's defaults)"
+    assert name not in yaml.safe_load((ROOT / "workflow" / "schemas" / "params.schema.yaml").read_text())["properties"]
+    assert load_schema(SCHEMA)["properties"][name]["$ref"] == f"{name}.schema.yaml"  # added by prh.config
+    assert name in params or not _required(name), f"{name}: its schema requires keys, so params.yaml needs its block"
     assert f"experiments/{name}" in rules.read_text() or f'"{name}"' in rules.read_text(), "results folder"
     assert (SRC / "prh" / "plots" / f"{name}.py").exists(), "plots module"
     assert (ROOT / "workflow" / "report" / name).is_dir(), "report folder"
@@ -301,11 +317,9 @@ def test_one_host_memory_formula():
 
 def _schema_default_blocks() -> list[dict]:
     """Every dict of defaults the schemas give (each block and each nested block)."""
-    import yaml
-
     from prh.config import schema_defaults
 
-    root = yaml.safe_load((ROOT / "workflow" / "schemas" / "params.schema.yaml").read_text())
+    root = load_schema(SCHEMA)
     found = []
 
     def walk(d):

@@ -79,12 +79,29 @@ def load_schema(path: str | Path) -> dict:
 
     Every Snakemake start validates params.yaml; a ``$ref`` is retrieved each time the
     validator meets it, so uncached loads made up seconds of a no-op rerun.
-    Callers get a copy: validators and defaults must not edit the cached tree."""
+    Callers get a copy: validators and defaults must not edit the cached tree.
+    The root schema (params.schema.yaml) comes with each study's block (``study_blocks``)."""
     import copy
 
     path = Path(path).resolve()
     stat = path.stat()
-    return copy.deepcopy(_schema_file(path, stat.st_mtime_ns, stat.st_size))
+    schema = copy.deepcopy(_schema_file(path, stat.st_mtime_ns, stat.st_size))
+    if path.name == SCHEMA.name:
+        written = sorted(set(schema["properties"]) & set(study_blocks()))
+        if written:
+            raise ConfigError(f"{path}: {', '.join(written)} are studies; their blocks come from their manifests "
+                              "(prh.config.study_blocks), not from a second entry here")
+        schema["properties"].update(study_blocks())
+    return schema
+
+
+def study_blocks() -> dict[str, dict]:
+    """The root schema's block of each study (prh.manifest.study_names), in the studies' order: its own schema file,
+    ``workflow/schemas/<name>.schema.yaml``, and an empty default, so that the schema fills every default of a study
+    that params.yaml leaves out."""
+    from prh.manifest import study_names
+
+    return {name: {"$ref": f"{name}.schema.yaml", "default": {}} for name in study_names()}
 
 
 def validate_schema(cfg: dict, schema_path: str | Path = SCHEMA, *, layers: list[tuple[str, dict]] | None = None) -> dict:
