@@ -238,10 +238,18 @@ DIRECTORY_RULES = {"hub_dataset", "lm_sample", "train_vision", "train_tokenizer"
 
 
 def _includes() -> list[str]:
-    """The rule files in the Snakefile's include order."""
+    """The rule files in the Snakefile's include order: its own ``include:`` lines, and where its loop over the studies
+    stands, each study's rule file in the studies' order."""
     import re
 
-    return re.findall(r'^include: "workflow/rules/(\w+\.smk)"', (ROOT / "Snakefile").read_text(), re.M)
+    from prh.manifest import study_names
+
+    found = re.findall(r'^(?:include: "workflow/rules/(\w+\.smk)"|(for _study in study_names\(\):))',
+                       (ROOT / "Snakefile").read_text(), re.M)
+    assert sum(bool(loop) for _, loop in found) == 1, "the Snakefile includes the studies' rule files in one loop"
+    order = [smk for own, loop in found for smk in ([own] if own else [f"{s}.smk" for s in study_names()])]
+    assert len(order) == len(set(order)), f"a rule file is included twice: {order}"
+    return order
 
 
 def _rule_blocks(text: str):
