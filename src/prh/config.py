@@ -5,7 +5,8 @@ Two layers of checking, both before any job runs:
 1. ``validate_schema``: JSON-schema validation against
    ``workflow/schemas/params.schema.yaml`` (types, unknown keys, allowed values),
    filling in every default, also inside the blocks kept in sibling files
-   (``$ref``), which Snakemake's own ``validate()`` checks but does not fill.
+   (``$ref``), which Snakemake's own ``validate()`` checks but does not fill;
+   each study's block is added to the file's from the studies' manifests (``load_schema``).
 ``prh.checks`` adds what a schema cannot say: references (every name that refers to another entry
 must exist) and the limits only the data rules out, and runs all three in one pass (``prh
 check-config``, and the Snakefile before any job).
