@@ -3,15 +3,14 @@
 # the suite chosen in params.yaml (default: offline). Rules, schemas and report captions
 # live in workflow/; the workflow profile is profiles/default, which Snakemake picks up
 # from the working directory without a flag.
-from snakemake.utils import min_version
+from snakemake.utils import min_version, validate
 
 min_version("9.0")
 
 
 # Before any job, one pass (prh.checks.check_config): the schema (types, ranges, name patterns; every
 # default filled, also inside the blocks kept in sibling schema files, which Snakemake's validate()
-# checks but does not fill; and each study's block, which prh.config adds to params.schema.yaml from the
-# studies' manifests and Snakemake's validate() would not know), names that refer to nothing, and limits only the data rules out (k
+# checks but does not fill), names that refer to nothing, and limits only the data rules out (k
 # against N, batch sizes, bins, checkpoints). Each problem names its key and the layer that set it
 # (params.yaml, a --configfile, --config). A user error prints as one line without a traceback
 # (PRH_DEBUG=1 shows it); broken YAML in params.yaml names its line (read here first, since
@@ -41,6 +40,7 @@ with user_errors():
             overrides=workflow.config_settings.config,
         ),
     )
+validate(config, schema="workflow/schemas/params.schema.yaml")
 
 
 # Before the first job of a real paper-suite run (Snakemake calls onstart: only when it is about to

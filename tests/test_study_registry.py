@@ -1,9 +1,11 @@
-"""The studies are their packages' manifests, and every list of studies is derived from them: the ledger's
-``STUDIES``, the Snakefile's includes of the rule files (tests/test_layout.py reads that order), the study blocks of
-params.schema.yaml and the study commands of ``prh``. A new study adds its own files and extends no list."""
+"""The studies are their packages' manifests, and the lists of studies are derived from them: the ledger's
+``STUDIES``, the Snakefile's includes of the rule files (tests/test_layout.py reads that order) and the study commands
+of ``prh``. params.schema.yaml's study blocks stay written in the file, since Snakemake's ``validate()`` reads it as
+written; they are checked here against the manifests, so a study added or removed names the block to add or remove."""
 
 from __future__ import annotations
 
+import copy
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +15,6 @@ import yaml
 
 from prh import cli
 from prh.config import SCHEMA, load, load_schema, validate_schema
-from prh.errors import ConfigError
 from prh.manifest import STUDIES_DIR, study_commands, study_names
 from prh.studies.ledger import STUDIES
 
@@ -90,20 +91,55 @@ def test_a_library_command_starts_without_reading_the_manifests():
     assert proc.stderr.strip().splitlines()[-1] == "0", proc.stderr
 
 
-def test_the_root_schema_holds_each_study_block_from_the_registry(tmp_path):
-    written = yaml.safe_load(SCHEMA.read_text())["properties"]
-    assert not set(written) & set(STUDIES), "a study's block in params.schema.yaml by hand"
-    root = load_schema(SCHEMA)
+def _study_block_problems(properties: dict, studies) -> list[str]:
+    """What params.schema.yaml's ``properties`` lack or hold beyond the studies' blocks: each study needs
+    ``<name>: {$ref: "<name>.schema.yaml", default: {}}``; a block named after what only a study has (a folder in
+    src/prh/studies/ or workflow/report/) that is no study (no manifest.yaml), or a study's schema under another key,
+    is one too many. (The library's blocks, cluster to world, have neither folder.)"""
+    problems = []
+    for name in studies:
+        want = {"$ref": f"{name}.schema.yaml", "default": {}}
+        if name not in properties:
+            problems.append(f"study {name} has no block in {SCHEMA.name}: add `{name}:` with "
+                            f'`$ref: "{name}.schema.yaml"` and `default: {{}}` under its properties')
+        elif properties[name] != want:
+            problems.append(f"study {name}'s block in {SCHEMA.name} is {properties[name]}; write {want}")
+    leftovers = {p.name for d in (STUDIES_DIR, ROOT / "workflow" / "report") for p in d.iterdir()
+                 if p.is_dir() and p.name != "__pycache__"}
+    for key, block in properties.items():
+        ref = (block or {}).get("$ref", "") if isinstance(block, dict) else ""
+        if key in studies:
+            continue
+        if key in leftovers:
+            problems.append(f"{SCHEMA.name} has a block `{key}:` but src/prh/studies/{key}/ has no manifest.yaml, so "
+                            f"{key} is no study: remove the block, or add src/prh/studies/{key}/manifest.yaml")
+        elif ref.removesuffix(".schema.yaml") in studies:
+            problems.append(f"{SCHEMA.name}: `{key}:` refers to the study schema {ref}; a study's block is its own name")
+    return problems
+
+
+def test_the_root_schema_holds_a_block_for_each_study_of_the_manifests():
+    """Snakemake's validate() reads params.schema.yaml as written, so each study's block is written there (the one
+    shared edit of a study's settings); this keeps that list equal to the manifests' (prh.manifest.study_names)."""
+    properties = yaml.safe_load(SCHEMA.read_text())["properties"]
+    problems = _study_block_problems(properties, STUDIES)
+    assert not problems, "\n".join(problems)
     for name in STUDIES:
-        assert root["properties"][name] == {"$ref": f"{name}.schema.yaml", "default": {}}
-        assert (SCHEMA.parent / f"{name}.schema.yaml").exists()
-    # written by hand as well: refused, so the registry stays the one list
-    copy = tmp_path / SCHEMA.name
-    doc = yaml.safe_load(SCHEMA.read_text())
-    doc["properties"][STUDIES[0]] = {"$ref": f"{STUDIES[0]}.schema.yaml"}
-    copy.write_text(yaml.safe_dump(doc))
-    with pytest.raises(ConfigError, match=f"{STUDIES[0]} are studies"):
-        load_schema(copy)
+        assert (SCHEMA.parent / f"{name}.schema.yaml").exists(), f"{name}: workflow/schemas/{name}.schema.yaml"
+    assert load_schema(SCHEMA)["properties"] == properties  # prh.config validates the same file, adding nothing
+
+
+def test_a_missing_or_extra_study_block_is_named():
+    properties = yaml.safe_load(SCHEMA.read_text())["properties"]
+    missing = {k: v for k, v in properties.items() if k != STUDIES[-1]}
+    assert _study_block_problems(missing, STUDIES) == [
+        f"study {STUDIES[-1]} has no block in {SCHEMA.name}: add `{STUDIES[-1]}:` with "
+        f'`$ref: "{STUDIES[-1]}.schema.yaml"` and `default: {{}}` under its properties']
+    no_default = {**properties, STUDIES[0]: {"$ref": f"{STUDIES[0]}.schema.yaml"}}
+    assert "write" in _study_block_problems(no_default, STUDIES)[0]
+    # a block left behind by a study whose manifest is gone
+    extra = _study_block_problems(properties, STUDIES[:-1])
+    assert len(extra) == 1 and f"src/prh/studies/{STUDIES[-1]}/ has no manifest.yaml" in extra[0], extra
 
 
 @pytest.mark.parametrize("name", STUDIES)
@@ -119,3 +155,13 @@ def test_a_study_without_a_block_in_params_yaml_gets_its_schema_defaults(name):
     assert name in filled
     if not given:  # params.yaml says nothing the schema does not (e.g. `sample_size: {}`)
         assert filled[name] == full[name]
+    # the Snakefile's second pass, Snakemake's validate() (set_default=True), accepts it and changes nothing
+    from snakemake.utils import validate
+
+    before = copy.deepcopy(filled)
+    validate(filled, schema=str(SCHEMA))
+    assert filled == before
+    # alone, it fills the block's `default: {}` (the nested defaults are prh.config's to fill)
+    del before[name]
+    validate(before, schema=str(SCHEMA))
+    assert before[name] == {}

@@ -5,8 +5,7 @@ Two layers of checking, both before any job runs:
 1. ``validate_schema``: JSON-schema validation against
    ``workflow/schemas/params.schema.yaml`` (types, unknown keys, allowed values),
    filling in every default, also inside the blocks kept in sibling files
-   (``$ref``), which Snakemake's own ``validate()`` checks but does not fill;
-   each study's block is added to the file's from the studies' manifests (``load_schema``).
+   (``$ref``), which Snakemake's own ``validate()`` checks but does not fill.
 ``prh.checks`` adds what a schema cannot say: references (every name that refers to another entry
 must exist) and the limits only the data rules out, and runs all three in one pass (``prh
 check-config``, and the Snakefile before any job).
@@ -80,29 +79,12 @@ def load_schema(path: str | Path) -> dict:
 
     Every Snakemake start validates params.yaml; a ``$ref`` is retrieved each time the
     validator meets it, so uncached loads made up seconds of a no-op rerun.
-    Callers get a copy: validators and defaults must not edit the cached tree.
-    The root schema (params.schema.yaml) comes with each study's block (``study_blocks``)."""
+    Callers get a copy: validators and defaults must not edit the cached tree."""
     import copy
 
     path = Path(path).resolve()
     stat = path.stat()
-    schema = copy.deepcopy(_schema_file(path, stat.st_mtime_ns, stat.st_size))
-    if path.name == SCHEMA.name:
-        written = sorted(set(schema["properties"]) & set(study_blocks()))
-        if written:
-            raise ConfigError(f"{path}: {', '.join(written)} are studies; their blocks come from their manifests "
-                              "(prh.config.study_blocks), not from a second entry here")
-        schema["properties"].update(study_blocks())
-    return schema
-
-
-def study_blocks() -> dict[str, dict]:
-    """The root schema's block of each study (prh.manifest.study_names), in the studies' order: its own schema file,
-    ``workflow/schemas/<name>.schema.yaml``, and an empty default, so that the schema fills every default of a study
-    that params.yaml leaves out."""
-    from prh.manifest import study_names
-
-    return {name: {"$ref": f"{name}.schema.yaml", "default": {}} for name in study_names()}
+    return copy.deepcopy(_schema_file(path, stat.st_mtime_ns, stat.st_size))
 
 
 def validate_schema(cfg: dict, schema_path: str | Path = SCHEMA, *, layers: list[tuple[str, dict]] | None = None) -> dict:

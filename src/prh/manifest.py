@@ -11,8 +11,9 @@ from the manifests or checked against them.
 
 The manifests are also the one list of studies (:func:`study_names`: every package of ``prh.studies`` with a
 ``manifest.yaml``, in the order each declares) and of their commands (:func:`study_commands`): the Snakefile
-includes each study's rule file, ``prh.config`` adds each study's block to params.schema.yaml and ``prh.cli``
-lists each study's commands from here, so a new study is its own files and no list to extend.
+includes each study's rule file and ``prh.cli`` lists each study's commands from here. params.schema.yaml still
+names each study's block (Snakemake's ``validate()`` reads that file as written); tests/test_study_registry.py
+checks those blocks against :func:`study_names`.
 
 This module holds only plain data: the workflow reads it while Snakemake parses the rules.
 """
