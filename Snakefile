@@ -81,17 +81,17 @@ include: "workflow/rules/zoo_vision.smk"
 include: "workflow/rules/zoo_language.smk"
 include: "workflow/rules/features.smk"
 include: "workflow/rules/alignment.smk"
-include: "workflow/rules/simplicity.smk"
-include: "workflow/rules/transfer.smk"
-include: "workflow/rules/color.smk"
-include: "workflow/rules/convergence.smk"
-include: "workflow/rules/metric_agreement.smk"
-include: "workflow/rules/downstream.smk"
-include: "workflow/rules/density.smk"
-include: "workflow/rules/bridge.smk"
-include: "workflow/rules/lte.smk"
-include: "workflow/rules/phase.smk"
-include: "workflow/rules/sample_size.smk"
+
+
+# Each study's rules, workflow/rules/<name>.smk, in the studies' order: the studies are the packages' manifests
+# (prh.manifest.study_names), not a list here. (An include in a loop is read at once; a rule's shell: is not.)
+from prh.manifest import study_names
+
+for _study in study_names():
+
+    include: f"workflow/rules/{_study}.smk"
+
+
 include: "workflow/rules/claims.smk"
 include: "workflow/rules/figures.smk"
 

@@ -27,13 +27,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_dvc_tracks_every_block_of_params_yaml():
     """The stage tracks params.yaml whole (``- params.yaml:``), not a second list of its keys that a new block could be
-    missing from (sample_size was); every study of the registry has its block there."""
-    from prh.studies.ledger import STUDIES
-
-    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    missing from (sample_size was). A study may leave its block out of params.yaml (its schema then gives every value):
+    the schemas are in the stage's ``workflow`` dep, so an edit of a default is seen too, and a block added later is
+    part of params.yaml's."""
     stage = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["workflow"]
     assert stage["params"] == [{"params.yaml": None}], f"dvc.yaml lists params keys by hand: {stage['params']}"
-    assert not set(STUDIES) - set(params), f"studies without a block in params.yaml: {sorted(set(STUDIES) - set(params))}"
     assert {"src/prh", "workflow", "Snakefile"} <= set(stage["deps"])
 
 

@@ -18,10 +18,12 @@ Layers, bottom to top (a module may import its own layer and the ones below):
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
 
+from prh.config import SCHEMA, load_schema
 from prh.studies.ledger import STUDIES
 
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -168,6 +170,19 @@ def _studies():
     return manifests()
 
 
+@functools.cache
+def _filled_params() -> dict:
+    """params.yaml with the schema's defaults filled (prh.config.validate_schema)."""
+    from prh.config import load, validate_schema
+
+    return validate_schema(load(ROOT / "params.yaml"))
+
+
+def _required(name: str) -> list:
+    """The keys a study's schema requires at its top level (then params.yaml must give its block)."""
+    return load_schema(SCHEMA.parent / f"{name}.schema.yaml").get("required", [])
+
+
 @pytest.mark.parametrize("name", STUDIES)  # the one list of studies, not a copy of it
 def test_one_name_per_study(name):
     import yaml
@@ -179,9 +194,10 @@ def test_one_name_per_study(name):
     assert rules.exists(), "rule file"
     assert (ROOT / "workflow" / "schemas" / f"{name}.schema.yaml").exists(), "schema"
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
-    assert name in params, "params.yaml key"
+    assert name in _filled_params(), "params.yaml key (its block, or its schema's defaults)"
     schema = yaml.safe_load((ROOT / "workflow" / "schemas" / "params.schema.yaml").read_text())
-    assert schema["properties"][name]["$ref"] == f"{name}.schema.yaml"
+    assert schema["properties"][name] == {"$ref": f"{name}.schema.yaml", "default": {}}, "params.schema.yaml block"
+    assert name in params or not _required(name), f"{name}: its schema requires keys, so params.yaml needs its block"
     assert f"experiments/{name}" in rules.read_text() or f'"{name}"' in rules.read_text(), "results folder"
     assert (SRC / "prh" / "plots" / f"{name}.py").exists(), "plots module"
     assert (ROOT / "workflow" / "report" / name).is_dir(), "report folder"
@@ -209,8 +225,7 @@ def test_every_command_of_a_study_is_a_cli_command_and_named_by_one_study():
             assert command in commands, f"{name}: {command}"
             assert command not in seen, f"{command} is declared by {seen.get(command)} and {name}"
             seen[command] = name
-    studies_stage = set(STAGES["studies"])
-    assert studies_stage - set(seen) == {"claims-ledger"}, studies_stage - set(seen)
+    assert set(STAGES["studies"]) <= set(seen), set(STAGES["studies"]) - set(seen)  # the studies' commands, only
 
 
 # ---- the workflow's shape: common.smk holds only what the rule files share, each study's
@@ -223,10 +238,18 @@ DIRECTORY_RULES = {"hub_dataset", "lm_sample", "train_vision", "train_tokenizer"
 
 
 def _includes() -> list[str]:
-    """The rule files in the Snakefile's include order."""
+    """The rule files in the Snakefile's include order: its own ``include:`` lines, and where its loop over the studies
+    stands, each study's rule file in the studies' order."""
     import re
 
-    return re.findall(r'^include: "workflow/rules/(\w+\.smk)"', (ROOT / "Snakefile").read_text(), re.M)
+    from prh.manifest import study_names
+
+    found = re.findall(r'^(?:include: "workflow/rules/(\w+\.smk)"|(for _study in study_names\(\):))',
+                       (ROOT / "Snakefile").read_text(), re.M)
+    assert sum(bool(loop) for _, loop in found) == 1, "the Snakefile includes the studies' rule files in one loop"
+    order = [smk for own, loop in found for smk in ([own] if own else [f"{s}.smk" for s in study_names()])]
+    assert len(order) == len(set(order)), f"a rule file is included twice: {order}"
+    return order
 
 
 def _rule_blocks(text: str):

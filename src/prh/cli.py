@@ -37,8 +37,10 @@ from prh.bench import RUSAGE_ENV, record_rusage
 from prh.errors import DEBUG_ENV, UsageError, did_you_mean, user_errors
 from prh.gpus import GPUS_FLAG, exec_holding_gpus, setup_job
 
-# stage -> {command: ("module:function", one line of help)}, in pipeline order.
-STAGES: dict[str, dict[str, tuple[str, str]]] = {
+# stage -> {command: ("module:function", one line of help)}, in pipeline order: the commands of the library's stages.
+# A study's commands are declared in its manifest (prh.manifest.study_commands) and follow these in their stage:
+# ``STAGES`` and ``COMMANDS`` hold both, read when first used (a command of this list starts without the manifests).
+_OWN: dict[str, dict[str, tuple[str, str]]] = {
     "config": {
         "check-config": ("prh.checks:main", "check a config as the Snakefile does: schema, names, data limits"),
         "check-lock": ("prh.lock:main", "params.yaml equals what dvc.lock built with (make pull runs it)"),
@@ -51,7 +53,6 @@ STAGES: dict[str, dict[str, tuple[str, str]]] = {
         "hub-manifest": ("prh.data.hub_manifest:main", "record hub ids, SHAs, splits, columns, rows (--check: offline)"),
         "prepare-dci": ("prh.data.prepare:dci_main", "build the DCI imagefolder from its official download"),
         "prepare-places": ("prh.data.prepare:places_main", "build the Places-365 val imagefolder from val_256.tar"),
-        "summarise-captions": ("prh.studies.density.summarise:main", "summarise dense captions with an instruct LM (Fig 9)"),
     },
     "models": {
         "train-vision": ("prh.models.train_vision:main", "train one vision model of the offline zoo"),
@@ -74,10 +75,7 @@ STAGES: dict[str, dict[str, tuple[str, str]]] = {
         "sample-lm-text": ("prh.evaluation.lm_score:sample_main", "sample the text that LM scores are measured on"),
         "score-lm": ("prh.evaluation.lm_score:main", "bits per byte of one hub language model"),
         "merge-lm-scores": ("prh.evaluation.lm_score:merge_main", "merge per-model LM scores into one table"),
-        "eval-harness": ("prh.evaluation.harness:main", "HellaSwag / GSM8K of one hub LM by lm-evaluation-harness (Fig 4)"),
-        "merge-harness": ("prh.evaluation.harness:merge_main", "merge per-model harness scores into Fig 4's CSV"),
         "summarise-zoo": ("prh.evaluation.zoo_summary:main", "trained-vs-untrained margins of the zoo (metrics)"),
-        "world-gate": ("prh.evaluation.world_gate:main", "the language test's world-derived gate against bag-of-words baselines"),
         "score-relational": ("prh.evaluation.relational:main", "relational multiple choice and the left-most gate"),
         "power-spearman": ("prh.pooling:power_main", "power of the pooled run-level Spearman test, runs needed"),
     },
@@ -86,28 +84,8 @@ STAGES: dict[str, dict[str, tuple[str, str]]] = {
         "knn-shard": ("prh.metrics.knn_shard:main_shard", "one row shard of a model's exact k-NN lists (one job per shard)"),
         "knn-merge": ("prh.metrics.knn_shard:main_merge", "join k-NN row shards into the unsharded search's lists"),
     },
-    "studies": {
-        "run-convergence": ("prh.studies.convergence.run:main", "PRH Figs 2 and 3: competence and language-vision"),
-        "run-platonic": ("prh.studies.convergence.run:platonic_main", "alignment with the world kernel (offline)"),
-        "relational-test": ("prh.studies.convergence.relational:main", "the relational language test, run as unit"),
-        "score-mc": ("prh.studies.downstream.run:mc_main", "score LMs on the shapes-world multiple choice (Fig 4)"),
-        "run-downstream": ("prh.studies.downstream.run:main", "PRH Fig 4: alignment vs downstream scores"),
-        "run-density": ("prh.studies.density.run:main", "PRH Fig 9: alignment per caption density"),
-        "run-locality": ("prh.studies.metric_agreement.locality:main", "PRH Fig 10: CKNNA over k"),
-        "run-metric-agreement": ("prh.studies.metric_agreement.run:main", "PRH Figs 12-14: metrics agree?"),
-        "run-color": ("prh.studies.color.run:main", "PRH Fig 8 and section 4: colour PMI and NCE"),
-        "run-transfer": ("prh.studies.transfer.transfer:main", "Imani et al.: alignment and transfer experiments"),
-        "run-simplicity": ("prh.studies.simplicity.run:main", "thesis ch. 2: effective rank vs depth"),
-        "run-lte": ("prh.studies.lte.run:main", "thesis ch. 4: one LTE experiment (launched by torchrun)"),
-        "run-lte-verdicts": ("prh.studies.lte.verdicts:main", "thesis ch. 4: LTE claims and their verdicts"),
-        "run-bridge-arm": ("prh.studies.bridge.arm:main", "seed 001: one bridge-training arm and its probes"),
-        "run-bridge-align": ("prh.studies.bridge.align:main", "seed 001: mutual k-NN of the arms"),
-        "run-bridge-outliers": ("prh.studies.bridge.outliers:main", "seed 001: outlier weights per matrix (Fig 2)"),
-        "run-bridge-analysis": ("prh.studies.bridge.analysis:main", "seed 001: bootstrap intervals and verdicts"),
-        "run-phase-model": ("prh.studies.phase.run:main", "seed 000: one model's NTK, AGOP and NTK stability"),
-        "run-phase-adaptive-lr": ("prh.studies.phase.adaptive_lr:main", "seed 000: Table 2's adaptive LR vs fixed LR"),
-        "run-phase-analysis": ("prh.studies.phase.analysis:main", "seed 000: pairs, Table 1, claims and verdicts"),
-        "run-sample-size": ("prh.studies.sample_size.run:main", "alignment against N: raw, calibrated and the null"),
+    "studies": {},  # each study's commands, from its manifest (stage "studies" unless it names another)
+    "claims": {
         "claims-ledger": ("prh.studies.ledger:main", "every study's claims and verdicts in one ledger (results/claims.json)"),
     },
     "figures": {
@@ -118,7 +96,36 @@ STAGES: dict[str, dict[str, tuple[str, str]]] = {
         "plan-cost": ("prh.cluster:main", "dry-run a plan; GPU-hours reserved vs estimated per rule family"),
     },
 }
-COMMANDS: dict[str, str] = {name: target for cmds in STAGES.values() for name, (target, _) in cmds.items()}
+_OWN_COMMANDS: dict[str, str] = {name: target for cmds in _OWN.values() for name, (target, _) in cmds.items()}
+
+
+@functools.cache
+def stages() -> dict[str, dict[str, tuple[str, str]]]:
+    """Every command by stage: the library's (``_OWN``), then the studies' in the studies' order (their manifests)."""
+    from prh.manifest import study_commands
+
+    found = {stage: dict(cmds) for stage, cmds in _OWN.items()}
+    for stage, name, target, summary in study_commands():
+        if stage not in found:
+            raise ValueError(f"command {name}: no stage {stage!r}; the stages are {', '.join(found)}")
+        if any(name in cmds for cmds in found.values()):
+            raise ValueError(f"command {name} is declared twice (by prh.cli or by two studies' manifests)")
+        found[stage][name] = (target, summary)
+    return found
+
+
+@functools.cache
+def commands() -> dict[str, str]:
+    """command -> "module:function", every stage's."""
+    return {name: target for cmds in stages().values() for name, (target, _) in cmds.items()}
+
+
+def __getattr__(name: str):
+    if name == "STAGES":
+        return stages()
+    if name == "COMMANDS":
+        return commands()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 _SRC = Path(__file__).resolve().parents[1]  # src/, which holds the package prh/
@@ -156,7 +163,7 @@ def code_files(command: str) -> list[Path]:
     (its package's, or ``_LOADS_BY_NAME``), where the importer reads its namespace (``from prh.metrics import
     mutual_knn``, not ``from prh.metrics.knn import knn``). Not this dispatcher: it computes nothing, and a new
     command would rerun every job."""
-    todo = [(COMMANDS[command].split(":")[0], True)]
+    todo = [(commands()[command].split(":")[0], True)]
     seen: dict[str, bool] = {__name__: True}  # module -> its namespace was read (its by-name loads followed)
     files: set[Path] = set()
     while todo:
@@ -192,9 +199,9 @@ def code_hash(*commands: str) -> str:
 
 
 def usage() -> str:
-    width = max(map(len, COMMANDS)) + 2
+    width = max(map(len, commands())) + 2
     lines = ["usage: prh <command> [args]"]
-    for stage, cmds in STAGES.items():
+    for stage, cmds in stages().items():
         lines += ["", f"{stage}:"] + [f"  {name:<{width}}{summary}" for name, (_, summary) in cmds.items()]
     lines += ["", "`prh <command> --help` describes a command's arguments.",
               "`prh --gpus N <command> ...` first takes N free GPUs for the command (prh.gpus; GPU rules do)."]
@@ -218,9 +225,10 @@ def main(argv: list[str] | None = None) -> None:
         print(usage())
         return
     name, rest = argv[0], argv[1:]
-    if name not in COMMANDS:
-        sys.exit(f"prh: {did_you_mean(name, COMMANDS, kind='command', listing='`prh --help` lists them')}")
-    module, func = COMMANDS[name].split(":")
+    target = _OWN_COMMANDS.get(name) or commands().get(name)  # a library command starts without the manifests
+    if target is None:
+        sys.exit(f"prh: {did_you_mean(name, commands(), kind='command', listing='`prh --help` lists them')}")
+    module, func = target.split(":")
     start, status = time.perf_counter(), 1
     try:
         with user_errors(prefix=f"prh {name}: "):

@@ -9,17 +9,26 @@ checks all of them. The figure registry (``prh.figures``), the claims ledger
 (``prh.studies.ledger``), ``dvc.yaml``'s plots and metrics and the README's tables are built
 from the manifests or checked against them.
 
+The manifests are also the one list of studies (:func:`study_names`: every package of ``prh.studies`` with a
+``manifest.yaml``, in the order each declares) and of their commands (:func:`study_commands`): the Snakefile
+includes each study's rule file and ``prh.cli`` lists each study's commands from here. params.schema.yaml still
+names each study's block (Snakemake's ``validate()`` reads that file as written); tests/test_study_registry.py
+checks those blocks against :func:`study_names`.
+
 This module holds only plain data: the workflow reads it while Snakemake parses the rules.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
-__all__ = ["Figure", "ClaimSpec", "Study", "EXPERIMENTS", "load_study"]
+__all__ = ["Figure", "ClaimSpec", "Study", "EXPERIMENTS", "STUDIES_DIR", "load_study", "study_names", "study_commands"]
 
 EXPERIMENTS = "results/experiments"
+STUDIES_DIR = Path(__file__).resolve().parent / "studies"  # one package per study, each with its manifest.yaml
 
 
 @dataclass(frozen=True)
@@ -120,7 +129,41 @@ def load_study(path) -> Study:
                f["category"], name, f.get("kwargs", {}), tuple(f.get("formats", ("pdf", "png"))), f.get("preset"))
         for f in doc.get("figures") or ())
     return Study(name=name, title=doc["title"], source=doc["source"], outputs=tuple(doc["outputs"]),
-                 figures=figures, commands=tuple(doc["commands"]),
+                 figures=figures, commands=tuple(c["name"] for c in doc["commands"]),
                  claims=tuple(_claim(name, c) for c in doc.get("claims") or ()),
                  suites=tuple(doc.get("suites", ("offline", "paper"))),
                  verdict_inputs=dict(doc.get("verdict_inputs") or {}))
+
+
+@functools.cache
+def _documents(studies_dir: Path = STUDIES_DIR) -> dict[str, dict]:
+    """Every study's manifest.yaml, parsed, by name, in the studies' order (each manifest's ``order``)."""
+    import yaml
+
+    docs = {}
+    for path in sorted(studies_dir.glob("*/manifest.yaml")):
+        doc = yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        if doc.get("name") != path.parent.name:
+            raise ValueError(f"{path}: name {doc.get('name')!r} is not its package's, {path.parent.name!r}")
+        if not isinstance(doc.get("order"), int):
+            raise ValueError(f"{path}: `order` (its place among the studies, an integer) is {doc.get('order')!r}")
+        docs[doc["name"]] = doc
+    orders = {}
+    for name, doc in docs.items():
+        if doc["order"] in orders:
+            raise ValueError(f"studies {orders[doc['order']]} and {name} both declare order {doc['order']}")
+        orders[doc["order"]] = name
+    return dict(sorted(docs.items(), key=lambda item: item[1]["order"]))
+
+
+def study_names(studies_dir: Path = STUDIES_DIR) -> tuple[str, ...]:
+    """The studies: every package under ``studies_dir`` with a ``manifest.yaml``, in the order their manifests declare
+    (PRH paper, then the seeds in their numbering, then Huh's thesis, then alignment against N)."""
+    return tuple(_documents(Path(studies_dir)))
+
+
+def study_commands(studies_dir: Path = STUDIES_DIR) -> list[tuple[str, str, str, str]]:
+    """(stage, command, "module:function", one line of help) of every study's ``prh`` commands, in the studies'
+    order, then each manifest's; the stage is ``studies`` unless the manifest names another."""
+    return [(c.get("stage", "studies"), c["name"], c["run"], c["help"])
+            for doc in _documents(Path(studies_dir)).values() for c in doc["commands"]]

@@ -1,13 +1,13 @@
 """The claims ledger: every claim of every study, its verdict, statistic, interval, n and unit.
 
-``STUDIES`` names the studies; each package's ``manifest.yaml`` declares what it claims
-(``prh.manifest.ClaimSpec``); its ``manifest.py`` holds ``results(suite, alpha, **inputs)`` (what its results say: a dict of
-claim key -> ``value``, ``interval``, ``p``, ``n``, ``seeds``, ``verdict``; the verdicts come from
-``prh.claims``). ``build`` joins the two into one row per claim; ``prh claims-ledger`` writes
-``results/claims.json`` and, with ``--readme``, the README's generated claims table. ``join`` adds the
-ledgers of the run's replicates (``claims.replicates``): each replicated claim's verdict becomes the
-agreement of the independent replicates (``prh.claims.replicated_verdict``), its value their mean and its
-interval a t-interval of that mean over the replicates (run-to-run variation).
+``STUDIES`` names the studies (every package with a manifest, in their declared order); each package's
+``manifest.yaml`` declares what it claims (``prh.manifest.ClaimSpec``); its ``manifest.py`` holds ``results(suite,
+alpha, **inputs)`` (what its results say: a dict of claim key -> ``value``, ``interval``, ``p``, ``n``, ``seeds``,
+``verdict``; the verdicts come from ``prh.claims``). ``build`` joins the two into one row per claim; ``prh
+claims-ledger`` writes ``results/claims.json`` and, with ``--readme``, the README's generated claims table. ``join``
+adds the ledgers of the run's replicates (``claims.replicates``): each replicated claim's verdict becomes the
+agreement of the independent replicates (``prh.claims.replicated_verdict``), its value their mean and its interval a
+t-interval of that mean over the replicates (run-to-run variation).
 
     prh claims-ledger --suite offline --alpha 0.05 --in results/experiments --out results/claims.json
     prh claims-ledger --suite offline --alpha 0.05 --file ... --replicate results/replicates/seed1000/claims.json ...
@@ -26,16 +26,16 @@ import numpy as np
 
 from prh.claims import LABELS, MIN_SEEDS, PROVISIONAL, replicated_verdict, replication, weigh
 from prh.errors import CorruptFileError, UsageError
-from prh.manifest import Study, load_study
+from prh.manifest import Study, load_study, study_names
 from prh.studies.ledger_table import replace_block  # noqa: F401  (re-exported)
 from prh.studies.ledger_table import table as _table
 
 __all__ = ["STUDIES", "manifest", "declared", "manifests", "study_files", "workflow_files", "build", "join", "weighed",
            "reweigh", "read_ledger", "table", "replace_block", "main"]
 
+# every package of prh.studies with a manifest.yaml, in the order the manifests declare (prh.manifest.study_names):
 # PRH paper, then the seeds in their numbering, then Huh's thesis, then alignment against N
-STUDIES = ("convergence", "downstream", "color", "density", "metric_agreement", "phase", "bridge", "transfer",
-           "simplicity", "lte", "sample_size")
+STUDIES = study_names()
 
 
 def manifest(name: str):
