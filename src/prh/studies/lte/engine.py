@@ -56,8 +56,10 @@ def world() -> tuple[int, int]:
 
 
 def effective_rank(mat: torch.Tensor) -> float:
-    """exp(entropy of the normalised singular values) (Roy and Vetterli 2007; appendix 8.8)."""
-    s = torch.linalg.svdvals(mat.detach().double())
+    """exp(entropy of the normalised singular values) (Roy and Vetterli 2007; appendix 8.8). A wide matrix is
+    decomposed as its transpose (the same values): LAPACK took 66 ms for a 384 x 1536 update, 33 ms for 1536 x 384."""
+    mat = mat.detach().double()
+    s = torch.linalg.svdvals(mat.T if mat.ndim == 2 and mat.shape[0] < mat.shape[1] else mat)
     if float(s.sum()) == 0.0:
         return 0.0
     p = s / s.sum()
