@@ -138,11 +138,11 @@ def load_study(path) -> Study:
 @functools.cache
 def _documents(studies_dir: Path = STUDIES_DIR) -> dict[str, dict]:
     """Every study's manifest.yaml, parsed, by name, in the studies' order (each manifest's ``order``)."""
-    import yaml
+    from prh.yamlfile import safe_load
 
     docs = {}
     for path in sorted(studies_dir.glob("*/manifest.yaml")):
-        doc = yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        doc = safe_load(path.read_text())
         if doc.get("name") != path.parent.name:
             raise ValueError(f"{path}: name {doc.get('name')!r} is not its package's, {path.parent.name!r}")
         if not isinstance(doc.get("order"), int):
