@@ -130,6 +130,48 @@ def test_code_hash_follows_imports():
     assert "prh/plots/convergence.py" in plots  # loaded by name through the figure registry
 
 
+def _ast_imports(path: Path) -> list[tuple[str, bool]]:
+    """What ``prh.cli._imports`` returns, from a walk of the whole syntax tree (the slow way it replaces)."""
+    import ast
+
+    from prh.cli import _module_file
+
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found += [(a.name, True) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            subs = [f"{node.module}.{a.name}" for a in node.names]
+            found += [(node.module, not all(_module_file(m) for m in subs))] + [(m, True) for m in subs]
+    return found
+
+
+@pytest.mark.parametrize("package", ["src/prh"])
+def test_the_import_lines_read_give_the_imports_of_the_syntax_tree(package):
+    """The code hash reads only each file's import statements (a regular expression, then ``ast`` on those lines):
+    over every file of the package they must be the imports a full syntax-tree walk finds, or a job would not rerun
+    after an edit of a module it imports. A statement the expression misses fails here, naming the file."""
+    from prh.cli import _imports
+
+    files = sorted((ROOT / package).rglob("*.py"))
+    assert len(files) > 100
+    differ = {f.relative_to(ROOT).as_posix(): sorted(set(_ast_imports(f)) ^ set(_imports(f))) for f in files}
+    assert {f: d for f, d in differ.items() if d} == {}
+
+
+def test_an_import_the_line_reader_could_miss_is_found(tmp_path):
+    """The shapes the expression must cover: parenthesised names over lines, a backslash continuation, an import
+    indented in a function, and a docstring that only mentions an import (not one)."""
+    from prh.cli import _imports
+
+    path = tmp_path / "m.py"
+    path.write_text('"""import prh.not_this"""\nfrom prh.metrics import (\n    knn,\n    engine,\n)\n'
+                    "import prh.io, \\\n    prh.stats\ndef f():\n    from prh.data import shapes\n")
+    got = {m for m, _ in _imports(path)}
+    assert got == {m for m, _ in _ast_imports(path)} - {"prh.not_this"}
+    assert {"prh.metrics.knn", "prh.metrics.engine", "prh.io", "prh.stats", "prh.data.shapes"} <= got
+
+
 @pytest.mark.skipif(shutil.which("dvc") is None, reason="needs dvc")
 def test_check_lock_compares_the_code_too(tmp_path):
     """A tiny DVC project: after `dvc repro`, an edit of the code dep fails check-lock, naming the path."""
