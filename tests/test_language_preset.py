@@ -49,6 +49,19 @@ def test_the_preset_plans_the_runs(repo_root):
     assert jobs["lm_eval_relational"] == 1  # the secondary predictor: bits per byte of the same models
 
 
+def test_the_preset_s_ledger_holds_the_relational_test(repo_root):
+    """A run of the preset with its ledger as target hands the ledger the relational test's record, from which the
+    row takes its runs, power, gate and verdict (tests/test_relational_test.py); the default run's ledger does not."""
+    def ledger_command(*config):
+        out = subprocess.run([sys.executable, "-m", "snakemake", "results/claims.json", "-n", "-p", "--cores", "1",
+                              *config], cwd=repo_root, capture_output=True, text=True, check=True).stdout
+        return next(line for line in out.splitlines() if "prh claims-ledger" in line)
+
+    record = "--file convergence:relational=results/experiments/convergence/relational.json"
+    assert record in ledger_command("--configfile", "presets/language.yaml")
+    assert "convergence:relational" not in ledger_command()
+
+
 def test_the_mix_reaches_the_command_only_where_it_is_set(repo_root):
     cmd = [sys.executable, "-m", "snakemake", "-n", "-p", "--cores", "1"]
     mixed = subprocess.run(cmd[:3] + ["results/models/rel_s_x1_r0_3000/config.json", "results/models/rel_s_x0_r1_3000/"
