@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import fcntl
+import json
 import os
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -45,6 +49,35 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return ROOT
+
+
+@pytest.fixture(scope="session")
+def paper_dry_run(tmp_path_factory) -> dict:
+    """`snakemake --dry-run -p --config suite=paper`, the full paper plan (~2,000 jobs, ~8 CPU-s), in a copy of the
+    repository, once per session for every test that reads it: ``returncode``, ``log`` (each job's block and shell
+    command, the job table) and ``cost`` (the plan-cost summary the dry run writes to ``PLAN_COST_ENV``; None if
+    it wrote none). pytest-xdist's workers share one run: the first to ask runs it under a lock in the folder
+    above their temporary folders; the others read what it left."""
+    from test_workflow import copy_repo
+
+    from prh.cluster import PLAN_COST_ENV
+
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    out = shared / "paper_dry_run"
+    with open(shared / "paper_dry_run.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not (out / "returncode").exists():
+            work = copy_repo(ROOT, out / "repo")
+            env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+                   PLAN_COST_ENV: str(out / "cost.json")}
+            proc = subprocess.run([sys.executable, "-m", "snakemake", "--dry-run", "-p", "--config", "suite=paper"],
+                                  cwd=work, env=env, capture_output=True, text=True, timeout=600)
+            (out / "log.txt").write_text(proc.stdout + proc.stderr)
+            (out / "returncode").write_text(str(proc.returncode))  # last: its presence says the run is complete
+    cost = out / "cost.json"
+    return {"returncode": int((out / "returncode").read_text()), "log": (out / "log.txt").read_text(),
+            "cost": json.loads(cost.read_text()) if cost.exists() else None}
 
 
 from s3_env import S3_CREDENTIALS, S3_ISOLATED  # noqa: E402  (a module of its own: tests/slurm has a conftest too)

@@ -7,6 +7,12 @@ literal ``-n``/``--dry-run`` in argv: ``-np`` was refused as unpinned, and ``--t
 pull``), ``--report``, ``--dag``, ``--rulegraph``, ``--summary`` and ``--list-rules`` were refused
 offline. Each of those modes must now plan, touch or report without a refusal; a real run is still
 stopped before any job.
+
+The checks read only the config's hub items (``prh.pin.hub_entries``, the plain-URL checkpoints), never the
+plan, so the runs here plan the paper suite with the replay preset layered on (``--configfile
+presets/replay.yaml``: the same hub items, every rule of the paper plan, ~130 jobs instead of ~2,000;
+``test_the_replay_preset_leaves_every_checked_hub_item`` holds it to that). A dry run of the full plan costs
+~8 CPU-s, its ``--touch --forceall`` ~23 s; tests/test_paper_dryrun.py and others plan it in full.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from test_workflow import copy_repo
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 REFUSALS = ("not a commit SHA", "not in the Hugging Face cache", "are gated and no hub token is set")
+REPLAY = ("--configfile", "presets/replay.yaml")  # the paper suite's hub items and rules, at the replay's size
 
 
 @pytest.fixture(scope="module")
@@ -31,11 +38,11 @@ def work(tmp_path_factory):
     return copy_repo(ROOT, tmp_path_factory.mktemp("prerun") / "repo")
 
 
-def _snakemake(work, *args, config=("suite=paper",), **env):
+def _snakemake(work, *args, config=("suite=paper",), preset=REPLAY, **env):
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "HF_HOME": str(work / "empty_hf_home"),
            "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", **env}
     env = {k: v for k, v in env.items() if v is not None}
-    proc = subprocess.run([sys.executable, "-m", "snakemake", *args, "--config", *config],
+    proc = subprocess.run([sys.executable, "-m", "snakemake", *args, *preset, "--config", *config],
                           cwd=work, env=env, capture_output=True, text=True, timeout=600)
     return proc.returncode, proc.stdout + proc.stderr
 
@@ -103,6 +110,21 @@ def test_missing_items_come_from_the_one_hub_list():
     missing = "\n".join(missing_hub_items(cfg, cache_dir="/nonexistent", datasets_cache_dir="/nonexistent"))
     for e in hub_entries(cfg, include_unset=True):
         assert f"{e['repo_id']} (revision {e['revision'] or 'main'})" in missing, e["key"]
+
+
+def test_the_replay_preset_leaves_every_checked_hub_item():
+    """The runs above plan with presets/replay.yaml: layered on params.yaml it names the same hub items (the
+    pin, cache and gated checks' input) and the same missing list as params.yaml alone."""
+    from prh.config import merge
+    from prh.models.hub_cache import missing_hub_items
+    from prh.pin import hub_entries
+
+    cfg = yaml.safe_load((ROOT / "params.yaml").read_text())
+    replay = merge(yaml.safe_load((ROOT / "params.yaml").read_text()), yaml.safe_load((ROOT / REPLAY[1]).read_text()))
+    assert replay["model_sets"] != cfg["model_sets"]  # the preset is layered (a smaller plan), not ignored
+    assert hub_entries(replay, include_unset=True) == hub_entries(cfg, include_unset=True)
+    caches = {"cache_dir": "/nonexistent", "datasets_cache_dir": "/nonexistent"}
+    assert missing_hub_items(replay, **caches) == missing_hub_items(cfg, **caches)
 
 
 def test_gated_repos_need_a_token_before_a_real_run(tmp_path):

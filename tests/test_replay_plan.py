@@ -1,10 +1,10 @@
 """The replay preset (presets/replay.yaml) plans every rule of the paper suite, in far fewer jobs.
 
 The preset replays the paper DAG on CPU against the stand-in hub: it may shrink sizes and model
-sets, never drop a rule. Two dry runs in a copy of the workflow (run side by side, ~6 s each):
-the full paper plan (``snakemake -n --config suite=paper``) and the replay plan (the same with
-``allow_unpinned=True --configfile presets/replay.yaml``); their job tables (``--quiet rules``)
-must name the same rules, and the replay's total must stay under ``MAX_REPLAY_JOBS``.
+sets, never drop a rule. Two dry runs in copies of the workflow: the full paper plan (``snakemake -n -p
+--config suite=paper``, ~8 CPU-s: conftest's ``paper_dry_run``, shared with the other tests that read it) and
+the replay plan (``snakemake -n --quiet rules`` with ``allow_unpinned=True --configfile presets/replay.yaml``);
+their job tables must name the same rules, and the replay's total must stay under ``MAX_REPLAY_JOBS``.
 """
 
 from __future__ import annotations
@@ -47,21 +47,18 @@ def _job_table(log: str) -> dict[str, int]:
 
 
 @pytest.fixture(scope="module")
-def plans(tmp_path_factory) -> dict[str, dict[str, int]]:
-    """Job tables of the full paper plan and the replay plan, both dry-run in one copy of the workflow."""
+def plans(tmp_path_factory, paper_dry_run) -> dict[str, dict[str, int]]:
+    """Job tables of the full paper plan (conftest's shared dry run) and the replay plan (dry-run in a copy of the
+    workflow)."""
     tmp = copy_repo(ROOT, tmp_path_factory.mktemp("replay"))
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
-    base = [sys.executable, "-m", "snakemake", "--dry-run", "--quiet", "rules"]
-    commands = {
-        "full": base + ["--config", "suite=paper"],
-        "replay": base + ["--config", "suite=paper", "allow_unpinned=True", "--configfile", PRESET],
-    }
-    procs = {name: subprocess.Popen(cmd, cwd=tmp, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-             for name, cmd in commands.items()}
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "--dry-run", "--quiet", "rules", "--config", "suite=paper",
+                           "allow_unpinned=True", "--configfile", PRESET],
+                          cwd=tmp, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
     tables = {}
-    for name, proc in procs.items():
-        log, _ = proc.communicate(timeout=600)
-        assert proc.returncode == 0, f"{name} dry run failed:\n{log[-6000:]}"
+    for name, rc, log in (("full", paper_dry_run["returncode"], paper_dry_run["log"]),
+                          ("replay", proc.returncode, proc.stdout)):
+        assert rc == 0, f"{name} dry run failed:\n{log[-6000:]}"
         tables[name] = _job_table(log)
         assert tables[name].get("total"), f"no job table in the {name} dry run:\n{log[-3000:]}"
     return tables

@@ -132,7 +132,7 @@ def test_conda_dry_run_plans_with_the_env_and_exports_the_project_root(tmp_path)
 def paper_copy(tmp_path_factory):
     """A copy of the workflow with the shipped params.yaml (its revisions are branches until pinned)."""
     work = tmp_path_factory.mktemp("pinned") / "repo"
-    for folder in ("workflow", "profiles", "envs"):
+    for folder in ("workflow", "profiles", "envs", "presets"):
         shutil.copytree(ROOT / folder, work / folder)
     for name in ("Snakefile", "params.yaml"):
         shutil.copy(ROOT / name, work / name)
@@ -140,10 +140,13 @@ def paper_copy(tmp_path_factory):
 
 
 def _real_run(work, *config):
-    """`snakemake --cores 1` (no -n) of the paper suite, offline with an empty hub cache."""
+    """`snakemake --cores 1` (no -n) of the paper suite, offline with an empty hub cache. The plan is the replay
+    preset's (~130 jobs, not ~2,000): the checks read only the hub items, which the preset leaves as params.yaml
+    has them (tests/test_prerun_checks.py, test_the_replay_preset_leaves_every_checked_hub_item)."""
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "HF_HOME": str(work / "empty_hf_home"),
            "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
-    proc = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", "--config", "suite=paper", *config],
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", "--configfile", "presets/replay.yaml",
+                           "--config", "suite=paper", *config],
                           cwd=work, env=env, capture_output=True, text=True, timeout=600)
     return proc.returncode, proc.stdout + proc.stderr
 

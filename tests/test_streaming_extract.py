@@ -8,11 +8,7 @@ batches shrink to a GPU-memory budget, and features read only by a probe keep th
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import subprocess
-import sys
 import weakref
 from pathlib import Path
 
@@ -147,18 +143,11 @@ def test_last_layer_only_features_are_what_the_probe_reads(tmp_path, kind):
     torch.testing.assert_close(direct, last)
 
 
-def test_paper_dry_run_extracts_only_the_last_layer_for_the_probes(tmp_path):
-    """`snakemake -n --config suite=paper` plans; VTAB features (read only by the probes) are
-    extracted with `--layers last`, every other vision extraction with `--layers all`."""
-    for folder in ("workflow", "profiles"):
-        shutil.copytree(ROOT / folder, tmp_path / folder)
-    for name in ("Snakefile", "params.yaml"):
-        shutil.copy(ROOT / name, tmp_path / name)
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    proc = subprocess.run([sys.executable, "-m", "snakemake", "-n", "-p", "--config", "suite=paper"],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
-    log = proc.stdout + proc.stderr
-    assert proc.returncode == 0, log[-4000:]
+def test_paper_dry_run_extracts_only_the_last_layer_for_the_probes(paper_dry_run):
+    """`snakemake -n -p --config suite=paper` plans (conftest's shared run); VTAB features (read only by the probes)
+    are extracted with `--layers last`, every other vision extraction with `--layers all`."""
+    log = paper_dry_run["log"]
+    assert paper_dry_run["returncode"] == 0, log[-4000:]
     commands = re.findall(r"prh (?:--gpus \d+ )?extract-vision .*?--out results/features/(\S+)/\S+\.safetensors.*?--layers (\w+)", log)
     assert commands
     language = re.findall(r"prh (?:--gpus \d+ )?extract-language .*", log)
