@@ -165,3 +165,33 @@ def test_strata_of_one_design_pool_by_fixed_effect_and_the_bound_the_amendment_s
     assert fisher_z_meta([-0.25] * 2, [18, 18], fixed=True)["interval"][1] > 0.1
     with pytest.raises(ValueError, match="strata must be one of"):
         check_decision({"kind": "correlation", "sesoi": 0.1, "reason": "x", "set": "y", "strata": "pooled"})
+
+
+def test_a_ledger_takes_the_relational_row_from_the_language_run_s_record(repo_root, tmp_path):
+    """The README's ledger (the replicate preset's, which trains no relational zoo) takes the row from the language
+    preset's record: its 36 runs, the pooled r and interval, the power and the gate, and the verdict the registered
+    test gave. The row is weighed on its strata, as the command weighs it: with the gate failed, "not testable"
+    (weighed on the pooled numbers alone, as the ledger's rows once were, it read "not reproduced")."""
+    from prh.studies.ledger import main as ledger_main
+    from prh.studies.ledger import read_ledger, with_record
+
+    ledger, record = read_ledger(repo_root / "docs" / "claims.json"), read_json(repo_root / "docs" / "language_relational.json")
+    got = with_record(ledger, "convergence.relational", record)
+    row = next(r for r in got["claims"] if r["id"] == "convergence.relational")
+    assert row["verdict"] == row["verdict_registered"] == "not testable" and row["n"] == row["seeds"] == 36
+    assert row["value"] == pytest.approx(record["weighed"]["value"]) and row["interval"] == record["weighed"]["interval"]
+    assert "power 0.85" in row["note"] and "0 of 36 final checkpoints" in row["note"] and row["unit"] == "training run"
+    assert got["counts"] == ledger["counts"]  # not testable before (not run) and after (gate failed)
+    assert [r for r in got["claims"] if r["id"] != row["id"]] == [r for r in ledger["claims"] if r["id"] != row["id"]]
+    passed = {**record, "gate": {**record["gate"], "passed": True}}  # had the gate passed: the same numbers
+    assert next(r for r in with_record(ledger, "convergence.relational", passed)["claims"]
+                if r["id"] == "convergence.relational")["verdict"] == "not reproduced"
+    for bad in ("convergence.fig02_competence", "convergence.no_such_claim", "nostudy.relational"):
+        with pytest.raises(UsageError, match=bad.replace(".", r"\.")):
+            with_record(ledger, bad, record)
+    out = tmp_path / "claims.json"
+    ledger_main(["--ledger", str(repo_root / "docs" / "claims.json"), "--record",
+                 f"convergence.relational={repo_root / 'docs' / 'language_relational.json'}", "--out", str(out)])
+    assert read_ledger(out)["claims"] == got["claims"]
+    with pytest.raises(UsageError, match="CLAIM=PATH"):
+        ledger_main(["--ledger", str(out), "--record", "convergence.relational"])

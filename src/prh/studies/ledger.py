@@ -12,6 +12,7 @@ t-interval of that mean over the replicates (run-to-run variation).
     prh claims-ledger --suite offline --alpha 0.05 --in results/experiments --out results/claims.json
     prh claims-ledger --suite offline --alpha 0.05 --file ... --replicate results/replicates/seed1000/claims.json ...
     prh claims-ledger --ledger results/claims.json --readme README.md
+    prh claims-ledger --ledger docs/claims.json --record convergence.relational=docs/language_relational.json --out ...
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from prh.studies.ledger_table import replace_block  # noqa: F401  (re-exported)
 from prh.studies.ledger_table import table as _table
 
 __all__ = ["STUDIES", "manifest", "declared", "manifests", "study_files", "workflow_files", "build", "join", "weighed",
-           "reweigh", "read_ledger", "table", "replace_block", "main"]
+           "reweigh", "with_record", "read_ledger", "table", "replace_block", "main"]
 
 # every package of prh.studies with a manifest.yaml, in the order the manifests declare (prh.manifest.study_names):
 # PRH paper, then the seeds in their numbering, then Huh's thesis, then alignment against N
@@ -117,23 +118,43 @@ def build(files: dict[str, dict[str, str | Path]], suite: str, alpha: float, see
             raise ValueError(f"study {name}: results() gave claims its manifest does not declare: {extra}")
         for spec in study.claims:
             got = found.get(spec.key, {"verdict": "not testable", "note": "the results hold no entry for it"})
-            if got["verdict"] not in LABELS:
-                raise ValueError(f"{name}.{spec.key}: verdict {got['verdict']!r} is not one of {LABELS}")
-            interval = got.get("interval")
-            row = {
-                "id": f"{name}.{spec.key}", "study": name, "source": spec.source, "statement": spec.statement,
-                "statistic": spec.statistic, "value": _number(got.get("value")),
-                "interval": None if interval is None or None in interval else [float(v) for v in interval],
-                "p": _number(got.get("p")), "n": got.get("n"), "unit": spec.unit, "rule": spec.rule,
-                "verdict": got["verdict"], **replication(got["verdict"], got.get("seeds")),
-                "effect": _number(got.get("effect")), "note": got.get("note")}
-            row["recorded"] = {"value": row["value"], "interval": row["interval"], "p": row["p"], "n": row["n"],
-                               **({"effects": got["effects"]} if got.get("effects") is not None else {}),
-                               "gate": got.get("gate", True),
-                               **{k: got[k] for k in ("runs", "run_p_greater", "run_p_less", "run_r") if k in got}}
-            rows.append(_with_post_hoc(weighed(row, spec.decision, alpha), spec))
+            rows.append(_row(name, spec, got, alpha))
     counts = _counts(rows)
     return {"suite": suite, "alpha": alpha, "seed": seed, "claims": rows, "counts": counts, "missing": missing}
+
+
+def _row(name: str, spec, got: dict, alpha: float) -> dict:
+    """One claim's ledger row from what its study's results say of it (``got``), weighed under its decision."""
+    if got["verdict"] not in LABELS:
+        raise ValueError(f"{name}.{spec.key}: verdict {got['verdict']!r} is not one of {LABELS}")
+    interval = got.get("interval")
+    row = {
+        "id": f"{name}.{spec.key}", "study": name, "source": spec.source, "statement": spec.statement,
+        "statistic": spec.statistic, "value": _number(got.get("value")),
+        "interval": None if interval is None or None in interval else [float(v) for v in interval],
+        "p": _number(got.get("p")), "n": got.get("n"), "unit": spec.unit, "rule": spec.rule,
+        "verdict": got["verdict"], **replication(got["verdict"], got.get("seeds")),
+        "effect": _number(got.get("effect")), "note": got.get("note"),
+        **({"strata": got["strata"]} if got.get("strata") else {})}  # a test pooled over strata is weighed on them
+    row["recorded"] = {"value": row["value"], "interval": row["interval"], "p": row["p"], "n": row["n"],
+                       **({"effects": got["effects"]} if got.get("effects") is not None else {}),
+                       "gate": got.get("gate", True),
+                       **{k: got[k] for k in ("runs", "run_p_greater", "run_p_less", "run_r") if k in got}}
+    return _with_post_hoc(weighed(row, spec.decision, alpha), spec)
+
+
+def with_record(ledger: dict, claim_id: str, record: dict) -> dict:
+    """``ledger`` whose row ``claim_id`` is built from ``record``: the output of a run that the ledger's own runs do not
+    make (a preset of its own: the relational test of presets/language.yaml), through its study manifest's
+    ``row(key, record)``, then weighed as ``build`` weighs it."""
+    study, _, key = claim_id.partition(".")
+    spec = {c.key: c for c in declared(study).claims}.get(key) if study in STUDIES else None
+    build_row = getattr(manifest(study), "row", None) if spec is not None else None
+    if build_row is None or not any(r["id"] == claim_id for r in ledger["claims"]):
+        raise UsageError(f"--record {claim_id}: not a claim of this ledger whose study builds a row from a record")
+    new = _row(study, spec, build_row(key, record), ledger["alpha"])
+    rows = [new if r["id"] == claim_id else r for r in ledger["claims"]]
+    return {**ledger, "claims": rows, "counts": _counts(rows)}
 
 
 WEIGHED_FIELDS = ("verdict_registered", "sesoi", "sesoi_reason", "mde", "method", "replicates", "post_hoc")
@@ -317,7 +338,7 @@ def _study_file(text: str) -> tuple[str, str, str]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from prh.io import atomic_path, write_json
+    from prh.io import atomic_path, read_json, write_json
 
     p = argparse.ArgumentParser(prog="prh claims-ledger", description=__doc__.splitlines()[0])
     p.add_argument("--suite", help="the suite whose results these are (offline or paper)")
@@ -331,12 +352,15 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--ledger", help="or: an existing ledger JSON to render")
     p.add_argument("--reweigh", action="store_true",
                    help="with --ledger: recompute its verdicts under the claims' decisions from what it records")
+    p.add_argument("--record", action="append", default=[], metavar="CLAIM=PATH",
+                   help="with --ledger: a claim's row from the record of a run of its own (repeatable; e.g. "
+                        "convergence.relational=docs/language_relational.json)")
     p.add_argument("--out", help="the ledger JSON to write (results/claims.json)")
     p.add_argument("--readme", help="a Markdown file whose '<!-- generated:claims -->' block gets the table")
     a = p.parse_args(argv)
     sources = [bool(a.file), bool(a.in_dir), bool(a.ledger)]
-    if a.reweigh and not a.ledger:
-        raise UsageError("--reweigh recomputes an existing ledger: give it --ledger")
+    if (a.reweigh or a.record) and not a.ledger:
+        raise UsageError("--reweigh and --record change an existing ledger: give it --ledger")
     if a.readme and not any(sources):
         ledger = None  # the manifests' table
     elif sum(sources) != 1:
@@ -345,6 +369,10 @@ def main(argv: list[str] | None = None) -> None:
         ledger = read_ledger(a.ledger)
         if a.reweigh:
             ledger = reweigh(ledger)
+        for claim_id, _, path in (r.partition("=") for r in a.record):
+            if not path:
+                raise UsageError(f"--record takes CLAIM=PATH (e.g. convergence.relational=<relational.json>), got {claim_id!r}")
+            ledger = with_record(ledger, claim_id, read_json(path))
     elif a.suite is None or a.alpha is None:
         raise UsageError("building a ledger needs --suite and --alpha (params.yaml suite and claims.alpha)")
     else:

@@ -38,6 +38,14 @@ def _relational(test: dict) -> dict:
             "verdict": test["verdict"], "strata": strata, "note": note}
 
 
+def row(key: str, record: dict) -> dict:
+    """What ``results`` says of claim ``key`` from its record alone, for a ledger whose runs do not make it
+    (``prh.studies.ledger.with_record``): the relational test, whose runs are presets/language.yaml's."""
+    if key != "relational":
+        raise UsageError(f"convergence.{key} is not built from a record of its own; only convergence.relational is")
+    return _relational(record)
+
+
 def results(suite: str, alpha: float, *, metrics: dict, platonic: dict | None, world_gate: dict | None = None,
             relational: dict | None = None) -> dict:
     seeds = 1 if suite == "offline" else None  # offline: one draw of the zoo; paper: fixed public checkpoints
