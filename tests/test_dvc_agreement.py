@@ -134,16 +134,9 @@ def _ast_imports(path: Path) -> list[tuple[str, bool]]:
     """What ``prh.cli._imports`` returns, from a walk of the whole syntax tree (the slow way it replaces)."""
     import ast
 
-    from prh.cli import _module_file
+    from prh.cli import import_names
 
-    found = []
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            found += [(a.name, True) for a in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            subs = [f"{node.module}.{a.name}" for a in node.names]
-            found += [(node.module, not all(_module_file(m) for m in subs))] + [(m, True) for m in subs]
-    return found
+    return import_names(ast.walk(ast.parse(path.read_text())))
 
 
 @pytest.mark.parametrize("package", ["src/prh"])

@@ -162,15 +162,22 @@ def _imports(path: Path) -> tuple[tuple[str, bool], ...]:
     its cost (a plan reads ~150 files)."""
     import ast
 
-    found = []
     statements = [m.group(2) for m in _IMPORT_SCAN.finditer(path.read_text()) if m.group(2)]
-    for node in (n for statement in statements for n in ast.parse(statement.replace("\\\n", " ")).body):
+    return tuple(import_names(n for statement in statements for n in ast.parse(statement.replace("\\\n", " ")).body))
+
+
+def import_names(nodes) -> list[tuple[str, bool]]:
+    """``_imports`` of the syntax-tree ``nodes`` given (others are passed over): absolute imports only."""
+    import ast
+
+    found = []
+    for node in nodes:
         if isinstance(node, ast.Import):
             found += [(a.name, True) for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             subs = [f"{node.module}.{a.name}" for a in node.names]
             found += [(node.module, not all(_module_file(m) for m in subs))] + [(m, True) for m in subs]
-    return tuple(found)
+    return found
 
 
 def code_files(command: str) -> list[Path]:
