@@ -29,7 +29,7 @@ from prh.studies.ledger import STUDIES
 SRC = Path(__file__).resolve().parents[1] / "src"
 LAYERS = [
     {"prh.io", "prh.errors", "prh.yamlfile", "prh.device", "prh.gpus", "prh.stats", "prh.pooling", "prh.bench",
-     "prh.manifest", "prh.claims", "prh.report"},
+     "prh.manifest", "prh.claims", "prh.report", "prh.forkserver"},
     {"prh.config", "prh.metrics", "prh.pin", "prh.cluster"},
     {"prh.data"},
     {"prh.models", "prh.batching", "prh.standin", "prh.checks", "prh.lock"},

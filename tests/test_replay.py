@@ -17,7 +17,7 @@ import re
 
 import pytest
 import yaml
-from test_workflow import copy_repo, git_commit, job_stats, planned_jobs, push_clone_pull, run
+from test_workflow import copy_repo, git_commit, job_stats, planned_jobs, push_clone_pull, run, run_served
 
 from prh.config import merge
 
@@ -44,7 +44,7 @@ def replay(repo_root, tmp_path_factory):
     plan, benchmarks = job_stats(dry.stdout + dry.stderr), _benchmarks(dry.stdout + dry.stderr)
     run(["git", "init", "-q"], work)
     git_commit(work, "replay copy")
-    run(["dvc", "repro"], work, env=env)  # dvc.yaml's one stage: snakemake --cores all, then the report
+    run_served(["dvc", "repro"], work, env=env)  # dvc.yaml's one stage: snakemake --cores all, then the report
     return {"work": work, "plan": plan, "benchmarks": benchmarks, "env": env}
 
 

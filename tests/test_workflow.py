@@ -28,6 +28,7 @@ from smoke_numbers import PORTABLE, PORTABLE_REL, differences, float_signature, 
 
 from prh.config import merge
 from prh.figures import FIGURES
+from prh.forkserver import serving
 
 pytestmark = pytest.mark.slow
 
@@ -36,11 +37,22 @@ BIN = Path(sys.executable).parent
 
 def run(cmd, cwd, check=True, env=None):
     """Run a command with the test's virtualenv first on PATH; return the completed process."""
-    full_env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", **(env or {})}
-    proc = subprocess.run(cmd, cwd=cwd, env=full_env, capture_output=True, text=True, shell=isinstance(cmd, str))
+    proc = subprocess.run(cmd, cwd=cwd, env=full_env(env), capture_output=True, text=True, shell=isinstance(cmd, str))
     if check and proc.returncode != 0:
         raise AssertionError(f"{cmd} failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-8000:]}")
     return proc
+
+
+def full_env(env=None) -> dict[str, str]:
+    """This process's environment, the test's virtualenv first on PATH, and ``env`` on top."""
+    return {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", **(env or {})}
+
+
+def run_served(cmd, cwd, env=None):
+    """``run``, with a ``prh`` fork server (prh.forkserver) that imports torch and the rest once for every job of
+    the run, not once a job: the whole-DAG fixtures' jobs spent most of their CPU importing them."""
+    with serving(Path(cwd).parent, full_env(env)) as server:
+        return run(cmd, cwd, env={**(env or {}), **server})
 
 
 def planned_jobs(cwd, *extra) -> dict[str, int]:
@@ -91,7 +103,7 @@ def smoke(repo_root, tmp_path_factory) -> Path:
     (work / "params.yaml").write_text(yaml.safe_dump(merged, sort_keys=False))
     run(["git", "init", "-q"], work)
     git_commit(work, "smoke copy")
-    run(["dvc", "repro"], work)
+    run_served(["dvc", "repro"], work)
     return work
 
 

@@ -36,6 +36,7 @@ from pathlib import Path
 
 from prh.bench import RUSAGE_ENV, record_rusage
 from prh.errors import DEBUG_ENV, UsageError, did_you_mean, user_errors
+from prh.forkserver import FORKSERVER_ENV, run_remote
 from prh.gpus import GPUS_FLAG, exec_holding_gpus, setup_job
 
 # stage -> {command: ("module:function", one line of help)}, in pipeline order: the commands of the library's stages.
@@ -291,6 +292,10 @@ def entry() -> None:
     workers, ``weakref.finalize`` clean-ups), Python's stdout and stderr are flushed (a failed flush exits 120, as
     the interpreter does), and so is the C library's stdio (what C or C++ code printed). A bug's traceback (any
     exception but ``SystemExit``) takes the normal path."""
+    if os.environ.get(FORKSERVER_ENV):  # a fork server holds the libraries imported (prh.forkserver)
+        code = run_remote(os.environ[FORKSERVER_ENV], sys.argv)
+        if code is not None:
+            os._exit(code & 0xFF)
     try:
         main()
         code = 0
