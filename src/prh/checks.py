@@ -1,9 +1,9 @@
 """The one config check before any job: schema, names that refer to something, and limits only the data rules out.
 
 The schema checks each value alone; ``check_references`` checks that every name refers to an entry that exists
-(a suite's datasets and model sets, a set's members, the names ``REFERENCES`` lists), with close matches. Left are
-settings that are valid on their own but impossible (or silently wrong) together, which used to fail
-inside a job, some after the most expensive work:
+(a suite's datasets and model sets, a set's members, the names ``REFERENCES`` lists, ``alignment.metric`` among
+the metric table's), with close matches. Left are settings that are valid on their own but impossible (or
+silently wrong) together, which used to fail inside a job, some after the most expensive work:
 
 - k of the k-NN metrics against the items they run on: ``alignment.topk`` (and ``convergence.topk``)
   at most N - 2 of each suite dataset (at k = N - 1 every other item is a neighbour, so mutual k-NN is
@@ -31,12 +31,14 @@ import argparse
 from prh.config import (all_datasets, all_models, config_layers, merge, source_name, validate_schema, vtab_tasks,
                         where_set)
 from prh.errors import ConfigError, did_you_mean, problems_message
+from prh.metrics.names import SUPPORTED_METRICS
 
 __all__ = ["check_config", "check_references", "check_limits", "check_bins", "check_device", "n_probe_tasks",
            "main", "REFERENCES", "REFERENCE_LITERALS"]
 
 
-# names that refer to a dataset, a model set or a model ("*": every key at that level; a model set's members too)
+# names that refer to a dataset, a model set, a model or a metric ("*": every key at that level; a model set's
+# members too)
 REFERENCES = {**{f"suites.*.{key}": "dataset" for key in ("paired_dataset", "vision_dataset", "density_dataset")},
               **{f"suites.*.{key}": "model set" for key in ("vision_models", "language_models", "language_panel")},
               "bridge.*.train_data": "dataset", "bridge.*.probe_data": "dataset", "phase.paired_dataset.*": "dataset",
@@ -47,7 +49,8 @@ REFERENCES = {**{f"suites.*.{key}": "dataset" for key in ("paired_dataset", "vis
               "bridge.*.strongest_vision": "model", "color.images.*": "dataset", "sample_size.dataset.*": "dataset",
               "sample_size.vision_models.*": "model", "sample_size.language_models.*": "model",
               "lte.paper.datasets": "dataset", "downstream.strongest_vision": "model",
-              "density.captioner": "model", "zoo.vision.*.data": "dataset", "zoo.language.*.data": "dataset"}
+              "density.captioner": "model", "zoo.vision.*.data": "dataset", "zoo.language.*.data": "dataset",
+              "alignment.metric": "metric"}
 # values a referring key may hold besides a name (color.images: the photos packaged with scikit-image and -learn)
 REFERENCE_LITERALS = {"color.images": ("packaged",)}
 
@@ -80,8 +83,8 @@ def check_references(cfg: dict, *, layers: list[tuple[str, dict]] | None = None)
     sets = cfg.get("model_sets") or {}
 
     # kind -> name -> the keys naming it; one line per kind for all its unknown names (a removed entry breaks many)
-    unknown: dict[str, dict[str, list[str]]] = {"model": {}, "model set": {}, "dataset": {}}
-    pools = {"model": models, "model set": sets, "dataset": datasets}
+    unknown: dict[str, dict[str, list[str]]] = {"model": {}, "model set": {}, "dataset": {}, "metric": {}}
+    pools = {"model": models, "model set": sets, "dataset": datasets, "metric": SUPPORTED_METRICS}
 
     def refer(key, value, kind):
         if value is not None and value not in pools[kind] and value not in REFERENCE_LITERALS.get(key.rsplit(".", 1)[0], ()):

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from prh.metrics.registry import cat_states, pair_scores, permute_state
+from prh.metrics.registry import cat_states, layer_tensor, pair_scores, permute_state
 
 __all__ = ["best_pair", "permutation_null", "aristotelian", "cell_seed"]
 
@@ -93,8 +93,8 @@ def permutation_null(
     if observed is None:
         observed = pair_scores(metric, state_a, state_b).cpu().numpy()
     best, pair = best_pair(observed)
-    idx_b = state_b["idx"] if isinstance(state_b, dict) else state_b
-    lb, n, device = idx_b.shape[0], idx_b.shape[1], idx_b.device
+    first = layer_tensor(state_b)  # Lb × N × ...
+    lb, n, device = first.shape[0], first.shape[1], first.device
     gen = torch.Generator().manual_seed(seed)
     perms = [torch.randperm(n, generator=gen).to(device) for _ in range(permutations)]
     # permutations scored together: their permuted states stacked as one B of g × Lb layers

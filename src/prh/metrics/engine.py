@@ -32,12 +32,14 @@ from prh.io import write_json
 from prh.metrics.calibration import best_pair, cell_seed, permutation_null
 from prh.metrics.files import DTYPES, file_layer_states
 from prh.metrics.knn import PRECISIONS, resolve_precision
+from prh.metrics.names import metric_entry
 from prh.metrics.registry import (
-    KNN_METRICS,
     as_tensor,
-    cat_states,
     check_metric,
+    join_states,
+    layer_slice,
     layer_states,
+    layer_tensor,
     pair_score_set,
     pair_scores,
 )
@@ -116,24 +118,12 @@ def layer_pair_scores(
 
 
 def _n_layers(state) -> int:
-    return int((state["idx"] if isinstance(state, dict) else state).shape[0])
+    return int(layer_tensor(state).shape[0])
 
 
 def _layers(state, start: int, stop: int | None = None):
     """Layers ``start:stop`` of a layer-stacked state (views, no copy)."""
-    sl = slice(start, stop)
-    return {key: value[sl] for key, value in state.items()} if isinstance(state, dict) else state[sl]
-
-
-def _cat_models(metrics, states: list[dict]) -> dict:
-    """Every model's layers as one stack per metric (``registry.cat_states``), the k-NN metrics
-    sharing one tensor as they do per model."""
-    knn_lists = [m for m in metrics if m in KNN_METRICS]
-    shared = cat_states(knn_lists[0], [s[knn_lists[0]] for s in states]) if knn_lists else None
-    out = {m: shared if m in KNN_METRICS else cat_states(m, [s[m] for s in states]) for m in metrics}
-    if shared is not None and "cknna" in out:
-        out["cknna"]["idx"] = shared  # the same lists (one neighbour search): one tensor
-    return out
+    return layer_slice(state, slice(start, stop))
 
 
 def alignment_table(metric: str, *, out: str | None = None, **kwargs) -> dict:
@@ -256,11 +246,11 @@ def alignment_tables(
     # table then serves all y layers in one call); y_views[j] is model j's states, views into
     # that stack for the list metrics. Gram and SVCCA states stay per model (a matrix product
     # gains nothing from the stack, and N x N Grams are not worth a copy).
-    stacked = [m for m in metrics if m in KNN_METRICS or m == "cknna"]
+    stacked = [m for m in metrics if metric_entry(m).source == "neighbours"]
     y_paths = [os.path.realpath(path) for path in y_features]
     y_views = [states_of(name, path) for name, path in tqdm(list(zip(y_names, y_features)), desc="y models")]
     y_layers = [_n_layers(st[metrics[0]]) for st in y_views]
-    y_all = _cat_models(stacked, y_views)
+    y_all = join_states(stacked, y_views, stack=False)  # the k-NN metrics sharing one tensor, as per model
     offsets = np.concatenate([[0], np.cumsum(y_layers)])
     for j, view in enumerate(y_views):
         view.update({m: _layers(y_all[m], offsets[j], offsets[j + 1]) for m in stacked})
@@ -327,7 +317,8 @@ def main(argv: list[str] | None = None) -> None:
     from prh.config import schema_defaults
 
     p = argparse.ArgumentParser(prog="prh align", description=alignment_tables.__doc__.split("\n")[0])
-    p.add_argument("--metric", nargs="+", required=True, help="one or more of the eight SUPPORTED_METRICS (one pass)")
+    p.add_argument("--metric", nargs="+", required=True,
+                   help="one or more of SUPPORTED_METRICS (prh.metrics.names), in one pass")
     p.add_argument("--topk", type=int, required=True, help="k of the k-NN metrics and cknna")
     p.add_argument("--quantile", type=float, required=True, help="clamp |x| at this quantile first; 1 = no clamp")
     p.add_argument("--cca-dim", type=int, default=schema_defaults("alignment")["cca_dim"], help="SVCCA singular directions")

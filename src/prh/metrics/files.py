@@ -19,11 +19,12 @@ from prh.io import (
     read_features_meta,
 )
 from prh.metrics.registry import (
-    KNN_METRICS,
+    LIMITS,
     abs_quantile,
     as_tensor,
+    join_states,
     layer_state_set,
-    stack_states,
+    settings_of,
 )
 from prh.metrics.sanity import REMEDY, constant_layer, layer_problem
 
@@ -89,14 +90,16 @@ def file_layer_states(metrics, path, *, quantile: float = 0.95, n_items: int | N
     disk (two reads of the file for float32), then each layer is read again, clamped to
     ±c, cast to ``dtype`` and turned into the states of every metric at once
     (``registry.layer_state_set``: one neighbour search, one centred product): the same
-    elementwise operations as the in-memory path, so the states are identical. The four
-    k-NN metrics share one tensor of lists. Returns ``(states, n_items, n_layers)``.
+    elementwise operations as the in-memory path, so the states are identical. The
+    k-NN metrics share one tensor of lists (``registry.join_states``). Returns ``(states, n_items, n_layers)``.
     """
     metrics = list(metrics)
     layout, n, n_layers, width, dims, where = _layout(path, n_items)
-    if "svcca" in metrics and not 1 <= cca_dim <= min(n, width):  # (kernel.svcca_state's own limit)
-        raise UsageError(f"{where}: svcca keeps cca_dim = {cca_dim} directions, more than its {n} items or "
-                         f"{width} features give; lower alignment.cca_dim (--cca-dim)")
+    for metric in metrics:  # what a metric cannot score on this file (its entry's limits), before it is read
+        limits = LIMITS.get(metric)
+        problem = limits and limits(n, width, **settings_of(metric, topk=topk, cca_dim=cca_dim))
+        if problem:
+            raise UsageError(f"{where}: {problem}")
     c, n, n_layers, layout = clamp_bound(path, quantile=quantile, n_items=n_items)
     per_layer, constant = [], 0
     for layer in range(n_layers):
@@ -112,9 +115,4 @@ def file_layer_states(metrics, path, *, quantile: float = 0.95, n_items: int | N
     if n_layers and constant == n_layers:
         raise FeaturesError(f"{where}: every layer is one constant vector for all {n} items (the model carries no "
                             f"information: it would score as chance); {REMEDY}")
-    knn_lists = [m for m in metrics if m in KNN_METRICS]
-    shared = stack_states(knn_lists[0], [s[knn_lists[0]] for s in per_layer]) if knn_lists else None
-    states = {m: shared if m in KNN_METRICS else stack_states(m, [s[m] for s in per_layer]) for m in metrics}
-    if shared is not None and "cknna" in states:
-        states["cknna"]["idx"] = shared  # the same lists (one neighbour search): one tensor
-    return states, n, n_layers
+    return join_states(metrics, per_layer, stack=True), n, n_layers  # the k-NN metrics' lists: one tensor

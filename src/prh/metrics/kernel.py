@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import torch
 
+from prh.errors import UsageError
 from prh.metrics.knn import neighbour_positions, position_table, reciprocal_flags
 
 __all__ = [
@@ -42,8 +43,11 @@ __all__ = [
     "ucentered_from_product",
     "gram_scores",
     "cknna_state_from_knn",
+    "cknna_layer_state",
     "cknna_scores",
+    "cknna_pass_scores",
     "svcca_state",
+    "svcca_limits",
     "svcca_scores",
 ]
 
@@ -112,6 +116,16 @@ def cknna_state_from_knn(idx: torch.Tensor, sims: torch.Tensor) -> dict:
     return {"idx": idx, "vals": vals, "back": back, "self": self_align}
 
 
+def cknna_layer_state(source: tuple[torch.Tensor, torch.Tensor]) -> dict:
+    """The cknna state of one layer from its search ``(idx, sims)`` (prh.metrics.names' entry), which needs
+    k >= 2 and N >= 4 (HSIC₁ divides by n(n−3))."""
+    idx, sims = source
+    n, k = idx.shape
+    if k < 2 or n < 4:
+        raise UsageError(f"cknna needs topk >= 2 and N >= 4, got topk={k}, N={n}")
+    return cknna_state_from_knn(idx, sims)
+
+
 def cknna_scores(a: dict, b: dict, *, layer: int, table=False, pos=None) -> torch.Tensor:
     """CKNNA of layer ``layer`` of state ``a`` against every layer of state ``b`` (Lb scores).
 
@@ -138,6 +152,11 @@ def cknna_scores(a: dict, b: dict, *, layer: int, table=False, pos=None) -> torc
     return align / torch.sqrt(a["self"][layer] * b["self"])
 
 
+def cknna_pass_scores(metrics, a: dict, b: dict, *, layer: int, table=False, pos=None) -> dict:
+    """``cknna_scores`` in the registry's neighbour pass (``registry.pair_score_set``): {"cknna": Lb scores}."""
+    return {metric: cknna_scores(a, b, layer=layer, table=table, pos=pos) for metric in metrics}
+
+
 def svcca_state(x: torch.Tensor, cca_dim: int) -> torch.Tensor:
     """Top ``cca_dim`` left singular vectors (N × cca_dim) of the standardised features."""
     n, d = x.shape
@@ -150,6 +169,14 @@ def svcca_state(x: torch.Tensor, cca_dim: int) -> torch.Tensor:
         return evecs[:, -cca_dim:].flip(1)
     u, _, _ = torch.linalg.svd(z, full_matrices=False)
     return u[:, :cca_dim]
+
+
+def svcca_limits(n: int, width: int, *, cca_dim: int) -> str | None:
+    """What ``svcca_state`` refuses, from a features file's N and D before it is read."""
+    if not 1 <= cca_dim <= min(n, width):
+        return (f"svcca keeps cca_dim = {cca_dim} directions, more than its {n} items or {width} features give; "
+                "lower alignment.cca_dim (--cca-dim)")
+    return None
 
 
 def svcca_scores(u_a: torch.Tensor, u_b: torch.Tensor) -> torch.Tensor:

@@ -28,7 +28,6 @@ import torch
 
 from prh.errors import UsageError
 from prh.metrics.knn_fast import BLOCK_ELEMENTS, block_rows_for, knn_fast, top_k_ordered
-from prh.metrics.names import KNN_METRICS
 
 __all__ = [
     "BLOCK_ELEMENTS",
@@ -37,6 +36,9 @@ __all__ = [
     "knn",
     "top_k_ordered",
     "list_scores",
+    "neighbour_lists",
+    "pass_scores",
+    "pass_plan",
     "b_blocks",
     "neighbour_positions",
     "position_table",
@@ -52,7 +54,8 @@ __all__ = [
 DENSE_MAX_ITEMS = 8192
 # lcs_knn and edit_distance_knn keep a row of their DP table as bits of one int64
 MAX_LIST_K = 62
-LIST_METRICS = KNN_METRICS  # prh.metrics.names
+# the metrics list_scores computes (prh.metrics.names: the entries scored by pass_scores)
+LIST_METRICS = ("mutual_knn", "cycle_knn", "lcs_knn", "edit_distance_knn")
 # knn's precisions: "fp32" searches in the dtype of x (float32 or float64); "bf16" and "tf32" take
 # candidates from a lower-precision product and are exact by certificate (prh.metrics.knn_fast)
 PRECISIONS = ("fp32", "bf16", "tf32")
@@ -249,6 +252,25 @@ def list_scores(metrics, idx_a: torch.Tensor, idx_b: torch.Tensor, table=False, 
             if "edit_distance_knn" in metrics:
                 out["edit_distance_knn"] = 1.0 - _edit_distances(masks, k).reshape(lb, n).double().mean(dim=1) / k
     return {m: out[m] for m in metrics}
+
+
+def neighbour_lists(source: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    """The state of a k-NN list metric (prh.metrics.names): the lists of the layer's search ``(idx, sims)``."""
+    return source[0]
+
+
+def pass_scores(metrics, idx_a: torch.Tensor, idx_b: torch.Tensor, *, layer: int, table=False, pos=None) -> dict:
+    """``list_scores`` of A's layer ``layer`` (of L × N × k lists) against a block of B layers: the k-NN list
+    metrics' part of the registry's neighbour pass (``registry.pair_score_set``)."""
+    return list_scores(metrics, idx_a[layer], idx_b, table=table, pos=pos)
+
+
+def pass_plan(metrics, k: int, table) -> tuple[int, bool]:
+    """(extra, positions) of a neighbour pass over ``metrics`` for an A layer whose position table is ``table``:
+    B layers go in blocks of ``b_blocks(..., extra)`` (cycle_knn without a table gathers N × k × k per B layer),
+    and the neighbour positions are looked up when a metric other than cycle_knn reads them."""
+    extra = 8 if table is not None or "cycle_knn" not in metrics else 2 * k
+    return extra, bool(set(metrics) - {"cycle_knn"})
 
 
 def reciprocal_flags(idx: torch.Tensor) -> torch.Tensor:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from prh.errors import PRHError
 from prh.io import features_layout
-from prh.metrics.names import KNN_METRICS, check_metric
+from prh.metrics.names import metric_entry
 
 __all__ = ["ITEMSIZE", "align_memory_mb"]
 
@@ -24,16 +24,17 @@ def align_memory_mb(*, x_features: list[str], y_features: list[str], metric, top
 
     ``base_mb`` (Python, torch) + 4 working copies of the largest single layer (read, clamped,
     cast, normalised: N × D × bytes of ``dtype``) + one 64 MiB k-NN similarity block + the
-    states that stay resident: every y model's (neighbour lists twice: they are concatenated
-    into one stack of layers), and one x model's. Per layer and item: 8 k bytes of k-NN lists (shared by the four
-    k-NN metrics), 24 k for cknna (indices, values, back-pointers), 4 N for each CKA (an
-    N × N Gram per layer), 4 cca_dim for svcca. Independent of how many layers are read at
-    once, since only one is. A file that does not exist yet (a dry run), or cannot be read (truncated by a killed
-    copy: the job itself names it), counts 0, so `snakemake -n` plans instead of printing a traceback.
+    states that stay resident: every y model's (the neighbour metrics' twice: they are concatenated
+    into one stack of layers), and one x model's. Per layer and item, each metric's ``nbytes`` in the table
+    (prh.metrics.names): 8 k bytes of k-NN lists (shared by the k-NN metrics), 24 k for cknna (indices, values,
+    back-pointers), 4 N for each CKA (an N × N Gram per layer), 4 cca_dim for svcca. Independent of how many
+    layers are read at once, since only one is. A file that does not exist yet (a dry run), or cannot be read
+    (truncated by a killed copy: the job itself names it), counts 0, so `snakemake -n` plans instead of printing a
+    traceback.
     """
     metrics = [metric] if isinstance(metric, str) else list(metric)
-    for m in metrics:
-        check_metric(m)
+    # one state per state builder (the k-NN metrics share their lists); the neighbour metrics' are stacked over models
+    entries = {e.state: e for e in map(metric_entry, metrics)}.values()
     if dtype not in ITEMSIZE:
         raise ValueError(f"dtype must be one of {list(ITEMSIZE)}, got {dtype!r}")
     size = ITEMSIZE[dtype]
@@ -43,8 +44,9 @@ def align_memory_mb(*, x_features: list[str], y_features: list[str], metric, top
             n, n_layers, width = features_layout(path)["shape"]
         except (OSError, PRHError):  # not made yet (a dry run), or truncated: the job names it, the plan goes on
             return 0.0, 0.0, 0.0
-        lists = 8 * topk * any(m in KNN_METRICS for m in metrics) + 24 * topk * ("cknna" in metrics)
-        dense = sum({"cka": 4 * n, "unbiased_cka": 4 * n, "svcca": 4 * cca_dim}.get(m, 0) for m in metrics)
+        per_item = [(e.source, e.item_bytes(topk=topk, n=n, cca_dim=cca_dim)) for e in entries]
+        lists = sum(b for source, b in per_item if source == "neighbours")
+        dense = sum(b for source, b in per_item if source != "neighbours")
         return n * width * size / 2**20, n_layers * n * lists / 2**20, n_layers * n * dense / 2**20
 
     x, y = [sizes(p) for p in x_features], [sizes(p) for p in y_features]

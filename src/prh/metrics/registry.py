@@ -1,12 +1,15 @@
-"""The eight PRH alignment metrics as (per-layer state, per-pair score), and ``measure``.
+"""The alignment metrics as (per-layer state, per-pair score), dispatched from the metric table, and ``measure``.
 
-A metric here is three functions:
+A metric here is three functions, read from its entry of ``names.METRICS`` (no function here names a metric):
 
 * ``layer_states``: everything that depends on one model alone, for every
   layer at once (neighbour lists, centred Grams, singular vectors);
 * ``pair_scores``: the La × Lb score matrix from two models' states;
 * ``permute_state``: the state of the same features with items re-indexed, the
   cheap way to draw from a permutation null (``calibration.py``).
+
+Metrics computed together share their entries' sources (one neighbour search, one centred product) and the
+neighbour metrics one pass over A's layers (``layer_state_set``, ``pair_score_set``).
 
 ``measure(metric, A, B)`` is the single-pair case (one layer each) and agrees
 with the reference code's ``AlignmentMetrics.measure`` (PRH appendix B) up to
@@ -21,33 +24,43 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
+from prh.errors import FeaturesError
 from prh.metrics import kernel
 from prh.metrics import knn as knn_lib
-from prh.errors import FeaturesError, UsageError
-from prh.metrics.names import KNN_METRICS, SUPPORTED_METRICS, check_metric
+from prh.metrics.names import KNN_METRICS, METRICS, SOURCES, SUPPORTED_METRICS, check_metric, metric_entry
 from prh.metrics.sanity import REMEDY, constant_layer, layer_problem
 
-__all__ = [
-    "SUPPORTED_METRICS",
-    "KNN_METRICS",
-    "as_tensor",
-    "prepare_features",
-    "abs_quantile",
-    "layer_states",
-    "layer_state",
-    "layer_state_set",
-    "stack_states",
-    "cat_states",
-    "pair_scores",
-    "pair_score_set",
-    "permute_state",
-    "measure",
-]
+__all__ = ["SUPPORTED_METRICS", "KNN_METRICS", "IMPLEMENTATIONS", "as_tensor", "prepare_features", "abs_quantile",
+           "layer_states", "layer_state", "layer_state_set", "stack_states", "cat_states", "join_states",
+           "layer_tensor", "layer_slice", "pair_scores", "pair_score_set", "permute_state", "settings_of", "measure"]
 
-# CKA states from the centred product X̄X̄ᵀ (kernel.centered_product), shared by both
-GRAM_METRICS = {"cka": kernel.unit_gram, "unbiased_cka": kernel.ucentered_from_product}
-# Above this many items an N × N Gram per layer no longer fits comfortably (1 GiB in float32).
+# Above this many items an N × N Gram per layer no longer fits comfortably (1 GiB in float32): the limit of the
+# metrics built from the centred product (source "product").
 MAX_GRAM_ITEMS = 16384
+# The modules the table's "module:function" names point into. A metric implemented in a new module of
+# prh.metrics adds it here: imported, not loaded by name, so every command's code hash names it.
+IMPLEMENTATIONS = {"kernel": kernel, "knn": knn_lib}
+
+
+def _resolve(target: str):
+    module, _, name = target.partition(":")
+    if not hasattr(IMPLEMENTATIONS.get(module), name):
+        raise ImportError(f"prh/metrics/names.py names {target!r}, which no module of IMPLEMENTATIONS in "
+                          f"prh/metrics/registry.py defines ({', '.join(IMPLEMENTATIONS)})")
+    return getattr(IMPLEMENTATIONS[module], name)
+
+
+# every entry's functions, resolved once: a name the implementations lack fails on import, naming it
+STATE = {m.name: _resolve(m.state) for m in METRICS}
+SCORE = {m.name: _resolve(m.score) for m in METRICS}
+LIMITS = {m.name: _resolve(m.limits) for m in METRICS if m.limits}
+# names.PERMUTATIONS: how a layer-stacked tensor re-indexes for items permuted by perm (inv its inverse)
+PERMUTE = {
+    "lists": lambda t, perm, inv: inv[t[:, perm]],  # S'(i) = π⁻¹(S(π(i)))
+    "rows": lambda t, perm, inv: t[:, perm],
+    "rows_cols": lambda t, perm, inv: t[:, perm][:, :, perm],
+    "same": lambda t, perm, inv: t,
+}
 
 
 def as_tensor(feats, *, ndim: int, name: str, dtype=torch.float32, device="cpu") -> torch.Tensor:
@@ -166,8 +179,8 @@ def layer_states(
 
     Returns
     -------
-    k-NN metrics: L × N × k neighbour indices; cka/unbiased_cka: L × N × N unit
-    Grams; cknna: dict of L-stacked tensors; svcca: L × N × cca_dim.
+    The layer-stacked state (``stack_states``), e.g. k-NN metrics: L × N × k neighbour indices;
+    cka/unbiased_cka: L × N × N unit Grams; cknna: dict of L-stacked tensors; svcca: L × N × cca_dim.
     """
     check_metric(metric)
     x = as_tensor(feats, ndim=3, name="feats", dtype=dtype, device="cpu")
@@ -184,25 +197,38 @@ def layer_states(
 def layer_state(metric: str, h: torch.Tensor, *, topk: int = 10, cca_dim: int = 10, normalize: bool = True,
                 device="cpu", block_rows: int | None = None):
     """The state of one layer ``h`` (N × D, already in the working dtype): what ``layer_states``
-    stacks. ``normalize``: ``h_i / ||h_i||`` first; then the k-NN lists (N × k), the unit
-    centred Gram (N × N), ``kernel.cknna_state`` or ``kernel.svcca_state`` (N × cca_dim)."""
+    stacks. ``normalize``: ``h_i / ||h_i||`` first; then the metric's state builder (its table entry)."""
     return layer_state_set([metric], h, topk=topk, cca_dim=cca_dim, normalize=normalize, device=device,
                            block_rows=block_rows)[metric]
+
+
+def settings_of(metric: str, *, topk: int, cca_dim: int) -> dict:
+    """The keyword settings of ``metric``'s state builder and limits (its entry's ``settings``)."""
+    return {key: value for key, value in (("topk", topk), ("cca_dim", cca_dim)) if key in metric_entry(metric).settings}
+
+
+def _source(source: str, h: torch.Tensor, *, topk: int, block_rows: int | None, knn_precision: str):
+    """One of ``names.SOURCES`` of the normalised layer ``h``."""
+    if source == "neighbours":
+        return knn_lib.knn(h, topk, block_rows=block_rows, precision=knn_precision)
+    if source == "product":
+        return kernel.centered_product(h)
+    return h
 
 
 def layer_state_set(metrics, h: torch.Tensor, *, topk: int = 10, cca_dim: int = 10, normalize: bool = True,
                     device="cpu", block_rows: int | None = None, knn_precision: str = "fp32") -> dict:
     """``{metric: layer_state(metric, h)}`` for several metrics, sharing what they have in common:
-    one neighbour search serves the four k-NN metrics and cknna, one centred product X̄X̄ᵀ
-    both CKAs. The states are the same tensors the metrics compute alone. ``knn_precision``: ``knn.knn``'s
+    each source (``names.SOURCES``) is computed once, so one neighbour search serves the k-NN metrics and
+    cknna, one centred product X̄X̄ᵀ both CKAs, and metrics naming one state builder share its state.
+    The states are the same tensors the metrics compute alone. ``knn_precision``: ``knn.knn``'s
     (the same lists in every precision but at exact ties)."""
-    for metric in metrics:
-        check_metric(metric)
+    entries = [metric_entry(metric) for metric in metrics]
     n = h.shape[0]
-    grams = [m for m in metrics if m in GRAM_METRICS]
-    if grams and n > MAX_GRAM_ITEMS:
+    dense = [e.name for e in entries if e.source == "product"]
+    if dense and n > MAX_GRAM_ITEMS:
         raise ValueError(
-            f"{grams[0]} needs an N x N Gram per layer and N={n} > {MAX_GRAM_ITEMS}; "
+            f"{dense[0]} needs an N x N Gram per layer and N={n} > {MAX_GRAM_ITEMS}; "
             "use a k-NN metric (mutual_knn, cknna) or fewer items"
         )
     problem = layer_problem(h, normalize=normalize)
@@ -211,38 +237,72 @@ def layer_state_set(metrics, h: torch.Tensor, *, topk: int = 10, cca_dim: int = 
     h = h.to(device)
     if normalize:
         h = F.normalize(h, dim=1)
-    out = {}
-    if any(m in KNN_METRICS or m == "cknna" for m in metrics):
-        if "cknna" in metrics and (topk < 2 or n < 4):
-            raise UsageError(f"cknna needs topk >= 2 and N >= 4, got topk={topk}, N={n}")
-        idx, sims = knn_lib.knn(h, topk, block_rows=block_rows, precision=knn_precision)
-        out.update({m: idx for m in metrics if m in KNN_METRICS})
-        if "cknna" in metrics:
-            out["cknna"] = kernel.cknna_state_from_knn(idx, sims)
-    if grams:
-        product = kernel.centered_product(h)
-        for m in grams:  # ucentered_from_product overwrites its input: the last metric gets the original
-            out[m] = GRAM_METRICS[m](product if m == grams[-1] else product.clone())
-    if "svcca" in metrics:
-        try:
-            out["svcca"] = kernel.svcca_state(h, cca_dim)
-        except torch.linalg.LinAlgError as e:
-            raise FeaturesError(f"svcca: the features' SVD failed ({' '.join(str(e).split())[:200]}); {REMEDY}") from None
-    return out
+    built: dict = {}  # state builder ("module:function") -> the state it built
+    for source in SOURCES:
+        builders = {e.state: e for e in entries if e.source == source}  # one entry per builder, in order
+        if not builders:
+            continue
+        value = _source(source, h, topk=topk, block_rows=block_rows, knn_precision=knn_precision)
+        for i, (target, e) in enumerate(builders.items()):
+            # a product builder may overwrite its input (ucentered_from_product): the last one gets the original
+            given = value.clone() if source == "product" and i < len(builders) - 1 else value
+            try:
+                built[target] = STATE[e.name](given, **settings_of(e.name, topk=topk, cca_dim=cca_dim))
+            except torch.linalg.LinAlgError as err:
+                raise FeaturesError(f"{e.name}: a decomposition of the features failed "
+                                    f"({' '.join(str(err).split())[:200]}); {REMEDY}") from None
+    return {e.name: built[e.state] for e in entries}
 
 
 def stack_states(metric: str, per_layer: list):
-    """Layer-stack a list of ``layer_state`` results (dim 0 = layer), as ``layer_states`` returns them."""
-    if metric == "cknna":
+    """Layer-stack a list of ``layer_state`` results (dim 0 = layer), as ``layer_states`` returns them
+    (a dict state key by key); ``metric`` names what they are."""
+    if isinstance(per_layer[0], dict):
         return {key: torch.stack([s[key] for s in per_layer]) for key in per_layer[0]}
     return torch.stack(per_layer)
 
 
 def cat_states(metric: str, states: list):
     """Concatenate layer-stacked states along the layer axis (several models' or permutations' layers as one stack)."""
-    if metric == "cknna":
+    if isinstance(states[0], dict):
         return {key: torch.cat([s[key] for s in states]) for key in states[0]}
     return torch.cat(states)
+
+
+def join_states(metrics, parts: list[dict], *, stack: bool) -> dict:
+    """``{metric: the metric's states of parts}`` (dicts metric -> state, one per layer or per model), stacked on a
+    new layer axis (``stack_states``) or concatenated along it (``cat_states``). As in ``layer_state_set``, metrics
+    naming one state builder share one joined tensor, and with one (the k-NN lists) a neighbour metric's dict state
+    holds it as its "idx": its lists, from the same search."""
+    join = stack_states if stack else cat_states
+    joined: dict = {}
+    out = {}
+    for metric in metrics:
+        target = metric_entry(metric).state
+        if target not in joined:
+            joined[target] = join(metric, [p[metric] for p in parts])
+        out[metric] = joined[target]
+    neighbours = [m for m in metrics if metric_entry(m).source == "neighbours"]
+    lists = next((out[m] for m in neighbours if not isinstance(out[m], dict)), None)
+    for m in neighbours:
+        if lists is not None and isinstance(out[m], dict):
+            out[m]["idx"] = lists  # the same lists (one neighbour search): one tensor
+    return out
+
+
+def layer_tensor(state) -> torch.Tensor:
+    """A layer-stacked state's L × N × ... tensor: the state, or a dict state's first entry."""
+    return next(iter(state.values())) if isinstance(state, dict) else state
+
+
+def _lists(state) -> torch.Tensor:
+    """The neighbour lists of a neighbour metric's state (a dict state's "idx")."""
+    return state["idx"] if isinstance(state, dict) else state
+
+
+def layer_slice(state, sl: slice):
+    """Layers ``sl`` of a layer-stacked state (views, no copy)."""
+    return {key: value[sl] for key, value in state.items()} if isinstance(state, dict) else state[sl]
 
 
 def pair_scores(metric: str, state_a, state_b) -> torch.Tensor:
@@ -251,69 +311,64 @@ def pair_scores(metric: str, state_a, state_b) -> torch.Tensor:
 
 
 def pair_score_set(metrics, states_a: dict, states_b: dict) -> dict:
-    """``{metric: pair_scores(metric, states_a[metric], states_b[metric])}``. The k-NN metrics and
-    cknna of the set share, per A layer, one position table (``knn.position_table``) and, per
-    block of B layers, one neighbour-position lookup (``knn.neighbour_positions``)."""
-    for metric in metrics:
-        check_metric(metric)
-    out = {}
-    lists = [m for m in metrics if m in KNN_METRICS]
-    if lists or "cknna" in metrics:
-        idx_a = states_a[lists[0]] if lists else states_a["cknna"]["idx"]
-        idx_b = states_b[lists[0]] if lists else states_b["cknna"]["idx"]
-        lb, n, k = idx_b.shape
-        rows: dict = {m: [] for m in lists + (["cknna"] if "cknna" in metrics else [])}
-        # cknna's lists are the k-NN metrics' when one neighbour search made both (layer_state_set):
-        # then it shares their position tables and lookups (checked once per call, not per layer)
-        same_a = same_b = False
-        if lists and "cknna" in metrics:
-            ca, cb = states_a["cknna"]["idx"], states_b["cknna"]["idx"]
-            same_a = ca is idx_a or torch.equal(ca, idx_a)
-            same_b = same_a and (cb is idx_b or torch.equal(cb, idx_b))
-        for layer in range(idx_a.shape[0]):
-            table = knn_lib.position_table(idx_a[layer])
-            parts: dict = {m: [] for m in rows}
-            for sl in knn_lib.b_blocks(lb, n, k, 8 if table is not None or "cycle_knn" not in lists else 2 * k):
-                needs_pos = set(lists) - {"cycle_knn"} or "cknna" in metrics
-                pos = knn_lib.neighbour_positions(idx_a[layer], idx_b[sl], table) if needs_pos else None
-                if lists:
-                    for m, row in knn_lib.list_scores(lists, idx_a[layer], idx_b[sl], table=table, pos=pos).items():
-                        parts[m].append(row)
-                if "cknna" in metrics:
-                    a, b = states_a["cknna"], {key: value[sl] for key, value in states_b["cknna"].items()}
-                    parts["cknna"].append(kernel.cknna_scores(a, b, layer=layer, table=table if same_a else False,
-                                                              pos=pos if same_b else None))
-            for m, row in rows.items():
-                row.append(torch.cat(parts[m]))
-        out.update({m: torch.stack(r) for m, r in rows.items()})
-    for metric in metrics:
-        a, b = states_a[metric], states_b[metric]
-        if metric in GRAM_METRICS:
-            out[metric] = kernel.gram_scores(a, b)
-        elif metric == "svcca":
-            out[metric] = kernel.svcca_scores(a, b)
+    """``{metric: pair_scores(metric, states_a[metric], states_b[metric])}``. The neighbour metrics of the set
+    (source "neighbours": the k-NN metrics and cknna) share, per A layer, one position table
+    (``knn.position_table``) and, per block of B layers, one neighbour-position lookup (``knn.neighbour_positions``);
+    the others score their states in one call each."""
+    entries = [metric_entry(metric) for metric in metrics]
+    neighbours = [e.name for e in entries if e.source == "neighbours"]
+    out = _neighbour_pass(neighbours, states_a, states_b) if neighbours else {}
+    for e in entries:
+        if e.source != "neighbours":
+            out[e.name] = SCORE[e.name](states_a[e.name], states_b[e.name])
     return {m: out[m] for m in metrics}
 
 
+def _neighbour_pass(metrics: list, states_a: dict, states_b: dict) -> dict:
+    """The La × Lb scores of the neighbour metrics ``metrics``: per A layer one position table, per block of B
+    layers one neighbour-position lookup, which every group of metrics (those naming one scorer) reads when its
+    lists are the first metric's (checked once per call, not per layer), else it finds its own."""
+    groups: dict = {}
+    for m in metrics:
+        groups.setdefault(metric_entry(m).score, []).append(m)
+    idx_a, idx_b = _lists(states_a[metrics[0]]), _lists(states_b[metrics[0]])
+    lb, n, k = idx_b.shape
+    shared = {}
+    for score, group in groups.items():
+        own_a, own_b = _lists(states_a[group[0]]), _lists(states_b[group[0]])
+        same_a = own_a is idx_a or torch.equal(own_a, idx_a)
+        shared[score] = same_a, same_a and (own_b is idx_b or torch.equal(own_b, idx_b))
+    rows: dict = {m: [] for m in metrics}
+    for layer in range(idx_a.shape[0]):
+        table = knn_lib.position_table(idx_a[layer])
+        extra, positions = knn_lib.pass_plan(metrics, k, table)
+        parts: dict = {m: [] for m in metrics}
+        for sl in knn_lib.b_blocks(lb, n, k, extra):
+            pos = knn_lib.neighbour_positions(idx_a[layer], idx_b[sl], table) if positions else None
+            for score, group in groups.items():
+                same_a, same_b = shared[score]
+                got = SCORE[group[0]](group, states_a[group[0]], layer_slice(states_b[group[0]], sl), layer=layer,
+                                      table=table if same_a else False, pos=pos if same_b else None)
+                for m in group:
+                    parts[m].append(got[m])
+        for m in metrics:
+            rows[m].append(torch.cat(parts[m]))
+    return {m: torch.stack(r) for m, r in rows.items()}
+
+
 def permute_state(metric: str, state, perm: torch.Tensor):
-    """State of the features ``X[perm]`` (items re-indexed), without recomputing anything.
+    """State of the features ``X[perm]`` (items re-indexed), without recomputing anything: each tensor
+    re-indexed as the metric's entry says (``names.PERMUTATIONS``).
 
     Neighbour lists map through the inverse permutation: S'(i) = π⁻¹(S(π(i))).
     """
+    how = metric_entry(metric).permute
     inv = torch.empty_like(perm)
     inv[perm] = torch.arange(perm.numel(), device=perm.device)
-    if metric in KNN_METRICS:
-        return inv[state[:, perm]]
-    if metric in GRAM_METRICS:
-        return state[:, perm][:, :, perm]
-    if metric == "svcca":
-        return state[:, perm]
-    return {
-        "idx": inv[state["idx"][:, perm]],
-        "vals": state["vals"][:, perm],
-        "back": state["back"][:, perm],
-        "self": state["self"],
-    }
+    if isinstance(state, dict):
+        kinds = dict(how)
+        return {key: PERMUTE[kinds[key]](value, perm, inv) for key, value in state.items()}
+    return PERMUTE[how](state, perm, inv)
 
 
 def measure(metric: str, feats_a, feats_b, *, topk: int = 10, cca_dim: int = 10, dtype=torch.float32, device="cpu") -> float:

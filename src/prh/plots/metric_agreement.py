@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from prh.metrics.names import KNN_METRICS, SUPPORTED_METRICS
+from prh.metrics.names import METRICS, SUPPORTED_METRICS
 from prh.plots import nan_if_none, save_figure
 
 __all__ = ["FIG13_METRICS", "FIG14_METRICS", "TOPK_METRICS", "fig10_locality", "fig12_metric_agreement", "fig13_cross_metrics", "fig14_cross_metrics"]
@@ -21,8 +21,8 @@ __all__ = ["FIG13_METRICS", "FIG14_METRICS", "TOPK_METRICS", "fig10_locality", "
 # (prh.metrics.names) for Fig 14, so a metric added there is drawn rather than silently left out.
 FIG13_METRICS = ["cka", "unbiased_cka", "svcca", "mutual_knn"]
 FIG14_METRICS = sorted(set(SUPPORTED_METRICS) - set(FIG13_METRICS))
-# the metrics with a k (the k-NN lists and CKNNA), titled with it
-TOPK_METRICS = (*KNN_METRICS, "cknna")
+# the metrics with a k (the k-NN lists and CKNNA: their entries' topk), titled with it
+TOPK_METRICS = tuple(m.name for m in METRICS if m.topk)
 
 
 def fig10_locality(data: dict, out: Path) -> list[Path]:
