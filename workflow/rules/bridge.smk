@@ -101,8 +101,7 @@ rule bridge_outliers:
     benchmark:
         bench_path("bridge_outliers", "outliers")
     resources:
-        mem_mb=3000,
-        runtime=10,
+        **JOB_SIZES["bridge_outliers"],
     params:
         models=" ".join(shlex.quote(f"{k}={v}") for k, v in BRIDGE_OUTLIER_MODELS.items()),
         families=json_param(BRIDGE_FAMILIES),
@@ -124,8 +123,7 @@ rule bridge_align:
     benchmark:
         bench_path("bridge_align", "align")
     resources:
-        mem_mb=2000,
-        runtime=10,
+        **JOB_SIZES["bridge_align"],
     params:
         probe=lambda w, input: os.path.dirname(input.probe_meta),
         # the strongest vision model: the zoo's probes pick it (offline), or the suite names it
@@ -157,8 +155,7 @@ rule bridge_analyse:
     benchmark:
         bench_path("bridge_analyse", "analyse")
     resources:
-        mem_mb=1000,
-        runtime=5,
+        **JOB_SIZES["bridge_analyse"],
     params:
         config=json_param(BRIDGE_CFG.get("analysis") or {}),
     shell:

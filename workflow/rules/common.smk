@@ -11,6 +11,7 @@ import shlex
 
 from prh.cluster import emit_plan_cost, gpus_needed, plan_cost, plan_rates
 from prh.cluster.launch import torchrun_launcher
+from prh.cluster.sizes import JOB_SIZES  # a fixed-size rule's resources: **JOB_SIZES[its name]
 from prh.config import all_models
 from prh.figures import FIGURES
 from prh.metrics import SUPPORTED_METRICS

@@ -44,8 +44,7 @@ rule probe_vtab_task:
         task=one_of(VTAB_TASKS),
     threads: 4
     resources:
-        mem_mb=8000,
-        runtime=60,
+        **JOB_SIZES["probe_vtab_task"],
     params:
         tasks=lambda w, input: json_param(
             {w.task: {"train": os.path.dirname(input.labels[0]), "test": os.path.dirname(input.labels[1])}}
@@ -69,8 +68,7 @@ rule probe_vtab:
     benchmark:
         bench_path("probe_vtab", "probe_vtab")
     resources:
-        mem_mb=1000,
-        runtime=5,
+        **JOB_SIZES["probe_vtab"],
     shell:
         "prh merge-probe-splits --inputs {input} --out {output} > {log} 2>&1"
 
@@ -85,8 +83,7 @@ rule lm_score_merge:
     benchmark:
         bench_path("lm_score_merge", "lm_score_merge")
     resources:
-        mem_mb=1000,
-        runtime=5,
+        **JOB_SIZES["lm_score_merge"],
     shell:
         "prh merge-lm-scores --scores {input} --out {output} > {log} 2>&1"
 
@@ -105,8 +102,7 @@ rule convergence:
     benchmark:
         bench_path("convergence", "convergence")
     resources:
-        mem_mb=2000,
-        runtime=10,
+        **JOB_SIZES["convergence"],
     params:
         families=json_param({m: MODELS[m].get("family", m) for m in model_set(CONV_FIG2_VSET) + model_set(CONV_VSET)}),
         config=CONV_CONFIG["run-convergence"],
@@ -165,8 +161,7 @@ if SUITE == "offline":
         benchmark:
             bench_path("world_gate", "language")
         resources:
-            mem_mb=2000,
-            runtime=20,
+            **JOB_SIZES["world_gate"],
         params:
             data=lambda w, input: os.path.dirname(input.scenes),
             feats_dir=lambda w, input: os.path.dirname(input.feats[0]),
@@ -197,8 +192,7 @@ if SUITE == "offline":
         benchmark:
             bench_path("convergence_platonic", "convergence_platonic")
         resources:
-            mem_mb=4000,
-            runtime=10,
+            **JOB_SIZES["convergence_platonic"],
         params:
             config=CONV_CONFIG["run-platonic"],
             kernel=json_param(config["world"]["kernel"]),
@@ -231,8 +225,7 @@ if SUITE == "offline" and REL_MODELS:
         benchmark:
             bench_path("relational_test", "language")
         resources:
-            mem_mb=2000,
-            runtime=10,
+            **JOB_SIZES["relational_test"],
         params:
             zoo=json_param(ZOO_RUNS),
             models=" ".join(REL_MODELS),

@@ -33,8 +33,7 @@ for _fig in FIGURES.values():
         wildcard_constraints:
             **FIGURE_WILDCARDS,
         resources:
-            mem_mb=1000,
-            runtime=5,
+            **JOB_SIZES["plot"],
         params:
             name=shlex.quote(_fig.name),
             # `--input key=path` for each input (the registry's keys, in its order)
@@ -66,8 +65,7 @@ rule zoo_metrics:
     benchmark:
         bench_path("zoo_metrics", "metrics")
     resources:
-        mem_mb=500,
-        runtime=5,
+        **JOB_SIZES["zoo_metrics"],
     params:
         untrained=UNTRAINED_ZOO_MODELS,
         gate=json_param(config["convergence"]["preregistered"]["gate"]),

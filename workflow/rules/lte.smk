@@ -87,8 +87,7 @@ rule lte_verdicts:
     benchmark:
         bench_path("lte", "verdicts")
     resources:
-        mem_mb=500,
-        runtime=5,
+        **JOB_SIZES["lte_verdicts"],
     params:
         max_ratio=LTE_CFG["claims"]["max_ratio"],
         min_gap=LTE_CFG["claims"]["min_gap"],

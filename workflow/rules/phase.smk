@@ -123,8 +123,7 @@ rule phase_analyse:
     benchmark:
         bench_path("phase_analyse", "phase_analyse")
     resources:
-        mem_mb=3000,
-        runtime=20,
+        **JOB_SIZES["phase_analyse"],
     params:
         models=shlex.quote(
             json.dumps(

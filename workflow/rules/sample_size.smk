@@ -26,8 +26,7 @@ rule sample_size:
         bench_path("sample_size", SS_DATASET)
     threads: 2
     resources:
-        mem_mb=8000,
-        runtime=120,
+        **JOB_SIZES["sample_size"],
     params:
         names=" ".join(SS_VISION + SS_LANGUAGE),
         language=" ".join(SS_LANGUAGE),

@@ -66,8 +66,7 @@ rule train_tokenizer:
     wildcard_constraints:
         data=SHAPES_DATASET,
     resources:
-        mem_mb=2000,
-        runtime=10,
+        **JOB_SIZES["train_tokenizer"],
     params:
         data=lambda w, input: os.path.dirname(input.captions),
         out=lambda w, output: os.path.dirname(output.tokenizer),
@@ -98,8 +97,7 @@ for _run in ZOO_TRAINED_RUNS:
         benchmark:
             bench_path("train_language", _run)
         resources:
-            mem_mb=2000,
-            runtime=30,
+            **JOB_SIZES["train_language"],
         params:
             data=lambda w, input: os.path.dirname(input.captions),
             tokenizer=lambda w, input: os.path.dirname(input.tokenizer),
@@ -124,8 +122,7 @@ rule minilm:
     wildcard_constraints:
         model=one_of(ZOO_PACKAGED),
     resources:
-        mem_mb=500,
-        runtime=5,
+        **JOB_SIZES["minilm"],
     params:
         out=lambda w, output: os.path.dirname(output.config),
     shell:
@@ -153,8 +150,7 @@ rule lm_eval:
     benchmark:
         bench_path("lm_eval", "language")
     resources:
-        mem_mb=2000,
-        runtime=30,
+        **JOB_SIZES["lm_eval"],
     params:
         **LM_EVAL_PARAMS,
         names=" ".join(ZOO_CAUSAL),
@@ -179,8 +175,7 @@ rule probe_language:
     benchmark:
         bench_path("probe_language", "language")
     resources:
-        mem_mb=2000,
-        runtime=30,
+        **JOB_SIZES["probe_language"],
     params:
         data=lambda w, input: os.path.dirname(input.scenes),
         names=" ".join(ZOO_CAUSAL),
@@ -217,8 +212,7 @@ if SUITE == "offline" and REL_MODELS:
         benchmark:
             bench_path("score_relational", "language")
         resources:
-            mem_mb=2000,
-            runtime=60,
+            **JOB_SIZES["score_relational"],
         params:
             data=lambda w, input: os.path.dirname(input.scenes),
             names=" ".join(REL_MODELS),

@@ -46,8 +46,7 @@ rule train_vision:
     wildcard_constraints:
         model=one_of(ZOO_VISION),
     resources:
-        mem_mb=2000,
-        runtime=15,
+        **JOB_SIZES["train_vision"],
     params:
         data=lambda w, input: os.path.dirname(input.images),
         out=lambda w, output: os.path.dirname(output.config),
@@ -67,8 +66,7 @@ rule probe_vision:
     benchmark:
         bench_path("probe_vision", "vision")
     resources:
-        mem_mb=2000,
-        runtime=20,
+        **JOB_SIZES["probe_vision"],
     params:
         data=lambda w, input: os.path.dirname(input.scenes),
         names=" ".join(ZOO_VISION_SET),
