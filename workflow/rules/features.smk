@@ -104,7 +104,6 @@ rule extract_vision:
         bench_path("extract_vision", "{dataset}", "{model}")
     wildcard_constraints:
         model=EXTRACT_MODELS["vision"],
-        dataset=DATASET,
     threads: lambda w: 1 if MODELS[w.model]["source"] == "zoo" else 4
     resources:
         **MODEL_JOB,
@@ -131,7 +130,6 @@ rule extract_language:
         bench_path("extract_language", "{dataset}", "{model}")
     wildcard_constraints:
         model=EXTRACT_MODELS["language"],
-        dataset=DATASET,
     threads: lambda w: 1 if MODELS[w.model]["source"] == "zoo" else 4
     resources:
         **MODEL_JOB,

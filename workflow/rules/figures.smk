@@ -3,9 +3,8 @@
 # files say which figures the run builds (TARGETS += figure_targets(...)); this file
 # says how each is drawn. Also the zoo's summary metrics for `dvc metrics show`.
 
-# {fields} of the registry's input paths that come from params.yaml; the others are wildcards.
+# {fields} of the registry's input paths that come from params.yaml; the others are wildcards (common.smk constrains them).
 FIGURE_CONTEXT = {"sample_sheet_dataset": SAMPLE_SHEET_DATASET}
-FIGURE_WILDCARDS = {"dataset": DATASET, "metric": METRIC, "xset": MODEL_SET, "yset": MODEL_SET}
 # Zoo models of the run's sets left at their random initialisation: the baselines of "the models learn"
 UNTRAINED_ZOO_MODELS = [
     m for m in config["model_sets"].get("zoo_vision", []) if ZOO_VISION.get(m, {}).get("objective") == "random"
@@ -30,8 +29,6 @@ for _fig in FIGURES.values():
             log_path("plot", _fig.name),
         benchmark:
             bench_path("plot", _fig.name)
-        wildcard_constraints:
-            **FIGURE_WILDCARDS,
         resources:
             **JOB_SIZES["plot"],
         params:
