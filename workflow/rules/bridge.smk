@@ -29,9 +29,7 @@ elif SUITE == "offline":
         "vision_feats": set_features(BRIDGE_SUITE["probe_data"], "zoo_vision"),
     }
 elif BRIDGE_SUITE.get("strongest_vision"):
-    BRIDGE_VISION = {
-        "vision_feats": [f"{R}/features/{BRIDGE_SUITE['probe_data']}/{BRIDGE_SUITE['strongest_vision']}.safetensors"]
-    }
+    BRIDGE_VISION = {"vision_feats": [feature_file(BRIDGE_SUITE["probe_data"], BRIDGE_SUITE["strongest_vision"])]}
 else:
     BRIDGE_VISION = {}
 # name=checkpoint specs and families for Fig 2: the offline zoo (MiniLM, the zoo's vision models, the

@@ -57,7 +57,6 @@ wildcard_constraints:
     yset=MODEL_SET,
 
 
-
 def json_param(obj):
     """A params.yaml block as one shell-quoted JSON argument (sorted keys: the same block, the same string)."""
     return shlex.quote(json.dumps(obj, sort_keys=True))
@@ -154,8 +153,13 @@ def alignment_json(dataset, xset, yset, metric=ALIGN["metric"]):
     return f"{R}/alignment/{dataset}/{metric}/{xset}__{yset}.json"
 
 
+def feature_file(dataset, model):
+    """One model's features on one dataset (features.smk writes them; "{dataset}", "{model}": its pattern)."""
+    return f"{R}/features/{dataset}/{model}.safetensors"
+
+
 def set_features(dataset, set_name):
-    return [f"{R}/features/{dataset}/{m}.safetensors" for m in model_set(set_name)]
+    return [feature_file(dataset, m) for m in model_set(set_name)]
 
 
 def figure_targets(*names):

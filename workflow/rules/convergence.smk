@@ -30,9 +30,7 @@ CONV_COVERAGE = f"--coverage {json_param(fig2_coverage(model_set(CONV_FIG2_VSET)
 # then a cheap gather: the same file one job over all 19 tasks writes (tests/test_probes.py).
 rule probe_vtab_task:
     input:
-        features=lambda w: [
-            f"{R}/features/{ds}/{m}.safetensors" for ds in VTAB_TASKS[w.task] for m in model_set(CONV_FIG2_VSET)
-        ],
+        features=lambda w: [f for ds in VTAB_TASKS[w.task] for f in set_features(ds, CONV_FIG2_VSET)],
         labels=lambda w: [f"{R}/data/{ds}/labels.npy" for ds in VTAB_TASKS[w.task]],
     output:
         f"{CONV}/vtab/{{task}}.json",
@@ -148,11 +146,7 @@ if SUITE == "offline":
         input:
             scenes=shapes_files(LM_EVAL_DATASET)["scenes"],
             feats=sorted(
-                {
-                    f"{R}/features/{LM_EVAL_DATASET}/{r[k]}.safetensors"
-                    for r in GATE_RUNS.values()
-                    for k in ("final", "untrained")
-                }
+                {feature_file(LM_EVAL_DATASET, r[k]) for r in GATE_RUNS.values() for k in ("final", "untrained")}
             ),
         output:
             f"{CONV}/world_gate.json",
@@ -178,8 +172,8 @@ if SUITE == "offline":
 
     rule convergence_platonic:
         input:
-            vision=[f"{R}/features/{SUITE_CFG['vision_dataset']}/{m}.safetensors" for m in model_set(CONV_VSET)],
-            language=[f"{R}/features/{SUITE_CFG['paired_dataset']}/{m}.safetensors" for m in model_set(CONV_LSET)],
+            vision=set_features(SUITE_CFG["vision_dataset"], CONV_VSET),
+            language=set_features(SUITE_CFG["paired_dataset"], CONV_LSET),
             vision_scenes=shapes_files(SUITE_CFG["vision_dataset"])["scenes"],
             paired_scenes=shapes_files(SUITE_CFG["paired_dataset"])["scenes"],
             probes=f"{R}/experiments/zoo/vision.json",

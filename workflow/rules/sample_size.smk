@@ -15,7 +15,7 @@ SS_CONFIG = {
 
 rule sample_size:
     input:
-        feats=[f"{R}/features/{SS_DATASET}/{m}.safetensors" for m in SS_VISION + SS_LANGUAGE],
+        feats=[feature_file(SS_DATASET, m) for m in SS_VISION + SS_LANGUAGE],
         scenes=world_scenes(SS_DATASET),
     output:
         sweep=f"{SS_OUT}/sweep.json",

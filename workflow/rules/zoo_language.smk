@@ -167,7 +167,7 @@ rule lm_eval:
 rule probe_language:
     input:
         scenes=shapes_files(LM_EVAL_DATASET)["scenes"],
-        feats=[f"{R}/features/{LM_EVAL_DATASET}/{m}.safetensors" for m in ZOO_CAUSAL],
+        feats=[feature_file(LM_EVAL_DATASET, m) for m in ZOO_CAUSAL],
     output:
         f"{R}/experiments/zoo/language_probes.json",
     log:

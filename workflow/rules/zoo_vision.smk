@@ -58,7 +58,7 @@ rule train_vision:
 rule probe_vision:
     input:
         scenes=shapes_files(PROBE_DATASET)["scenes"],
-        feats=expand(f"{R}/features/{PROBE_DATASET}/{{model}}.safetensors", model=ZOO_VISION_SET),
+        feats=[feature_file(PROBE_DATASET, m) for m in ZOO_VISION_SET],
     output:
         f"{R}/experiments/zoo/vision.json",
     log:
