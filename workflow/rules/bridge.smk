@@ -25,7 +25,7 @@ if not BRIDGE_SUITE:
     BRIDGE_VISION = {}
 elif SUITE == "offline":
     BRIDGE_VISION = {
-        "vision_probes": f"{R}/experiments/zoo/vision.json",
+        "vision_probes": rules.probe_vision.output[0],
         "vision_feats": set_features(BRIDGE_SUITE["probe_data"], "zoo_vision"),
     }
 elif BRIDGE_SUITE.get("strongest_vision"):

@@ -18,7 +18,7 @@ CONV_VSET, CONV_LSET = SUITE_CFG["vision_models"], SUITE_CFG["language_models"]
 # Fig 2's own vision set (paper: prh_fig2_vision, the loadable part of the paper's 78); Fig 3 keeps CONV_VSET
 CONV_FIG2_VSET = config["convergence"]["vision_models"][SUITE] or CONV_VSET
 if SUITE == "offline":
-    CONV_PROBES, CONV_LANGUAGE = f"{R}/experiments/zoo/vision.json", f"{R}/experiments/zoo/language.json"
+    CONV_PROBES, CONV_LANGUAGE = rules.probe_vision.output[0], rules.lm_eval.output[0]
 else:
     CONV_PROBES, CONV_LANGUAGE = f"{CONV}/vtab_probes.json", f"{CONV}/lm_scores.json"
 # paper suite: which of the paper's 78 Fig 2 models the set holds, by group (workflow/resources/prh_fig2_vision.yaml),
@@ -92,7 +92,7 @@ rule convergence:
         vision=f"{R}/alignment/{SUITE_CFG['vision_dataset']}/mutual_knn/{CONV_FIG2_VSET}__{CONV_FIG2_VSET}.json",
         cross=f"{R}/alignment/{SUITE_CFG['paired_dataset']}/mutual_knn/{CONV_LSET}__{CONV_VSET}.json",
         language=CONV_LANGUAGE,
-        lm_competence=f"{R}/experiments/zoo/language_competence.json" if SUITE == "offline" else [],
+        lm_competence=ZOO_COMPETENCE if SUITE == "offline" else [],
     output:
         **{name: f"{CONV}/{name}.json" for name in ("competence", "model_map", "language_vision", "metrics")},
     log:
@@ -176,8 +176,8 @@ if SUITE == "offline":
             language=set_features(SUITE_CFG["paired_dataset"], CONV_LSET),
             vision_scenes=shapes_files(SUITE_CFG["vision_dataset"])["scenes"],
             paired_scenes=shapes_files(SUITE_CFG["paired_dataset"])["scenes"],
-            probes=f"{R}/experiments/zoo/vision.json",
-            bpb=f"{R}/experiments/zoo/language.json",
+            probes=CONV_PROBES,
+            bpb=CONV_LANGUAGE,
         output:
             platonic=f"{CONV}/platonic.json",
             metrics=f"{CONV}/platonic_metrics.json",

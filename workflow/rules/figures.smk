@@ -50,13 +50,13 @@ TARGETS += [
 
 rule zoo_metrics:
     input:
-        vision=f"{R}/experiments/zoo/vision.json",
-        language=f"{R}/experiments/zoo/language.json",
-        language_probes=f"{R}/experiments/zoo/language_probes.json",
-        mc=f"{R}/experiments/downstream/shapes_mc.json",
+        vision=rules.probe_vision.output[0],
+        language=rules.lm_eval.output[0],
+        language_probes=rules.probe_language.output[0],
+        mc=rules.downstream_mc.output[0],
     output:
         metrics=f"{R}/experiments/zoo/metrics.json",
-        competence=f"{R}/experiments/zoo/language_competence.json",
+        competence=ZOO_COMPETENCE,
     log:
         log_path("zoo_metrics", "metrics"),
     benchmark:

@@ -52,6 +52,8 @@ LM_EVAL_DATASET = config["suites"]["offline"]["paired_dataset"]
 LM_EVAL_ITEMS = 256
 # The unigram baseline is fit on the text the causal LMs trained on (that of the first one).
 LM_TRAIN_DATASET = ZOO_LANGUAGE[ZOO_CAUSAL[0]]["data"] if ZOO_CAUSAL else "shapes_train"
+# Each causal LM's competence, the pre-registered test's x-axis: written by figures.smk's zoo_metrics, read by convergence
+ZOO_COMPETENCE = f"{R}/experiments/zoo/language_competence.json"
 
 
 rule train_tokenizer:
@@ -187,7 +189,7 @@ rule probe_language:
 
 
 if SUITE == "offline" and ZOO_CAUSAL:
-    TARGETS += [f"{R}/experiments/zoo/language.json", f"{R}/experiments/zoo/language_probes.json"]
+    TARGETS += [rules.lm_eval.output[0], rules.probe_language.output[0]]
 
 
 # The relational predictor and left-most gate (prh.evaluation.relational) on held-out scenes, for the causal

@@ -77,4 +77,4 @@ rule probe_vision:
 
 
 if SUITE == "offline" and ZOO_VISION_SET:
-    TARGETS.append(f"{R}/experiments/zoo/vision.json")
+    TARGETS.append(rules.probe_vision.output[0])
