@@ -122,7 +122,7 @@ rule convergence:
 
 
 TARGETS += [
-    f"{CONV}/metrics.json",
+    rules.convergence.output.metrics,
     *figure_targets(
         "convergence_fig02_competence_alignment", "convergence_fig02_model_map", "convergence_fig03_language_vision"
     ),
@@ -198,7 +198,7 @@ if SUITE == "offline":
             " > {log} 2>&1"
 
     TARGETS += [
-        f"{CONV}/platonic_metrics.json",
+        rules.convergence_platonic.output.metrics,
         *figure_targets("convergence_platonic_reference", "convergence_fig03_preregistered"),
     ]
 

@@ -113,4 +113,4 @@ rule downstream:
         " --language {input.language} --downstream {output.downstream} --metrics {output.metrics} > {log} 2>&1"
 
 
-TARGETS += [f"{DOWN_OUT}/metrics.json", *figure_targets("downstream_fig04")]
+TARGETS += [rules.downstream.output.metrics, *figure_targets("downstream_fig04")]

@@ -76,8 +76,8 @@ rule metric_agreement:
 
 
 TARGETS += [
-    f"{AGREE_OUT}/metrics.json",
-    f"{AGREE_OUT}/locality_metrics.json",
+    rules.metric_agreement.output.metrics,
+    rules.locality.output.metrics,
     *figure_targets(
         "metric_agreement_fig10_locality",
         "metric_agreement_fig12",
