@@ -43,8 +43,8 @@ def one_of(names):
     return "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True)) or "(?!)"
 
 
-# Wildcard constraints, set once for every rule (a rule narrows its own): file names join datasets, metrics and
-# model sets with "_", which they contain too, so each wildcard may only be one of the configured names.
+# Wildcard constraints, set once for all rules (those with a narrower set declare theirs). File names join datasets,
+# metrics and model sets with "_", which they contain too, so each wildcard may only be one of the configured names.
 DATASET = one_of(config["datasets"])
 MODEL_SET = one_of(config["model_sets"])
 METRIC = one_of(SUPPORTED_METRICS)
