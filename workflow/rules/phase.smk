@@ -76,7 +76,7 @@ rule phase_model:
 rule phase_adaptive_lr:
     input:
         **PREFLIGHT_INPUT,
-        images=f"{R}/data/{PHASE_DATA}/images.npy",
+        images=PHASE_DATA_FILES["images"],
         ntk=sorted({PHASE_NTK[ell] for _, ell in PHASE_LR_PAIRS}),
         features=sorted({PHASE_FEATURES[ell] for _, ell in PHASE_LR_PAIRS}),
         checkpoints=sorted({f"{model_dir(v)}/config.json" for v, _ in PHASE_LR_PAIRS if MODELS[v]["source"] == "zoo"}),
