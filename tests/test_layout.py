@@ -323,6 +323,18 @@ def test_one_host_memory_formula():
         assert "**MODEL_JOB," in texts[smk], smk
 
 
+def test_every_job_size_is_read_by_one_rule():
+    """prh.cluster.sizes.JOB_SIZES holds the resources of the fixed-size rules, one entry each: a rule reads its own
+    (a name the table lacks fails the parse), and no entry outlives its rule or serves two."""
+    import re
+
+    from prh.cluster.sizes import JOB_SIZES
+
+    read = [key for smk in RULES.glob("*.smk") for key in re.findall(r'\*\*JOB_SIZES\["(\w+)"\]', smk.read_text())]
+    assert sorted(read) == sorted(JOB_SIZES)
+    assert all(set(size) == {"mem_mb", "runtime"} for size in JOB_SIZES.values())
+
+
 def _schema_default_blocks() -> list[dict]:
     """Every dict of defaults the schemas give (each block and each nested block)."""
     import yaml

@@ -39,11 +39,6 @@ rule align:
         log_path("align", "{dataset}", "{metric}", "{xset}__{yset}"),
     benchmark:
         bench_path("align", "{dataset}", "{metric}", "{xset}__{yset}")
-    wildcard_constraints:
-        dataset=DATASET,
-        metric=METRIC,
-        xset=MODEL_SET,
-        yset=MODEL_SET,
     threads: 2
     resources:
         # from the feature files' headers: one layer at a time is read, so it follows one layer's size, not the file's

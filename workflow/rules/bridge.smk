@@ -25,13 +25,11 @@ if not BRIDGE_SUITE:
     BRIDGE_VISION = {}
 elif SUITE == "offline":
     BRIDGE_VISION = {
-        "vision_probes": f"{R}/experiments/zoo/vision.json",
+        "vision_probes": rules.probe_vision.output[0],
         "vision_feats": set_features(BRIDGE_SUITE["probe_data"], "zoo_vision"),
     }
 elif BRIDGE_SUITE.get("strongest_vision"):
-    BRIDGE_VISION = {
-        "vision_feats": [f"{R}/features/{BRIDGE_SUITE['probe_data']}/{BRIDGE_SUITE['strongest_vision']}.safetensors"]
-    }
+    BRIDGE_VISION = {"vision_feats": [feature_file(BRIDGE_SUITE["probe_data"], BRIDGE_SUITE["strongest_vision"])]}
 else:
     BRIDGE_VISION = {}
 # name=checkpoint specs and families for Fig 2: the offline zoo (MiniLM, the zoo's vision models, the
@@ -101,8 +99,7 @@ rule bridge_outliers:
     benchmark:
         bench_path("bridge_outliers", "outliers")
     resources:
-        mem_mb=3000,
-        runtime=10,
+        **JOB_SIZES["bridge_outliers"],
     params:
         models=" ".join(shlex.quote(f"{k}={v}") for k, v in BRIDGE_OUTLIER_MODELS.items()),
         families=json_param(BRIDGE_FAMILIES),
@@ -124,8 +121,7 @@ rule bridge_align:
     benchmark:
         bench_path("bridge_align", "align")
     resources:
-        mem_mb=2000,
-        runtime=10,
+        **JOB_SIZES["bridge_align"],
     params:
         probe=lambda w, input: os.path.dirname(input.probe_meta),
         # the strongest vision model: the zoo's probes pick it (offline), or the suite names it
@@ -157,8 +153,7 @@ rule bridge_analyse:
     benchmark:
         bench_path("bridge_analyse", "analyse")
     resources:
-        mem_mb=1000,
-        runtime=5,
+        **JOB_SIZES["bridge_analyse"],
     params:
         config=json_param(BRIDGE_CFG.get("analysis") or {}),
     shell:

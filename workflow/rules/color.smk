@@ -26,8 +26,7 @@ rule color_vision:
     benchmark:
         bench_path("color_vision", "color_vision")
     resources:
-        mem_mb=4000,
-        runtime=30,
+        **JOB_SIZES["color_vision"],
     params:
         images=lambda w, input: input.get("images", "packaged"),
         config=json_param(COLOR_CFG["vision"]),
@@ -68,8 +67,7 @@ rule color_nce:
     benchmark:
         bench_path("color_nce", "color_nce")
     resources:
-        mem_mb=2000,
-        runtime=15,
+        **JOB_SIZES["color_nce"],
     params:
         config=json_param(COLOR_CFG["nce"]),
         seed=config["seed"],
@@ -90,8 +88,7 @@ rule color_metrics:
     benchmark:
         bench_path("color_metrics", "color_metrics")
     resources:
-        mem_mb=500,
-        runtime=5,
+        **JOB_SIZES["color_metrics"],
     shell:
         "prh run-color metrics --vision {input.vision} --language {input.language} --nce {input.nce}"
         " --out {output.metrics} > {log} 2>&1"

@@ -11,6 +11,7 @@ import shlex
 
 from prh.cluster import emit_plan_cost, gpus_needed, plan_cost, plan_rates
 from prh.cluster.launch import torchrun_launcher
+from prh.cluster.sizes import JOB_SIZES  # a fixed-size rule's resources: **JOB_SIZES[its name]
 from prh.config import all_models
 from prh.figures import FIGURES
 from prh.metrics import SUPPORTED_METRICS
@@ -42,11 +43,18 @@ def one_of(names):
     return "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True)) or "(?!)"
 
 
-# Wildcard constraints: file names join datasets, metrics and model sets with "_",
-# which they contain too, so each wildcard may only be one of the configured names.
+# Wildcard constraints, set once for all rules (those with a narrower set declare theirs). File names join datasets,
+# metrics and model sets with "_", which they contain too, so each wildcard may only be one of the configured names.
 DATASET = one_of(config["datasets"])
 MODEL_SET = one_of(config["model_sets"])
 METRIC = one_of(SUPPORTED_METRICS)
+
+
+wildcard_constraints:
+    dataset=DATASET,
+    metric=METRIC,
+    xset=MODEL_SET,
+    yset=MODEL_SET,
 
 
 def json_param(obj):
@@ -145,8 +153,13 @@ def alignment_json(dataset, xset, yset, metric=ALIGN["metric"]):
     return f"{R}/alignment/{dataset}/{metric}/{xset}__{yset}.json"
 
 
+def feature_file(dataset, model):
+    """One model's features on one dataset (features.smk writes them; "{dataset}", "{model}": its pattern)."""
+    return f"{R}/features/{dataset}/{model}.safetensors"
+
+
 def set_features(dataset, set_name):
-    return [f"{R}/features/{dataset}/{m}.safetensors" for m in model_set(set_name)]
+    return [feature_file(dataset, m) for m in model_set(set_name)]
 
 
 def figure_targets(*names):

@@ -18,7 +18,7 @@ CONV_VSET, CONV_LSET = SUITE_CFG["vision_models"], SUITE_CFG["language_models"]
 # Fig 2's own vision set (paper: prh_fig2_vision, the loadable part of the paper's 78); Fig 3 keeps CONV_VSET
 CONV_FIG2_VSET = config["convergence"]["vision_models"][SUITE] or CONV_VSET
 if SUITE == "offline":
-    CONV_PROBES, CONV_LANGUAGE = f"{R}/experiments/zoo/vision.json", f"{R}/experiments/zoo/language.json"
+    CONV_PROBES, CONV_LANGUAGE = rules.probe_vision.output[0], rules.lm_eval.output[0]
 else:
     CONV_PROBES, CONV_LANGUAGE = f"{CONV}/vtab_probes.json", f"{CONV}/lm_scores.json"
 # paper suite: which of the paper's 78 Fig 2 models the set holds, by group (workflow/resources/prh_fig2_vision.yaml),
@@ -30,9 +30,7 @@ CONV_COVERAGE = f"--coverage {json_param(fig2_coverage(model_set(CONV_FIG2_VSET)
 # then a cheap gather: the same file one job over all 19 tasks writes (tests/test_probes.py).
 rule probe_vtab_task:
     input:
-        features=lambda w: [
-            f"{R}/features/{ds}/{m}.safetensors" for ds in VTAB_TASKS[w.task] for m in model_set(CONV_FIG2_VSET)
-        ],
+        features=lambda w: [f for ds in VTAB_TASKS[w.task] for f in set_features(ds, CONV_FIG2_VSET)],
         labels=lambda w: [f"{R}/data/{ds}/labels.npy" for ds in VTAB_TASKS[w.task]],
     output:
         f"{CONV}/vtab/{{task}}.json",
@@ -44,8 +42,7 @@ rule probe_vtab_task:
         task=one_of(VTAB_TASKS),
     threads: 4
     resources:
-        mem_mb=8000,
-        runtime=60,
+        **JOB_SIZES["probe_vtab_task"],
     params:
         tasks=lambda w, input: json_param(
             {w.task: {"train": os.path.dirname(input.labels[0]), "test": os.path.dirname(input.labels[1])}}
@@ -69,8 +66,7 @@ rule probe_vtab:
     benchmark:
         bench_path("probe_vtab", "probe_vtab")
     resources:
-        mem_mb=1000,
-        runtime=5,
+        **JOB_SIZES["probe_vtab"],
     shell:
         "prh merge-probe-splits --inputs {input} --out {output} > {log} 2>&1"
 
@@ -85,8 +81,7 @@ rule lm_score_merge:
     benchmark:
         bench_path("lm_score_merge", "lm_score_merge")
     resources:
-        mem_mb=1000,
-        runtime=5,
+        **JOB_SIZES["lm_score_merge"],
     shell:
         "prh merge-lm-scores --scores {input} --out {output} > {log} 2>&1"
 
@@ -97,7 +92,7 @@ rule convergence:
         vision=f"{R}/alignment/{SUITE_CFG['vision_dataset']}/mutual_knn/{CONV_FIG2_VSET}__{CONV_FIG2_VSET}.json",
         cross=f"{R}/alignment/{SUITE_CFG['paired_dataset']}/mutual_knn/{CONV_LSET}__{CONV_VSET}.json",
         language=CONV_LANGUAGE,
-        lm_competence=f"{R}/experiments/zoo/language_competence.json" if SUITE == "offline" else [],
+        lm_competence=ZOO_COMPETENCE if SUITE == "offline" else [],
     output:
         **{name: f"{CONV}/{name}.json" for name in ("competence", "model_map", "language_vision", "metrics")},
     log:
@@ -105,8 +100,7 @@ rule convergence:
     benchmark:
         bench_path("convergence", "convergence")
     resources:
-        mem_mb=2000,
-        runtime=10,
+        **JOB_SIZES["convergence"],
     params:
         families=json_param({m: MODELS[m].get("family", m) for m in model_set(CONV_FIG2_VSET) + model_set(CONV_VSET)}),
         config=CONV_CONFIG["run-convergence"],
@@ -128,7 +122,7 @@ rule convergence:
 
 
 TARGETS += [
-    f"{CONV}/metrics.json",
+    rules.convergence.output.metrics,
     *figure_targets(
         "convergence_fig02_competence_alignment", "convergence_fig02_model_map", "convergence_fig03_language_vision"
     ),
@@ -152,11 +146,7 @@ if SUITE == "offline":
         input:
             scenes=shapes_files(LM_EVAL_DATASET)["scenes"],
             feats=sorted(
-                {
-                    f"{R}/features/{LM_EVAL_DATASET}/{r[k]}.safetensors"
-                    for r in GATE_RUNS.values()
-                    for k in ("final", "untrained")
-                }
+                {feature_file(LM_EVAL_DATASET, r[k]) for r in GATE_RUNS.values() for k in ("final", "untrained")}
             ),
         output:
             f"{CONV}/world_gate.json",
@@ -165,8 +155,7 @@ if SUITE == "offline":
         benchmark:
             bench_path("world_gate", "language")
         resources:
-            mem_mb=2000,
-            runtime=20,
+            **JOB_SIZES["world_gate"],
         params:
             data=lambda w, input: os.path.dirname(input.scenes),
             feats_dir=lambda w, input: os.path.dirname(input.feats[0]),
@@ -183,12 +172,12 @@ if SUITE == "offline":
 
     rule convergence_platonic:
         input:
-            vision=[f"{R}/features/{SUITE_CFG['vision_dataset']}/{m}.safetensors" for m in model_set(CONV_VSET)],
-            language=[f"{R}/features/{SUITE_CFG['paired_dataset']}/{m}.safetensors" for m in model_set(CONV_LSET)],
+            vision=set_features(SUITE_CFG["vision_dataset"], CONV_VSET),
+            language=set_features(SUITE_CFG["paired_dataset"], CONV_LSET),
             vision_scenes=shapes_files(SUITE_CFG["vision_dataset"])["scenes"],
             paired_scenes=shapes_files(SUITE_CFG["paired_dataset"])["scenes"],
-            probes=f"{R}/experiments/zoo/vision.json",
-            bpb=f"{R}/experiments/zoo/language.json",
+            probes=CONV_PROBES,
+            bpb=CONV_LANGUAGE,
         output:
             platonic=f"{CONV}/platonic.json",
             metrics=f"{CONV}/platonic_metrics.json",
@@ -197,8 +186,7 @@ if SUITE == "offline":
         benchmark:
             bench_path("convergence_platonic", "convergence_platonic")
         resources:
-            mem_mb=4000,
-            runtime=10,
+            **JOB_SIZES["convergence_platonic"],
         params:
             config=CONV_CONFIG["run-platonic"],
             kernel=json_param(config["world"]["kernel"]),
@@ -210,7 +198,7 @@ if SUITE == "offline":
             " > {log} 2>&1"
 
     TARGETS += [
-        f"{CONV}/platonic_metrics.json",
+        rules.convergence_platonic.output.metrics,
         *figure_targets("convergence_platonic_reference", "convergence_fig03_preregistered"),
     ]
 
@@ -231,8 +219,7 @@ if SUITE == "offline" and REL_MODELS:
         benchmark:
             bench_path("relational_test", "language")
         resources:
-            mem_mb=2000,
-            runtime=10,
+            **JOB_SIZES["relational_test"],
         params:
             zoo=json_param(ZOO_RUNS),
             models=" ".join(REL_MODELS),

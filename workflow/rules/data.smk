@@ -23,8 +23,7 @@ rule shapes_dataset:
     wildcard_constraints:
         dataset=SHAPES_DATASET,
     resources:
-        mem_mb=1000,
-        runtime=15,
+        **JOB_SIZES["shapes_dataset"],
     params:
         out=lambda w: f"{R}/data/{w.dataset}",
         n=lambda w: config["datasets"][w.dataset]["n"],

@@ -128,4 +128,4 @@ rule density:
         " --density {output.density} --metrics {output.metrics} > {log} 2>&1"
 
 
-TARGETS += [f"{DENS_OUT}/metrics.json", *figure_targets("density_fig09_caption_density")]
+TARGETS += [rules.density.output.metrics, *figure_targets("density_fig09_caption_density")]

@@ -33,8 +33,7 @@ rule downstream_mc:
     benchmark:
         bench_path("downstream_mc", "downstream_mc")
     resources:
-        mem_mb=4000,
-        runtime=30,
+        **JOB_SIZES["downstream_mc"],
     params:
         models=lambda w, input: [os.path.dirname(p) for p in input.models],
         names=[m for m in model_set(DOWN_LSET) if MODELS[m]["source"] == "zoo"],
@@ -85,8 +84,7 @@ rule downstream_harness_merge:
     benchmark:
         bench_path("downstream_harness_merge", "downstream_harness_merge")
     resources:
-        mem_mb=1000,
-        runtime=5,
+        **JOB_SIZES["downstream_harness_merge"],
     shell:
         "prh merge-harness --scores {input} --out {output} > {log} 2>&1"
 
@@ -105,8 +103,7 @@ rule downstream:
     benchmark:
         bench_path("downstream", "downstream")
     resources:
-        mem_mb=1000,
-        runtime=5,
+        **JOB_SIZES["downstream"],
     params:
         which=lambda w, input: (
             f"--probes {input.probes}" if input.probes else f"--strongest-vision {DOWN.get('strongest_vision')}"
@@ -116,4 +113,4 @@ rule downstream:
         " --language {input.language} --downstream {output.downstream} --metrics {output.metrics} > {log} 2>&1"
 
 
-TARGETS += [f"{DOWN_OUT}/metrics.json", *figure_targets("downstream_fig04")]
+TARGETS += [rules.downstream.output.metrics, *figure_targets("downstream_fig04")]

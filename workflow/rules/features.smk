@@ -63,6 +63,9 @@ CAPTION_ARGS = {
 }
 
 
+# What both extraction rules write, and their threads (a hub model's job: 4, for data loading and tokenising)
+EXTRACT_OUTPUT = dict(feats=feature_file("{dataset}", "{model}"), meta=f"{R}/features/{{dataset}}/{{model}}.json")
+EXTRACT_THREADS = lambda w: 1 if MODELS[w.model]["source"] == "zoo" else 4
 # Per modality, the params and flags of its extraction command beyond the ones both share (density.smk's
 # extract_language_density reuses the language ones).
 EXTRACT_PARAMS = {
@@ -96,16 +99,14 @@ rule extract_vision:
         **PREFLIGHT_INPUT,
         data=f"{R}/data/{{dataset}}/images.npy",
     output:
-        feats=f"{R}/features/{{dataset}}/{{model}}.safetensors",
-        meta=f"{R}/features/{{dataset}}/{{model}}.json",
+        **EXTRACT_OUTPUT,
     log:
         log_path("extract_vision", "{dataset}", "{model}"),
     benchmark:
         bench_path("extract_vision", "{dataset}", "{model}")
     wildcard_constraints:
         model=EXTRACT_MODELS["vision"],
-        dataset=DATASET,
-    threads: lambda w: 1 if MODELS[w.model]["source"] == "zoo" else 4
+    threads: EXTRACT_THREADS
     resources:
         **MODEL_JOB,
         runtime=GPU_RUNTIME("extract_vision", lambda w: EXTRACT_RUNTIME[w.model]),
@@ -123,16 +124,14 @@ rule extract_language:
         **PREFLIGHT_INPUT,
         data=f"{R}/data/{{dataset}}/captions.jsonl",
     output:
-        feats=f"{R}/features/{{dataset}}/{{model}}.safetensors",
-        meta=f"{R}/features/{{dataset}}/{{model}}.json",
+        **EXTRACT_OUTPUT,
     log:
         log_path("extract_language", "{dataset}", "{model}"),
     benchmark:
         bench_path("extract_language", "{dataset}", "{model}")
     wildcard_constraints:
         model=EXTRACT_MODELS["language"],
-        dataset=DATASET,
-    threads: lambda w: 1 if MODELS[w.model]["source"] == "zoo" else 4
+    threads: EXTRACT_THREADS
     resources:
         **MODEL_JOB,
         runtime=GPU_RUNTIME("extract_language", lambda w: EXTRACT_RUNTIME[w.model]),

@@ -3,9 +3,8 @@
 # files say which figures the run builds (TARGETS += figure_targets(...)); this file
 # says how each is drawn. Also the zoo's summary metrics for `dvc metrics show`.
 
-# {fields} of the registry's input paths that come from params.yaml; the others are wildcards.
+# {fields} of the registry's input paths that come from params.yaml; the others are wildcards (common.smk constrains them).
 FIGURE_CONTEXT = {"sample_sheet_dataset": SAMPLE_SHEET_DATASET}
-FIGURE_WILDCARDS = {"dataset": DATASET, "metric": METRIC, "xset": MODEL_SET, "yset": MODEL_SET}
 # Zoo models of the run's sets left at their random initialisation: the baselines of "the models learn"
 UNTRAINED_ZOO_MODELS = [
     m for m in config["model_sets"].get("zoo_vision", []) if ZOO_VISION.get(m, {}).get("objective") == "random"
@@ -30,11 +29,8 @@ for _fig in FIGURES.values():
             log_path("plot", _fig.name),
         benchmark:
             bench_path("plot", _fig.name)
-        wildcard_constraints:
-            **FIGURE_WILDCARDS,
         resources:
-            mem_mb=1000,
-            runtime=5,
+            **JOB_SIZES["plot"],
         params:
             name=shlex.quote(_fig.name),
             # `--input key=path` for each input (the registry's keys, in its order)
@@ -54,20 +50,19 @@ TARGETS += [
 
 rule zoo_metrics:
     input:
-        vision=f"{R}/experiments/zoo/vision.json",
-        language=f"{R}/experiments/zoo/language.json",
-        language_probes=f"{R}/experiments/zoo/language_probes.json",
-        mc=f"{R}/experiments/downstream/shapes_mc.json",
+        vision=rules.probe_vision.output[0],
+        language=rules.lm_eval.output[0],
+        language_probes=rules.probe_language.output[0],
+        mc=rules.downstream_mc.output[0],
     output:
         metrics=f"{R}/experiments/zoo/metrics.json",
-        competence=f"{R}/experiments/zoo/language_competence.json",
+        competence=ZOO_COMPETENCE,
     log:
         log_path("zoo_metrics", "metrics"),
     benchmark:
         bench_path("zoo_metrics", "metrics")
     resources:
-        mem_mb=500,
-        runtime=5,
+        **JOB_SIZES["zoo_metrics"],
     params:
         untrained=UNTRAINED_ZOO_MODELS,
         gate=json_param(config["convergence"]["preregistered"]["gate"]),

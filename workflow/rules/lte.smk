@@ -76,10 +76,7 @@ for _exp, _run in LTE_RUNS.items():
 
 rule lte_verdicts:
     input:
-        least_squares=rules.lte_least_squares.output[0],
-        vision=rules.lte_vision.output[0],
-        table=rules.lte_table.output[0],
-        orthogonality=rules.lte_orthogonality.output[0],
+        **{exp: f"{LTE}/{exp}.json" for exp in LTE_RUNS},
     output:
         f"{LTE}/metrics.json",
     log:
@@ -87,8 +84,7 @@ rule lte_verdicts:
     benchmark:
         bench_path("lte", "verdicts")
     resources:
-        mem_mb=500,
-        runtime=5,
+        **JOB_SIZES["lte_verdicts"],
     params:
         max_ratio=LTE_CFG["claims"]["max_ratio"],
         min_gap=LTE_CFG["claims"]["min_gap"],

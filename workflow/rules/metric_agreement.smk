@@ -27,8 +27,7 @@ rule locality:
         bench_path("locality", "locality")
     threads: 2
     resources:
-        mem_mb=8000,
-        runtime=120,
+        **JOB_SIZES["locality"],
     params:
         language_names=model_set(AGREE_LSET),
         vision_names=model_set(AGREE_VSET),
@@ -60,8 +59,7 @@ rule metric_agreement:
         bench_path("metric_agreement", "metric_agreement")
     threads: 2
     resources:
-        mem_mb=8000,
-        runtime=60,
+        **JOB_SIZES["metric_agreement"],
     params:
         **ALIGN_PARAMS,
         vision_names=model_set(AGREE_VSET),
@@ -78,8 +76,8 @@ rule metric_agreement:
 
 
 TARGETS += [
-    f"{AGREE_OUT}/metrics.json",
-    f"{AGREE_OUT}/locality_metrics.json",
+    rules.metric_agreement.output.metrics,
+    rules.locality.output.metrics,
     *figure_targets(
         "metric_agreement_fig10_locality",
         "metric_agreement_fig12",

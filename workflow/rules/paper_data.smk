@@ -95,9 +95,7 @@ rule hub_dataset:
     wildcard_constraints:
         dataset=one_of(HUB_DATASETS),
     resources:
-        # images are decoded into a memory-mapped file (prh.data.hub_datasets): memory does not grow with N x S^2
-        mem_mb=8000,
-        runtime=120,
+        **JOB_SIZES["hub_dataset"],
     params:
         spec=lambda w: HUB_DATASETS[w.dataset],
         out=lambda w, output: os.path.dirname(output.meta),
@@ -121,8 +119,7 @@ rule lm_sample:
     benchmark:
         bench_path("lm_sample", "openwebtext")
     resources:
-        mem_mb=8000,
-        runtime=120,
+        **JOB_SIZES["lm_sample"],
     params:
         lm=LM_CFG,
         out=lambda w, output: os.path.dirname(output.meta),

@@ -27,7 +27,7 @@ PHASE_DATA_FILES = {
 # Per model: its NTK job's JSON, its features on the paired set, what --path gets (zoo checkpoint dir
 # or hub name), and its Table 1 family: the first `phase.groups` key its arch (zoo) or family (hub) starts with
 PHASE_NTK = {m: f"{PHASE}/models/{m}.json" for m in PHASE_MODELS}
-PHASE_FEATURES = {m: f"{R}/features/{PHASE_DATA}/{m}.safetensors" for m in PHASE_MODELS}
+PHASE_FEATURES = {m: feature_file(PHASE_DATA, m) for m in PHASE_MODELS}
 PHASE_PATH = {m: model_dir(m) if MODELS[m]["source"] == "zoo" else MODELS[m]["repo"] for m in PHASE_MODELS}
 _PHASE_KIND = {m: str(MODELS[m].get("arch") or MODELS[m].get("family") or m).lower() for m in PHASE_MODELS}
 PHASE_GROUP = {
@@ -76,7 +76,7 @@ rule phase_model:
 rule phase_adaptive_lr:
     input:
         **PREFLIGHT_INPUT,
-        images=f"{R}/data/{PHASE_DATA}/images.npy",
+        images=PHASE_DATA_FILES["images"],
         ntk=sorted({PHASE_NTK[ell] for _, ell in PHASE_LR_PAIRS}),
         features=sorted({PHASE_FEATURES[ell] for _, ell in PHASE_LR_PAIRS}),
         checkpoints=sorted({f"{model_dir(v)}/config.json" for v, _ in PHASE_LR_PAIRS if MODELS[v]["source"] == "zoo"}),
@@ -123,8 +123,7 @@ rule phase_analyse:
     benchmark:
         bench_path("phase_analyse", "phase_analyse")
     resources:
-        mem_mb=3000,
-        runtime=20,
+        **JOB_SIZES["phase_analyse"],
     params:
         models=shlex.quote(
             json.dumps(

@@ -33,8 +33,7 @@ for _ds_name, _ds_spec in config["datasets"].items():
         benchmark:
             bench_path("prepare", _ds_name)
         resources:
-            mem_mb=4000,
-            runtime=120,
+            **JOB_SIZES["prepare"],
         params:
             args=f"{PREPARE_FLAG[_ds_prep['command']]} {shlex.quote(_ds_prep['source'])}"
             + (f" --filelist {shlex.quote(_ds_prep['filelist'])}" if _ds_prep.get("filelist") else ""),

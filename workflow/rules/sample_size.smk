@@ -15,7 +15,7 @@ SS_CONFIG = {
 
 rule sample_size:
     input:
-        feats=[f"{R}/features/{SS_DATASET}/{m}.safetensors" for m in SS_VISION + SS_LANGUAGE],
+        feats=[feature_file(SS_DATASET, m) for m in SS_VISION + SS_LANGUAGE],
         scenes=world_scenes(SS_DATASET),
     output:
         sweep=f"{SS_OUT}/sweep.json",
@@ -26,8 +26,7 @@ rule sample_size:
         bench_path("sample_size", SS_DATASET)
     threads: 2
     resources:
-        mem_mb=8000,
-        runtime=120,
+        **JOB_SIZES["sample_size"],
     params:
         names=" ".join(SS_VISION + SS_LANGUAGE),
         language=" ".join(SS_LANGUAGE),

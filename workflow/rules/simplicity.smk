@@ -22,8 +22,7 @@ rule simplicity_experiment:
     wildcard_constraints:
         experiment=one_of(SIMPLICITY_SLICES),
     resources:
-        mem_mb=2000,
-        runtime=15,
+        **JOB_SIZES["simplicity_experiment"],
     params:
         config=lambda w: json_param(SIMPLICITY_SLICES[w.experiment]),
         seed=config["seed"],
@@ -43,8 +42,7 @@ rule simplicity_metrics:
     benchmark:
         bench_path("simplicity", "metrics")
     resources:
-        mem_mb=1000,
-        runtime=5,
+        **JOB_SIZES["simplicity_metrics"],
     shell:
         "prh run-simplicity --part metrics --random-nets {input.random_nets} --products {input.products}"
         " --trained {input.trained} --metrics {output} > {log} 2>&1"

@@ -23,8 +23,7 @@ for _part in TRANSFER_SLICES:
         benchmark:
             bench_path("transfer", _part)
         resources:
-            mem_mb=3000,
-            runtime=30,
+            **JOB_SIZES["transfer"],
         params:
             part=_part,
             config=json_param({k: config["transfer"][k] for k in TRANSFER_SLICES[_part]}),
@@ -47,8 +46,7 @@ rule transfer_claims:
     benchmark:
         bench_path("transfer", "claims")
     resources:
-        mem_mb=1000,
-        runtime=5,
+        **JOB_SIZES["transfer_claims"],
     shell:
         "prh run-transfer --part claims --peaks-alignment {input.peaks_alignment} --peaks-transfer {input.peaks_transfer}"
         " --peaks-deep {input.peaks_deep} --emergence-shuffled {input.emergence_shuffled}"

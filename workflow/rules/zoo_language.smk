@@ -52,6 +52,8 @@ LM_EVAL_DATASET = config["suites"]["offline"]["paired_dataset"]
 LM_EVAL_ITEMS = 256
 # The unigram baseline is fit on the text the causal LMs trained on (that of the first one).
 LM_TRAIN_DATASET = ZOO_LANGUAGE[ZOO_CAUSAL[0]]["data"] if ZOO_CAUSAL else "shapes_train"
+# Each causal LM's competence, the pre-registered test's x-axis: written by figures.smk's zoo_metrics, read by convergence
+ZOO_COMPETENCE = f"{R}/experiments/zoo/language_competence.json"
 
 
 rule train_tokenizer:
@@ -66,8 +68,7 @@ rule train_tokenizer:
     wildcard_constraints:
         data=SHAPES_DATASET,
     resources:
-        mem_mb=2000,
-        runtime=10,
+        **JOB_SIZES["train_tokenizer"],
     params:
         data=lambda w, input: os.path.dirname(input.captions),
         out=lambda w, output: os.path.dirname(output.tokenizer),
@@ -98,8 +99,7 @@ for _run in ZOO_TRAINED_RUNS:
         benchmark:
             bench_path("train_language", _run)
         resources:
-            mem_mb=2000,
-            runtime=30,
+            **JOB_SIZES["train_language"],
         params:
             data=lambda w, input: os.path.dirname(input.captions),
             tokenizer=lambda w, input: os.path.dirname(input.tokenizer),
@@ -124,8 +124,7 @@ rule minilm:
     wildcard_constraints:
         model=one_of(ZOO_PACKAGED),
     resources:
-        mem_mb=500,
-        runtime=5,
+        **JOB_SIZES["minilm"],
     params:
         out=lambda w, output: os.path.dirname(output.config),
     shell:
@@ -153,8 +152,7 @@ rule lm_eval:
     benchmark:
         bench_path("lm_eval", "language")
     resources:
-        mem_mb=2000,
-        runtime=30,
+        **JOB_SIZES["lm_eval"],
     params:
         **LM_EVAL_PARAMS,
         names=" ".join(ZOO_CAUSAL),
@@ -171,7 +169,7 @@ rule lm_eval:
 rule probe_language:
     input:
         scenes=shapes_files(LM_EVAL_DATASET)["scenes"],
-        feats=[f"{R}/features/{LM_EVAL_DATASET}/{m}.safetensors" for m in ZOO_CAUSAL],
+        feats=[feature_file(LM_EVAL_DATASET, m) for m in ZOO_CAUSAL],
     output:
         f"{R}/experiments/zoo/language_probes.json",
     log:
@@ -179,8 +177,7 @@ rule probe_language:
     benchmark:
         bench_path("probe_language", "language")
     resources:
-        mem_mb=2000,
-        runtime=30,
+        **JOB_SIZES["probe_language"],
     params:
         data=lambda w, input: os.path.dirname(input.scenes),
         names=" ".join(ZOO_CAUSAL),
@@ -192,7 +189,7 @@ rule probe_language:
 
 
 if SUITE == "offline" and ZOO_CAUSAL:
-    TARGETS += [f"{R}/experiments/zoo/language.json", f"{R}/experiments/zoo/language_probes.json"]
+    TARGETS += [rules.lm_eval.output[0], rules.probe_language.output[0]]
 
 
 # The relational predictor and left-most gate (prh.evaluation.relational) on held-out scenes, for the causal
@@ -217,8 +214,7 @@ if SUITE == "offline" and REL_MODELS:
         benchmark:
             bench_path("score_relational", "language")
         resources:
-            mem_mb=2000,
-            runtime=60,
+            **JOB_SIZES["score_relational"],
         params:
             data=lambda w, input: os.path.dirname(input.scenes),
             names=" ".join(REL_MODELS),

@@ -46,8 +46,7 @@ rule train_vision:
     wildcard_constraints:
         model=one_of(ZOO_VISION),
     resources:
-        mem_mb=2000,
-        runtime=15,
+        **JOB_SIZES["train_vision"],
     params:
         data=lambda w, input: os.path.dirname(input.images),
         out=lambda w, output: os.path.dirname(output.config),
@@ -59,7 +58,7 @@ rule train_vision:
 rule probe_vision:
     input:
         scenes=shapes_files(PROBE_DATASET)["scenes"],
-        feats=expand(f"{R}/features/{PROBE_DATASET}/{{model}}.safetensors", model=ZOO_VISION_SET),
+        feats=[feature_file(PROBE_DATASET, m) for m in ZOO_VISION_SET],
     output:
         f"{R}/experiments/zoo/vision.json",
     log:
@@ -67,8 +66,7 @@ rule probe_vision:
     benchmark:
         bench_path("probe_vision", "vision")
     resources:
-        mem_mb=2000,
-        runtime=20,
+        **JOB_SIZES["probe_vision"],
     params:
         data=lambda w, input: os.path.dirname(input.scenes),
         names=" ".join(ZOO_VISION_SET),
@@ -79,4 +77,4 @@ rule probe_vision:
 
 
 if SUITE == "offline" and ZOO_VISION_SET:
-    TARGETS.append(f"{R}/experiments/zoo/vision.json")
+    TARGETS.append(rules.probe_vision.output[0])
