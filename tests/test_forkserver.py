@@ -5,6 +5,7 @@ status, files, working directory, thread count), a job whose environment differs
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -12,14 +13,9 @@ import time
 from pathlib import Path
 
 import pytest
+from test_workflow import BIN, full_env
 
 from prh.forkserver import FORKSERVER_ENV, PER_JOB, WORKFLOW_PREFIXES, _differing, serving
-
-BIN = Path(sys.executable).parent
-
-
-def _env(**extra) -> dict[str, str]:
-    return {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", **extra}
 
 
 def _prh(args, cwd, env) -> subprocess.CompletedProcess:
@@ -30,7 +26,7 @@ def _prh(args, cwd, env) -> subprocess.CompletedProcess:
 def server(tmp_path_factory):
     """A server with the heavy libraries imported, and the environment it was started with."""
     folder = tmp_path_factory.mktemp("forkserver")
-    env = _env()
+    env = full_env()
     with serving(folder, env) as extra:
         yield {"env": env, "extra": extra, "log": folder / "prh-forkserver.log"}
 
@@ -47,7 +43,8 @@ def test_a_served_command_prints_and_exits_as_one_run_on_its_own(server, tmp_pat
     served = _prh(args, tmp_path, {**server["env"], **server["extra"]})
     assert (served.returncode, served.stdout, served.stderr) == (alone.returncode, alone.stdout, alone.stderr)
     lines = _served_lines(server["log"])[before:]
-    assert lines == [f"served: {args[0]} (pid {lines[0].split('pid ')[1].split(')')[0]}): status {alone.returncode}"]
+    assert len(lines) == 1 and re.fullmatch(rf"served: {re.escape(args[0])} \(pid \d+\): status {alone.returncode}",
+                                            lines[0]), lines
 
 
 def test_a_served_command_works_in_the_job_s_folder_with_its_threads_and_temporary_folder(server, tmp_path):
@@ -85,7 +82,7 @@ def test_what_snakemake_and_the_shell_set_per_job_may_differ():
 
 
 def test_no_server_at_the_socket_runs_the_command_on_its_own(tmp_path):
-    proc = _prh(["--help"], tmp_path, _env(**{FORKSERVER_ENV: str(tmp_path / "none.sock")}))
+    proc = _prh(["--help"], tmp_path, full_env({FORKSERVER_ENV: str(tmp_path / "none.sock")}))
     assert proc.returncode == 0 and "usage: prh" in proc.stdout
 
 
@@ -94,7 +91,7 @@ def _sleeping_server(folder: Path) -> subprocess.Popen:
     code = ("import sys, time, prh.forkserver as f\n"
             "f._run_worker = lambda request, fds: (open(request['cwd'] + '/started', 'w').close(), time.sleep(60))\n"
             "f.serve(sys.argv[1], preload=())\n")
-    server = subprocess.Popen([sys.executable, "-c", code, str(folder / "s.sock")], env=_env())
+    server = subprocess.Popen([sys.executable, "-c", code, str(folder / "s.sock")], env=full_env())
     for _ in range(600):
         if (folder / "s.sock").exists():
             return server
@@ -110,7 +107,7 @@ def test_a_killed_prh_process_stops_its_worker(tmp_path, how):
     server = _sleeping_server(tmp_path)
     try:
         client = subprocess.Popen([str(BIN / "prh"), "anything"], cwd=tmp_path,
-                                  env=_env(**{FORKSERVER_ENV: str(tmp_path / "s.sock")}))
+                                  env=full_env({FORKSERVER_ENV: str(tmp_path / "s.sock")}))
         for _ in range(600):
             if (tmp_path / "started").exists():
                 break
