@@ -3,8 +3,9 @@
 - One study's branch of the smoke DAG (simplicity: its three experiments, metrics.json and one figure,
   5 jobs) runs through ``profiles/slurm`` unchanged, given only this cluster's partition file
   (``--slurm-partition-config``), the status command a cluster without accounting needs
-  (``--slurm-status-command squeue``: sacct answers "accounting storage is disabled") and a shorter
-  first status check. Every job is its own SLURM job; each job's ``mem_mb``, ``runtime`` and
+  (``--slurm-status-command squeue``: sacct answers "accounting storage is disabled") and a first status check
+  after 2 s instead of the plugin's 40 (a check that finds no job finished waits 10 s longer for the next, and one
+  that finds one starts again at 2: the jobs here take about 10 s each). Every job is its own SLURM job; each job's ``mem_mb``, ``runtime`` and
   threads are its ``--mem``, ``--time`` and ``--cpus-per-task`` (read back from squeue); the figure
   job, given ``gpu=1`` and 2 threads on the command line, goes to the ``gpu`` partition with
   ``--gpus=1`` (a fake GRES whose device file is /dev/null); one job cancelled mid-run with scancel
@@ -62,7 +63,7 @@ def hashes(work: Path, folder: str) -> dict[str, str]:
 def slurm_args(cluster) -> list[str]:
     """profiles/slurm, plus what this cluster needs and the figure job's GPU and threads."""
     return ["--profile", "profiles/slurm", "--slurm-partition-config", str(cluster.partitions),
-            "--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "5",
+            "--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "2",
             "--set-resources", f"{PLOT}:gpu=1", "--set-threads", f"{PLOT}=2"]
 
 
