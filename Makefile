@@ -15,15 +15,15 @@ export PATH := $(abspath $(BIN)):$(PATH)
 
 install: $(STAMP)
 
-# uv (pinned in requirements.lock) installs the locked set: about 40 s on a fresh 2-core machine where pip took
-# 2 min 45 s, most of it unpacking and byte-compiling torch on one core (benchmarks/README.md). Like uv's default,
-# no module is byte-compiled ahead: Python writes each one's bytecode on its first import. For a .venv that
-# others use read-only, compile it once: `.venv/bin/python -m compileall -q -j 0 .venv`.
+# uv (pinned in requirements.lock) installs the locked set: about 1 min on a fresh 2-core machine where pip took
+# 2 min 45 s to 3 min 13 s, most of it unpacking and byte-compiling torch on one core (benchmarks/README.md).
+# --compile-bytecode (on every core) writes each module's bytecode now: without it, where PYTHONDONTWRITEBYTECODE is
+# set (some CI images) or the .venv is read-only, every process compiled torch again (13 CPU-s an import, not 5).
 $(STAMP): pyproject.toml requirements.lock
 	@echo "make: installing the pinned environment into $(VENV) (about 7 GB, mostly torch; about 1 min on a fresh machine)"
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --disable-pip-version-check --quiet -c requirements.lock uv
-	$(BIN)/uv pip install --python $(BIN)/python -c requirements.lock -e '.[workflow,test]'
+	$(BIN)/uv pip install --compile-bytecode --python $(BIN)/python -c requirements.lock -e '.[workflow,test]'
 	touch $@
 
 figures: $(STAMP)
