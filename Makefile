@@ -17,8 +17,8 @@ install: $(STAMP)
 
 # uv (pinned in requirements.lock) installs the locked set: about 1 min on a fresh 2-core machine where pip took
 # 2 min 45 s to 3 min 13 s, most of it unpacking and byte-compiling torch on one core (benchmarks/README.md).
-# --compile-bytecode (on every core) writes each module's bytecode now: without it, where PYTHONDONTWRITEBYTECODE is
-# set (some CI images) or the .venv is read-only, every process compiled torch again (13 CPU-s an import, not 5).
+# --compile-bytecode (on every core) writes each module's bytecode now: without it, where PYTHONDONTWRITEBYTECODE
+# is set (as in this machine's shells) or .venv is read-only, every process compiled torch again (13 CPU-s, not 5).
 $(STAMP): pyproject.toml requirements.lock
 	@echo "make: installing the pinned environment into $(VENV) (about 7 GB, mostly torch; about 1 min on a fresh machine)"
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
