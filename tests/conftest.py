@@ -28,10 +28,10 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
-# The modules that take minutes (whole-DAG fixtures, the 200 mutations, the kills, the SLURM runs), longest first. pytest-xdist
-# (--dist loadfile --no-loadscope-reorder in pyproject.toml) hands files to workers in this order, so the long
-# ones start at once, side by side, and the many short modules fill the workers after them; by test count (xdist's
-# default) they started last and the suite waited on one of them alone.
+# The modules that take minutes (whole-DAG fixtures, the 200 mutations, the kills, the SLURM runs), longest first.
+# pytest-xdist (--dist loadfile --no-loadscope-reorder in pyproject.toml) hands files to workers in this order, so
+# the long ones start at once, side by side, and the many short modules fill the workers after them; by test count
+# (xdist's default) they started last and the suite waited on one of them alone.
 LONGEST_FIRST = ("tests/test_replay.py", "tests/test_workflow.py", "tests/test_mutations.py",
                  "tests/test_fault_injection.py", "tests/slurm/test_slurm.py")
 

@@ -5,12 +5,12 @@
   (``--slurm-partition-config``), the status command a cluster without accounting needs
   (``--slurm-status-command squeue``: sacct answers "accounting storage is disabled") and a first status check
   after 2 s instead of the plugin's 40 (a check that finds no job finished waits 10 s longer for the next, and one
-  that finds one starts again at 2: the jobs here take about 10 s each). Every job is its own SLURM job; each job's ``mem_mb``, ``runtime`` and
-  threads are its ``--mem``, ``--time`` and ``--cpus-per-task`` (read back from squeue); the figure
-  job, given ``gpu=1`` and 2 threads on the command line, goes to the ``gpu`` partition with
-  ``--gpus=1`` (a fake GRES whose device file is /dev/null); one job cancelled mid-run with scancel
-  is resubmitted once (``retries: 1``) and the run finishes; the outputs equal a local run's byte
-  for byte; a second invocation submits nothing.
+  that finds one starts again at 2: the jobs here take about 10 s each). Every job is its own SLURM job; each
+  job's ``mem_mb``, ``runtime`` and threads are its ``--mem``, ``--time`` and ``--cpus-per-task`` (read back
+  from squeue); the figure job, given ``gpu=1`` and 2 threads on the command line, goes to the ``gpu`` partition
+  with ``--gpus=1`` (a fake GRES whose device file is /dev/null); one job cancelled mid-run with scancel is
+  resubmitted once (``retries: 1``) and the run finishes; the outputs equal a local run's byte for byte; a
+  second invocation submits nothing.
 - LoRA-the-Explorer as one SLURM job of 2 tasks (srun, c10d rendezvous, gloo) equals the local torchrun.
 - Sharded exact k-NN as a SLURM job array and a merge job equals the unsharded search, ties included.
 
