@@ -112,6 +112,8 @@ def test_a_killed_prh_process_stops_its_worker(tmp_path, how):
             if (tmp_path / "started").exists():
                 break
             time.sleep(0.05)
+        else:
+            raise AssertionError("the worker never started")
         workers = subprocess.run(["pgrep", "-P", str(server.pid)], capture_output=True, text=True).stdout.split()
         assert len(workers) == 1  # the watcher; its child is the worker
         worker = int(subprocess.run(["pgrep", "-P", workers[0]], capture_output=True, text=True).stdout.split()[0])

@@ -4,13 +4,13 @@ communication counts, least squares (Fig 8.1) and the rank of the accumulated up
 from __future__ import annotations
 
 import copy
-import socket
 from pathlib import Path
 
 import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from test_workflow import free_port
 from torch import nn
 
 from prh.studies.lte.engine import effective_rank, key, train_lte
@@ -113,12 +113,6 @@ def test_lte_at_t1_with_correction_equals_multi_head_lora():
     assert (layer.delta().abs().max()) > 1e-3  # the heads did move
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _run(heads=3, merge_every=4, steps=12):
     sample, loss_fn = _task()
     return train_lte(model=_mlp(), sample=sample, loss_fn=loss_fn, heads=heads, rank=2, alpha=4.0, steps=steps,
@@ -138,7 +132,7 @@ def _worker(rank, world, port, path):
 
 def test_two_gloo_ranks_agree_with_one(tmp_path):
     path = str(tmp_path / "ranks")
-    mp.spawn(_worker, args=(2, _free_port(), path), nprocs=2, join=True)
+    mp.spawn(_worker, args=(2, free_port(), path), nprocs=2, join=True)
     r0, r1 = (torch.load(f"{path}.{r}") for r in (0, 1))
     assert r0["heads"] == [0, 2] and r1["heads"] == [1]  # round-robin
     assert r0["merges"] == 3

@@ -35,6 +35,25 @@ pytestmark = pytest.mark.slow
 BIN = Path(sys.executable).parent
 
 
+def free_port() -> int:
+    """A free port below the kernel's ephemeral range, for a rendezvous. A port the kernel picked (bind to port 0)
+    and this process let go can be picked again for another process's socket before the rendezvous binds it: in
+    tests/slurm, srun took it for its own, and the torchrun agents connected to srun and waited for a store that
+    never answered."""
+    import random
+    import socket
+
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    for port in random.sample(range(max(1024, low - 12000), low), 200):
+        with socket.socket() as s:
+            try:
+                s.bind(("0.0.0.0", port))
+            except OSError:
+                continue
+            return port
+    raise AssertionError(f"no free port below the ephemeral range ({low})")
+
+
 def run(cmd, cwd, check=True, env=None):
     """Run a command with the test's virtualenv first on PATH; return the completed process."""
     proc = subprocess.run(cmd, cwd=cwd, env=full_env(env), capture_output=True, text=True, shell=isinstance(cmd, str))

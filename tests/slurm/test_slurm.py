@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_workflow import BIN, copy_repo, run
+from test_workflow import BIN, copy_repo, free_port, run
 
 from prh.config import merge
 
@@ -173,24 +173,6 @@ def wait_for(cluster, job_id: int, timeout: float = TIMEOUT) -> str:
         time.sleep(1)
     cluster.run("scancel", str(job_id), check=False)
     raise AssertionError(f"SLURM job {job_id} did not finish in {timeout} s")
-
-
-def free_port() -> int:
-    """A free port below the kernel's ephemeral range. A port the kernel picked (bind to port 0) and this process let
-    go could be picked again by srun for its own listening sockets before torchrun binds it: once srun held the
-    rendezvous port, the agents connected to srun and waited for a store that never answered."""
-    import random
-    import socket
-
-    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    for port in random.sample(range(max(1024, low - 12000), low), 200):
-        with socket.socket() as s:
-            try:
-                s.bind(("0.0.0.0", port))
-            except OSError:
-                continue
-            return port
-    raise AssertionError(f"no free port below the ephemeral range ({low})")
 
 
 def test_lte_as_one_slurm_job_of_two_tasks(slurm, repo_root, tmp_path):
