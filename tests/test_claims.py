@@ -94,7 +94,7 @@ def test_manifests_declare_consistent_studies():
         assert all(fig.caption.startswith(f"{name}/") for fig in study.figures), name
         keys = [c.key for c in study.claims]
         assert len(keys) == len(set(keys)), name
-        assert {f.rstrip("?") for f in study.verdict_inputs.values()} <= set(study.outputs), name
+        assert {f.rstrip("?") for f in study.verdict_inputs.values()} <= set(study.outputs.values()), name
         assert all(c.unit and c.rule and c.statistic and c.source for c in study.claims), name
 
 

@@ -185,6 +185,8 @@ def _required(name: str) -> list:
 
 @pytest.mark.parametrize("name", STUDIES)  # the one list of studies, not a copy of it
 def test_one_name_per_study(name):
+    import re
+
     import yaml
 
     study = _studies()[name]
@@ -198,14 +200,14 @@ def test_one_name_per_study(name):
     schema = yaml.safe_load((ROOT / "workflow" / "schemas" / "params.schema.yaml").read_text())
     assert schema["properties"][name] == {"$ref": f"{name}.schema.yaml", "default": {}}, "params.schema.yaml block"
     assert name in params or not _required(name), f"{name}: its schema requires keys, so params.yaml needs its block"
-    assert f"experiments/{name}" in rules.read_text() or f'"{name}"' in rules.read_text(), "results folder"
+    assert f'study_outputs("{name}"' in rules.read_text(), "results folder (its manifest's outputs)"
     assert (SRC / "prh" / "plots" / f"{name}.py").exists(), "plots module"
     assert (ROOT / "workflow" / "report" / name).is_dir(), "report folder"
     for fig in study.figures:
         assert fig.name.startswith(f"{name}_") and fig.draw.startswith(f"prh.plots.{name}:"), fig.name
         assert (ROOT / "workflow" / "report" / f"{fig.caption}.rst").exists(), fig.caption
-    for out in study.outputs:
-        assert out.endswith((".json", ".csv")) or "." not in out, out
+    for key, out in study.outputs.items():
+        assert re.fullmatch(r"\w+", key) and out.endswith((".json", ".csv", ".npy", ".safetensors")), (key, out)
 
 
 def test_every_study_is_in_the_ledger_and_nothing_else_is_a_study():
@@ -282,6 +284,26 @@ def test_no_rule_passes_a_folder_where_the_command_chooses_the_file_names():
         for name, block in _rule_blocks(code):
             if "dirname(output" in block:
                 assert name.startswith(tuple(DIRECTORY_RULES)), f"{smk.name}: rule {name} passes os.path.dirname(output)"
+
+
+@pytest.mark.parametrize("name", STUDIES)
+def test_a_study_s_rules_name_its_files_only_through_its_manifest(name):
+    """A file name under results/experiments/<study>/ is written once, in its manifest.yaml's outputs; the rules take
+    their paths from study_outputs (a renamed output moves rules, figures and ledger together)."""
+    code = _code((RULES / f"{name}.smk").read_text())
+    assert "experiments/" not in code and "/experiments" not in code, f"{name}.smk types a results/experiments path"
+
+
+def test_an_unknown_output_key_names_the_study_and_its_outputs(tmp_path):
+    from prh.manifest import load_study, output_paths
+
+    with pytest.raises(ValueError, match=r"study density declares no output sweep .*its outputs are density, metrics"):
+        output_paths("density", "results", ("sweep",))
+    assert output_paths("lte", "r", ("paper",)) == {"paper": "r/experiments/lte/paper/{dataset}__{model}.json"}
+    text = (SRC / "prh" / "studies" / "density" / "manifest.yaml").read_text()
+    (tmp_path / "manifest.yaml").write_text(text.replace("    density: density\n", "    density: densities\n"))
+    with pytest.raises(ValueError, match=r"density_fig09_caption_density names output 'densities'; its outputs are"):
+        load_study(tmp_path / "manifest.yaml")
 
 
 @pytest.mark.parametrize("smk", [p.name for p in sorted(RULES.glob("*.smk")) if p.name != "common.smk"])

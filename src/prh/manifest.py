@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["Figure", "ClaimSpec", "Study", "EXPERIMENTS", "STUDIES_DIR", "load_study", "study_names", "study_commands"]
+__all__ = ["Figure", "ClaimSpec", "Study", "EXPERIMENTS", "STUDIES_DIR", "load_study", "output_paths", "study_names", "study_commands"]
 
 EXPERIMENTS = "results/experiments"
 STUDIES_DIR = Path(__file__).resolve().parent / "studies"  # one package per study, each with its manifest.yaml
@@ -89,13 +89,13 @@ class Study:
     name: str
     title: str  # what a reader of the source recognises
     source: str  # the source, by its short name in docs/sources.md
-    outputs: tuple[str, ...]  # file names under results/experiments/<name>/
+    outputs: dict[str, str]  # key -> its file under results/experiments/<name>/ (may hold {wildcards})
     figures: tuple[Figure, ...]
     commands: tuple[str, ...]  # its `prh` commands
     claims: tuple[ClaimSpec, ...] = ()
     suites: tuple[str, ...] = ("offline", "paper")  # the suites whose run of the study makes its claims
     # what the ledger reads, turned into claim rows by prh.studies.<name>.manifest.results
-    verdict_inputs: dict[str, str] = field(default_factory=dict)  # key -> file name under results/experiments/<name>/
+    verdict_inputs: dict[str, str] = field(default_factory=dict)  # key -> its file under results/experiments/<name>/
 
     def path(self, file: str) -> str:
         """``results/experiments/<name>/<file>``."""
@@ -114,25 +114,50 @@ def _claim(study: str, doc: dict) -> ClaimSpec:
     return ClaimSpec(**doc)
 
 
+def _output(study: str, outputs: dict[str, str], key: str, where: str) -> str:
+    """The file of output ``key`` (a trailing ``?``, optional, stays on the file name)."""
+    if key.rstrip("?") not in outputs:
+        raise ValueError(f"study {study}: {where} names output {key.rstrip('?')!r}; its outputs are {', '.join(outputs)}")
+    return outputs[key.rstrip("?")] + ("?" if key.endswith("?") else "")
+
+
 def load_study(path) -> Study:
-    """A study's ``manifest.yaml``: figure inputs and verdict inputs are file names under its results
-    folder, captions are relative to its report folder, ``draw`` names a function of ``prh.plots.<name>``."""
+    """A study's ``manifest.yaml``: ``outputs`` maps a key to its file under the study's results folder (the one place
+    a file name is written); figure inputs and verdict inputs name those keys, captions are relative to its report
+    folder, ``draw`` names a function of ``prh.plots.<name>``."""
     from pathlib import Path
 
     from prh.yamlfile import safe_load  # libyaml: 6 ms for the 11 manifests, PyYAML's Python parser 73 (each plan, plot)
 
     doc = safe_load(Path(path).read_text())
-    name = doc["name"]
+    name, outputs = doc["name"], dict(doc["outputs"])
     figures = tuple(
         Figure(f["name"], f"prh.plots.{name}:{f['draw']}",
-               {k: f"{EXPERIMENTS}/{name}/{v}" for k, v in f["inputs"].items()}, f"{name}/{f['caption']}",
+               {k: f"{EXPERIMENTS}/{name}/{_output(name, outputs, v, f['name'])}" for k, v in f["inputs"].items()},
+               f"{name}/{f['caption']}",
                f["category"], name, f.get("kwargs", {}), tuple(f.get("formats", ("pdf", "png"))), f.get("preset"))
         for f in doc.get("figures") or ())
-    return Study(name=name, title=doc["title"], source=doc["source"], outputs=tuple(doc["outputs"]),
+    verdict_inputs = {k: _output(name, outputs, v, "verdict_inputs") for k, v in (doc.get("verdict_inputs") or {}).items()}
+    return Study(name=name, title=doc["title"], source=doc["source"], outputs=outputs,
                  figures=figures, commands=tuple(c["name"] for c in doc["commands"]),
                  claims=tuple(_claim(name, c) for c in doc.get("claims") or ()),
-                 suites=tuple(doc.get("suites", ("offline", "paper"))),
-                 verdict_inputs=dict(doc.get("verdict_inputs") or {}))
+                 suites=tuple(doc.get("suites", ("offline", "paper"))), verdict_inputs=verdict_inputs)
+
+
+def output_paths(study: str, results: str, keys=()) -> dict[str, str]:
+    """``{key: <results>/experiments/<study>/<file>}`` of a study's outputs (those of ``keys``, or all): what its rules
+    write, by the names its manifest gives (a ``{wildcard}`` stays for Snakemake)."""
+    outputs = _loaded(study).outputs
+    missing = [k for k in keys if k not in outputs]
+    if missing:
+        raise ValueError(f"study {study} declares no output {', '.join(missing)} in its manifest.yaml; "
+                         f"its outputs are {', '.join(outputs)}")
+    return {k: f"{results}/experiments/{study}/{outputs[k]}" for k in (keys or outputs)}
+
+
+@functools.cache
+def _loaded(study: str) -> Study:
+    return load_study(STUDIES_DIR / study / "manifest.yaml")
 
 
 @functools.cache

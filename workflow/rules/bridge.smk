@@ -4,7 +4,6 @@
 # (Fig 2), one for the verdicts; the figures are the registry's (prh.figures).
 from prh.studies.bridge.design import expand_arms, select_arms
 
-BRIDGE = f"{R}/experiments/bridge"
 BRIDGE_CFG = config.get("bridge") or {}
 BRIDGE_SUITE = BRIDGE_CFG.get(SUITE) or {}
 with user_errors():  # an unknown arm or key: one line, as the config check's
@@ -64,8 +63,7 @@ rule bridge_arm:
         **{f"probe_{k}": v for k, v in BRIDGE_DATA.get("probe_data", {}).items()},
         **PREFLIGHT_INPUT,
     output:
-        result=f"{BRIDGE}/arms/{{arm}}/result.json",
-        feats=f"{BRIDGE}/arms/{{arm}}/features.safetensors",
+        **study_outputs("bridge", "arm_result", "arm_features"),
     log:
         log_path("bridge_arm", "{arm}"),
     benchmark:
@@ -86,14 +84,14 @@ rule bridge_arm:
     shell:
         "OMP_NUM_THREADS={threads} prh --gpus {resources.gpu} run-bridge-arm --name {wildcards.arm} --arm {params.arm} --config {params.config}"
         " --train-data {params.train} --probe-data {params.probe} --seed {params.seed}"
-        " --device {params.device} --result {output.result} --features {output.feats} > {log} 2>&1"
+        " --device {params.device} --result {output.arm_result} --features {output.arm_features} > {log} 2>&1"
 
 
 rule bridge_outliers:
     input:
         [f"{spec}/model.safetensors" for spec in BRIDGE_OUTLIER_MODELS.values() if spec.startswith(R)],
     output:
-        f"{BRIDGE}/outliers.json",
+        **study_outputs("bridge", "outliers"),
     log:
         log_path("bridge_outliers", "outliers"),
     benchmark:
@@ -112,10 +110,10 @@ rule bridge_outliers:
 rule bridge_align:
     input:
         **BRIDGE_VISION,
-        feats=expand(f"{BRIDGE}/arms/{{arm}}/features.safetensors", arm=sorted(BRIDGE_ARMS)),
+        feats=expand(rules.bridge_arm.output.arm_features, arm=sorted(BRIDGE_ARMS)),
         probe_meta=BRIDGE_DATA.get("probe_data", {}).get("meta", []),
     output:
-        f"{BRIDGE}/alignment.json",
+        **study_outputs("bridge", "alignment"),
     log:
         log_path("bridge_align", "align"),
     benchmark:
@@ -142,12 +140,11 @@ rule bridge_align:
 
 rule bridge_analyse:
     input:
-        arms=expand(f"{BRIDGE}/arms/{{arm}}/result.json", arm=sorted(BRIDGE_ARMS)),
+        arms=expand(rules.bridge_arm.output.arm_result, arm=sorted(BRIDGE_ARMS)),
         outliers=rules.bridge_outliers.output[0],
         alignment=rules.bridge_align.output[0],
     output:
-        metrics=f"{BRIDGE}/metrics.json",
-        figures=f"{BRIDGE}/figures.json",
+        **study_outputs("bridge", "metrics", "figures"),
     log:
         log_path("bridge_analyse", "analyse"),
     benchmark:

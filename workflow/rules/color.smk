@@ -7,7 +7,6 @@ import shlex
 
 from prh.studies.color.design import language_specs
 
-COLOR = f"{R}/experiments/color"
 COLOR_CFG = config["color"]
 COLOR_IMAGES = COLOR_CFG["images"][SUITE]
 COLOR_LANG = COLOR_CFG["language_models"][SUITE]
@@ -20,7 +19,7 @@ rule color_vision:
         # packaged photos come with scikit-image / scikit-learn; a dataset is built by its own rule
         **({} if COLOR_IMAGES == "packaged" else {"images": f"{R}/data/{COLOR_IMAGES}/images.npy"}),
     output:
-        vision=f"{COLOR}/vision.json",
+        **study_outputs("color", "vision"),
     log:
         log_path("color_vision", "color_vision"),
     benchmark:
@@ -42,7 +41,7 @@ rule color_language:
         # zoo checkpoints trained by the workflow; packaged and hub models need no input file
         models=[f"{model_dir(m)}/config.json" for m, s in COLOR_SPECS.items() if s["source"].startswith(R)],
     output:
-        language=f"{COLOR}/language.json",
+        **study_outputs("color", "language"),
     log:
         log_path("color_language", "color_language"),
     benchmark:
@@ -61,7 +60,7 @@ rule color_language:
 
 rule color_nce:
     output:
-        nce=f"{COLOR}/nce.json",
+        **study_outputs("color", "nce"),
     log:
         log_path("color_nce", "color_nce"),
     benchmark:
@@ -82,7 +81,7 @@ rule color_metrics:
         language=rules.color_language.output.language,
         nce=rules.color_nce.output.nce,
     output:
-        metrics=f"{COLOR}/metrics.json",
+        **study_outputs("color", "metrics"),
     log:
         log_path("color_metrics", "color_metrics"),
     benchmark:

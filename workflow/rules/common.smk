@@ -14,6 +14,7 @@ from prh.cluster.launch import torchrun_launcher
 from prh.cluster.sizes import JOB_SIZES  # a fixed-size rule's resources: **JOB_SIZES[its name]
 from prh.config import all_models
 from prh.figures import FIGURES
+from prh.manifest import output_paths
 from prh.metrics import SUPPORTED_METRICS
 from prh.report import ReportNumbers  # figures.smk's rule param for the report captions
 
@@ -104,6 +105,11 @@ def scenes_arg(wildcards, input):
 def model_dir(model):
     """Where a zoo model's checkpoint lives (a save_pretrained dir; zoo_vision.smk, zoo_language.smk)."""
     return f"{R}/models/{model}"
+
+
+def study_outputs(study, *keys):
+    """A study's files (those of ``keys``, or all) by their keys in its manifest.yaml, the one place each is named."""
+    return output_paths(study, R, keys)
 
 
 def lm_score_json(model):

@@ -10,7 +10,7 @@ import shlex
 from prh.config import language_runs
 from prh.studies.convergence.design import SLICES as CONV_SLICES, fig2_coverage
 
-CONV = f"{R}/experiments/convergence"
+CONV_OUT = study_outputs("convergence")  # its files, by key (its manifest.yaml)
 CONV_CFG = {**config["convergence"], "bins": config["convergence"]["bins"][SUITE]}  # bins are per suite
 # each command's keys of the block (prh.studies.convergence.design.SLICES): editing one reruns only its rule
 CONV_CONFIG = {command: json_param({k: CONV_CFG[k] for k in keys}) for command, keys in CONV_SLICES.items()}
@@ -20,7 +20,7 @@ CONV_FIG2_VSET = config["convergence"]["vision_models"][SUITE] or CONV_VSET
 if SUITE == "offline":
     CONV_PROBES, CONV_LANGUAGE = rules.probe_vision.output[0], rules.lm_eval.output[0]
 else:
-    CONV_PROBES, CONV_LANGUAGE = f"{CONV}/vtab_probes.json", f"{CONV}/lm_scores.json"
+    CONV_PROBES, CONV_LANGUAGE = CONV_OUT["vtab_probes"], CONV_OUT["lm_scores"]
 # paper suite: which of the paper's 78 Fig 2 models the set holds, by group (workflow/resources/prh_fig2_vision.yaml),
 # written into competence.json and metrics.json and stated by the figure and its caption
 CONV_COVERAGE = f"--coverage {json_param(fig2_coverage(model_set(CONV_FIG2_VSET)))}" if SUITE == "paper" else ""
@@ -33,7 +33,7 @@ rule probe_vtab_task:
         features=lambda w: [f for ds in VTAB_TASKS[w.task] for f in set_features(ds, CONV_FIG2_VSET)],
         labels=lambda w: [f"{R}/data/{ds}/labels.npy" for ds in VTAB_TASKS[w.task]],
     output:
-        f"{CONV}/vtab/{{task}}.json",
+        **study_outputs("convergence", "vtab"),
     log:
         log_path("probe_vtab_task", "{task}"),
     benchmark:
@@ -58,9 +58,9 @@ rule probe_vtab_task:
 
 rule probe_vtab:
     input:
-        [f"{CONV}/vtab/{task}.json" for task in VTAB_TASKS],
+        expand(rules.probe_vtab_task.output.vtab, task=VTAB_TASKS),
     output:
-        f"{CONV}/vtab_probes.json",
+        **study_outputs("convergence", "vtab_probes"),
     log:
         log_path("probe_vtab", "probe_vtab"),
     benchmark:
@@ -75,7 +75,7 @@ rule lm_score_merge:
     input:
         [lm_score_json(m) for m in model_set(CONV_LSET)],
     output:
-        f"{CONV}/lm_scores.json",
+        **study_outputs("convergence", "lm_scores"),
     log:
         log_path("lm_score_merge", "lm_score_merge"),
     benchmark:
@@ -94,7 +94,7 @@ rule convergence:
         language=CONV_LANGUAGE,
         lm_competence=ZOO_COMPETENCE if SUITE == "offline" else [],
     output:
-        **{name: f"{CONV}/{name}.json" for name in ("competence", "model_map", "language_vision", "metrics")},
+        **study_outputs("convergence", "competence", "model_map", "language_vision", "metrics"),
     log:
         log_path("convergence", "convergence"),
     benchmark:
@@ -149,7 +149,7 @@ if SUITE == "offline":
                 {feature_file(LM_EVAL_DATASET, r[k]) for r in GATE_RUNS.values() for k in ("final", "untrained")}
             ),
         output:
-            f"{CONV}/world_gate.json",
+            **study_outputs("convergence", "world_gate"),
         log:
             log_path("world_gate", "language"),
         benchmark:
@@ -179,8 +179,7 @@ if SUITE == "offline":
             probes=CONV_PROBES,
             bpb=CONV_LANGUAGE,
         output:
-            platonic=f"{CONV}/platonic.json",
-            metrics=f"{CONV}/platonic_metrics.json",
+            **study_outputs("convergence", "platonic", "platonic_metrics"),
         log:
             log_path("convergence_platonic", "convergence_platonic"),
         benchmark:
@@ -194,11 +193,11 @@ if SUITE == "offline":
             "OMP_NUM_THREADS={threads} prh run-platonic --vision-features {input.vision}"
             " --vision-scenes {input.vision_scenes} --language-features {input.language}"
             " --paired-scenes {input.paired_scenes} --probes {input.probes} --language {input.bpb}"
-            " --platonic {output.platonic} --metrics {output.metrics} --config {params.config} --kernel {params.kernel}"
+            " --platonic {output.platonic} --metrics {output.platonic_metrics} --config {params.config} --kernel {params.kernel}"
             " > {log} 2>&1"
 
     TARGETS += [
-        rules.convergence_platonic.output.metrics,
+        rules.convergence_platonic.output.platonic_metrics,
         *figure_targets("convergence_platonic_reference", "convergence_fig03_preregistered"),
     ]
 
@@ -213,7 +212,7 @@ if SUITE == "offline" and REL_MODELS:
             cross=f"{R}/alignment/{LM_EVAL_DATASET}/mutual_knn/{REL_CFG['model_set']}__"
             f"{CONV_CFG['preregistered']['vision_models']}.json",
         output:
-            f"{CONV}/relational.json",
+            **study_outputs("convergence", "relational"),
         log:
             log_path("relational_test", "language"),
         benchmark:

@@ -13,7 +13,6 @@ from prh.studies.density.design import prompt_sha256
 
 DENS = config["density"]
 DENS_DATASET = SUITE_CFG.get("density_dataset", SUITE_CFG["paired_dataset"])
-DENS_OUT = f"{R}/experiments/density"
 if SUITE == "offline":
     DENS_LEVELS = DENS.get("levels") or list(range(len(SHAPES_LEVELS)))
     DENS_CAPTIONS = f"{R}/data/{DENS_DATASET}/captions.jsonl"
@@ -96,8 +95,7 @@ rule density:
         vision=set_features(DENS_DATASET, DENS_VSET),
         scenes=world_scenes(DENS_DATASET),
     output:
-        density=f"{DENS_OUT}/density.json",
-        metrics=f"{DENS_OUT}/metrics.json",
+        **study_outputs("density"),
     log:
         log_path("density", DENS_DATASET),
     benchmark:

@@ -4,7 +4,6 @@
 # vision model by mean probe accuracy. Paper: HellaSwag / GSM8K by lm-evaluation-harness with one setting
 # for every LM (downstream_harness, downstream.harness), and the vision model named in params (DINOv2 giant).
 DOWN = config["downstream"]
-DOWN_OUT = f"{R}/experiments/downstream"
 # Fig 4's own model sets (paper: every LM the paper's Fig 4 shows, against DINOv2 ViT-g); null = the suite's
 DOWN_LSET = DOWN["language_models"][SUITE] or SUITE_CFG["language_models"]
 DOWN_VSET = DOWN["vision_models"][SUITE] or SUITE_CFG["vision_models"]
@@ -18,7 +17,6 @@ if SUITE != "offline" and DOWN["strongest_vision"] not in model_set(DOWN_VSET):
 DOWN_LANGUAGE = CONV_LANGUAGE if SUITE == "offline" else [lm_score_json(m) for m in model_set(DOWN_LSET)]
 
 HARNESS = DOWN["harness"]  # schema-filled (downstream.schema.yaml)
-HARNESS_JSON = f"{DOWN_OUT}/harness/{{model}}.json"  # one LM's lm-evaluation-harness scores
 
 
 rule downstream_mc:
@@ -27,7 +25,7 @@ rule downstream_mc:
         captions=shapes_files(SUITE_CFG["paired_dataset"])["captions"],
         scenes=shapes_files(SUITE_CFG["paired_dataset"])["scenes"],
     output:
-        f"{DOWN_OUT}/shapes_mc.json",
+        **study_outputs("downstream", "shapes_mc"),
     log:
         log_path("downstream_mc", "downstream_mc"),
     benchmark:
@@ -51,7 +49,7 @@ rule downstream_harness:
     input:
         **PREFLIGHT_INPUT,
     output:
-        HARNESS_JSON,
+        **study_outputs("downstream", "harness"),  # one LM's lm-evaluation-harness scores
     log:
         log_path("downstream_harness", "{model}"),
     benchmark:
@@ -76,9 +74,9 @@ rule downstream_harness:
 
 rule downstream_harness_merge:
     input:
-        expand(HARNESS_JSON, model=model_set(DOWN_LSET)),
+        expand(rules.downstream_harness.output.harness, model=model_set(DOWN_LSET)),
     output:
-        f"{DOWN_OUT}/harness_scores.csv",
+        **study_outputs("downstream", "harness_scores"),
     log:
         log_path("downstream_harness_merge", "downstream_harness_merge"),
     benchmark:
@@ -96,8 +94,7 @@ rule downstream:
         language=DOWN_LANGUAGE,
         probes=CONV_PROBES if SUITE == "offline" else [],
     output:
-        downstream=f"{DOWN_OUT}/downstream.json",
-        metrics=f"{DOWN_OUT}/metrics.json",
+        **study_outputs("downstream", "downstream", "metrics"),
     log:
         log_path("downstream", "downstream"),
     benchmark:

@@ -2,7 +2,7 @@
 # steps, on a real distributed engine. Every experiment rule launches torchrun: one process
 # per rank, one thread each, gloo on CPU (nccl with device cuda); rank 0 writes the JSON.
 # With lte.nnodes > 1 (SLURM), the same command runs under srun with a c10d rendezvous.
-LTE = f"{R}/experiments/lte"
+LTE_OUT = study_outputs("lte")  # its files, by key (its manifest.yaml)
 LTE_CFG = config["lte"]
 # Paper suite (thesis Table 8.4): ViT-S/32 and MLP-Mixer on CIFAR-10/100 at 224 px, standard
 # (DDP) against LTE, on lte.paper.nnodes x nproc GPUs. Not run here (no GPU, no network).
@@ -35,7 +35,7 @@ LTE_RUNS = {
     ),
     **{
         exp: dict(
-            input={**shapes_files(LTE_CFG["dataset"]), "lr": f"{LTE}/vision.json"},
+            input={**shapes_files(LTE_CFG["dataset"]), "lr": LTE_OUT["vision"]},
             config=LTE_VISION_CONFIG[exp],
             runtime=60,
         )
@@ -52,7 +52,7 @@ for _exp, _run in LTE_RUNS.items():
         input:
             **_run["input"],
         output:
-            f"{LTE}/{_exp}.json",
+            **study_outputs("lte", _exp),
         log:
             log_path("lte", _exp),
         benchmark:
@@ -76,9 +76,9 @@ for _exp, _run in LTE_RUNS.items():
 
 rule lte_verdicts:
     input:
-        **{exp: f"{LTE}/{exp}.json" for exp in LTE_RUNS},
+        **study_outputs("lte", *LTE_RUNS),
     output:
-        f"{LTE}/metrics.json",
+        **study_outputs("lte", "metrics"),
     log:
         log_path("lte", "verdicts"),
     benchmark:
@@ -100,7 +100,7 @@ rule lte_paper:
         **PREFLIGHT_INPUT,
         meta=f"{R}/data/{{dataset}}/meta.json",
     output:
-        f"{LTE}/paper/{{dataset}}__{{model}}.json",
+        **study_outputs("lte", "paper"),
     log:
         log_path("lte_paper", "{dataset}__{model}"),
     benchmark:
@@ -126,7 +126,7 @@ rule lte_paper:
 
 
 if SUITE == "paper":
-    TARGETS += [f"{LTE}/paper/{d}__{m}.json" for d in LTE_PAPER["datasets"] for m in LTE_PAPER["models"]]
+    TARGETS += expand(rules.lte_paper.output.paper, dataset=LTE_PAPER["datasets"], model=LTE_PAPER["models"])
 else:
     TARGETS += figure_targets(
         "lte_fig8.1_least_squares",

@@ -7,7 +7,6 @@ import json
 import shlex
 
 AGREE = config["metric_agreement"]
-AGREE_OUT = f"{R}/experiments/metric_agreement"
 AGREE_VSET, AGREE_LSET = SUITE_CFG["vision_models"], LANGUAGE_PANEL
 # each vision model with its family (the colour of its points)
 AGREE_FAMILIES = json_param({m: MODELS[m].get("family", m) for m in model_set(AGREE_VSET)})
@@ -19,8 +18,7 @@ rule locality:
         vision=set_features(SUITE_CFG["paired_dataset"], AGREE_VSET),
         bpb=CONV_LANGUAGE,
     output:
-        locality=f"{AGREE_OUT}/locality.json",
-        metrics=f"{AGREE_OUT}/locality_metrics.json",
+        **study_outputs("metric_agreement", "locality", "locality_metrics"),
     log:
         log_path("locality", "locality"),
     benchmark:
@@ -39,7 +37,7 @@ rule locality:
         "prh run-locality --x-names {params.language_names} --x-features {input.language}"
         " --y-names {params.vision_names} --y-features {input.vision} --ks {params.ks}"
         " --language {input.bpb} --families {params.families} --quantile {params.quantile}"
-        " --threads {threads} --device {params.device} --locality {output.locality} --metrics {output.metrics}"
+        " --threads {threads} --device {params.device} --locality {output.locality} --metrics {output.locality_metrics}"
         " > {log} 2>&1"
 
 
@@ -52,7 +50,7 @@ rule metric_agreement:
         features=set_features(SUITE_CFG["vision_dataset"], AGREE_VSET),
         bpb=CONV_LANGUAGE,
     output:
-        **{name: f"{AGREE_OUT}/{name}.json" for name in ("metric_agreement", "cross_metrics", "metrics")},
+        **study_outputs("metric_agreement", "metric_agreement", "cross_metrics", "metrics"),
     log:
         log_path("metric_agreement", "metric_agreement"),
     benchmark:
@@ -77,7 +75,7 @@ rule metric_agreement:
 
 TARGETS += [
     rules.metric_agreement.output.metrics,
-    rules.locality.output.metrics,
+    rules.locality.output.locality_metrics,
     *figure_targets(
         "metric_agreement_fig10_locality",
         "metric_agreement_fig12",

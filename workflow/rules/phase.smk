@@ -6,7 +6,7 @@
 from prh.studies.phase.design import SLICES as PHASE_SLICES
 from prh.studies.phase.design import choose_pairs
 
-PHASE = f"{R}/experiments/phase"
+PHASE_OUT = study_outputs("phase")  # its files, by key (its manifest.yaml)
 PHASE_CFG = config["phase"]
 PHASE_CONFIG = {command: json_param({k: PHASE_CFG[k] for k in keys}) for command, keys in PHASE_SLICES.items()}
 PHASE_VISION = (
@@ -26,7 +26,7 @@ PHASE_DATA_FILES = {
 }
 # Per model: its NTK job's JSON, its features on the paired set, what --path gets (zoo checkpoint dir
 # or hub name), and its Table 1 family: the first `phase.groups` key its arch (zoo) or family (hub) starts with
-PHASE_NTK = {m: f"{PHASE}/models/{m}.json" for m in PHASE_MODELS}
+PHASE_NTK = {m: PHASE_OUT["ntk"].format(model=m) for m in PHASE_MODELS}
 PHASE_FEATURES = {m: feature_file(PHASE_DATA, m) for m in PHASE_MODELS}
 PHASE_PATH = {m: model_dir(m) if MODELS[m]["source"] == "zoo" else MODELS[m]["repo"] for m in PHASE_MODELS}
 _PHASE_KIND = {m: str(MODELS[m].get("arch") or MODELS[m].get("family") or m).lower() for m in PHASE_MODELS}
@@ -46,8 +46,7 @@ rule phase_model:
         **PREFLIGHT_INPUT,
         checkpoint=lambda w: f"{model_dir(w.model)}/config.json" if MODELS[w.model]["source"] == "zoo" else [],
     output:
-        ntk=f"{PHASE}/models/{{model}}.json",
-        grams=f"{PHASE}/models/{{model}}.npy",
+        **study_outputs("phase", "ntk", "grams"),
     log:
         log_path("phase_model", "{model}"),
     benchmark:
@@ -81,7 +80,7 @@ rule phase_adaptive_lr:
         features=sorted({PHASE_FEATURES[ell] for _, ell in PHASE_LR_PAIRS}),
         checkpoints=sorted({f"{model_dir(v)}/config.json" for v, _ in PHASE_LR_PAIRS if MODELS[v]["source"] == "zoo"}),
     output:
-        f"{PHASE}/adaptive_lr.json",
+        **study_outputs("phase", "adaptive_lr"),
     log:
         log_path("phase_adaptive_lr", "phase_adaptive_lr"),
     benchmark:
@@ -114,10 +113,7 @@ rule phase_analyse:
         features=list(PHASE_FEATURES.values()),
         adaptive_lr=rules.phase_adaptive_lr.output[0],
     output:
-        pairs=f"{PHASE}/pairs.csv",
-        model_table=f"{PHASE}/models.csv",
-        table1=f"{PHASE}/table1.csv",
-        metrics=f"{PHASE}/metrics.json",
+        **study_outputs("phase", "pairs", "model_table", "table1", "metrics"),
     log:
         log_path("phase_analyse", "phase_analyse"),
     benchmark:

@@ -5,7 +5,6 @@
 SS = config["sample_size"]
 SS_DATASET = SS["dataset"][SUITE] or SUITE_CFG["paired_dataset"]
 SS_VISION, SS_LANGUAGE = SS["vision_models"][SUITE], SS["language_models"][SUITE]
-SS_OUT = f"{R}/experiments/sample_size"
 # the sweep's settings: the block without the rules' own keys, plus the world's kernel (offline)
 SS_CONFIG = {
     **{k: v for k, v in SS.items() if k not in ("dataset", "vision_models", "language_models")},
@@ -18,8 +17,7 @@ rule sample_size:
         feats=[feature_file(SS_DATASET, m) for m in SS_VISION + SS_LANGUAGE],
         scenes=world_scenes(SS_DATASET),
     output:
-        sweep=f"{SS_OUT}/sweep.json",
-        metrics=f"{SS_OUT}/metrics.json",
+        **study_outputs("sample_size"),
     log:
         log_path("sample_size", SS_DATASET),
     benchmark:

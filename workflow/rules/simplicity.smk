@@ -2,7 +2,6 @@
 # random networks, products of Gaussian matrices and trained deep linear networks.
 # One job per experiment, each with only its slice of the `simplicity:` block (editing
 # one experiment's size reruns only it); one job summarises them in metrics.json.
-SIMPLICITY = f"{R}/experiments/simplicity"
 SIMPLICITY_CFG = config["simplicity"]
 # experiment -> the keys of the block it reads
 SIMPLICITY_SLICES = {
@@ -10,11 +9,15 @@ SIMPLICITY_SLICES = {
     "products": {"products": SIMPLICITY_CFG["products"]},
     "trained": {"width": SIMPLICITY_CFG["width"], "trained": SIMPLICITY_CFG["trained"]},
 }
+# Its files by key (its manifest.yaml); one wildcard rule writes the experiments' (<experiment>.json beside metrics.json:
+# a manifest name that differs leaves simplicity_metrics an input no rule makes, and the parse fails)
+SIMPLICITY_OUT = study_outputs("simplicity")
+SIMPLICITY_EXPERIMENT = os.path.join(os.path.dirname(SIMPLICITY_OUT["metrics"]), "{experiment}.json")
 
 
 rule simplicity_experiment:
     output:
-        f"{SIMPLICITY}/{{experiment}}.json",
+        SIMPLICITY_EXPERIMENT,
     log:
         log_path("simplicity", "{experiment}"),
     benchmark:
@@ -34,9 +37,9 @@ rule simplicity_experiment:
 
 rule simplicity_metrics:
     input:
-        **{experiment: f"{SIMPLICITY}/{experiment}.json" for experiment in SIMPLICITY_SLICES},
+        **study_outputs("simplicity", *SIMPLICITY_SLICES),
     output:
-        f"{SIMPLICITY}/metrics.json",
+        **study_outputs("simplicity", "metrics"),
     log:
         log_path("simplicity", "metrics"),
     benchmark:

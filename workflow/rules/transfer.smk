@@ -6,9 +6,8 @@
 from prh.studies.transfer.transfer import FILES as TRANSFER_FILES
 from prh.studies.transfer.transfer import SLICES as TRANSFER_SLICES
 
-TRANSFER = f"{R}/experiments/transfer"
-# part -> the JSON files it writes, by name (the command's --<name> options)
-TRANSFER_OUTPUTS = {part: {name: f"{TRANSFER}/{name}.json" for name in names} for part, names in TRANSFER_FILES.items()}
+# part -> the files it writes, by their keys in the manifest (the command's --<key> options)
+TRANSFER_OUTPUTS = {part: study_outputs("transfer", *names) for part, names in TRANSFER_FILES.items()}
 
 
 for _part in TRANSFER_SLICES:
