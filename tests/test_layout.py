@@ -5,7 +5,8 @@ Layers, bottom to top (a module may import its own layer and the ones below):
 
 0. ``io``, ``errors``, ``device``, ``gpus``, ``stats``, ``bench``, ``manifest``, ``claims``: plain helpers with no project
    imports above them; what a study declares; the one verdict engine
-1. ``config``, ``metrics``, ``pin``, ``cluster``: the config, the alignment metrics, GPU counts and plan costs
+1. ``config``, ``slices``, ``metrics``, ``pin``, ``cluster``: the config and the slices of it commands read, the alignment
+   metrics, GPU counts and plan costs
 2. ``data``: the shapes world, hub datasets, tasks
 3. ``models``, ``batching``, ``standin``, ``checks``: loaders and the offline zoo trainers; batched model runs; the
    stand-in hub; the one config check before any job (it reads the world's task list)
@@ -30,7 +31,7 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 LAYERS = [
     {"prh.io", "prh.errors", "prh.yamlfile", "prh.device", "prh.gpus", "prh.stats", "prh.pooling", "prh.bench",
      "prh.manifest", "prh.claims", "prh.report", "prh.forkserver"},
-    {"prh.config", "prh.metrics", "prh.pin", "prh.cluster"},
+    {"prh.config", "prh.slices", "prh.metrics", "prh.pin", "prh.cluster"},
     {"prh.data"},
     {"prh.models", "prh.batching", "prh.standin", "prh.checks", "prh.lock"},
     {"prh.features", "prh.extract", "prh.evaluation", "prh.preflight"},

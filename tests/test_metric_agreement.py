@@ -137,7 +137,8 @@ def test_run_writes_fig12_to_14_numbers_with_truncated_batches(tmp_path):
                   "--language", str(language), "--topk", "4", "--quantile", "0.95", "--cca-dim", "3", *outputs])
     with pytest.raises(ValueError, match="other settings"):
         prh_main(["run-metric-agreement", "--vision-alignments", *vjson, "--vision-names", *vision,
-                  "--vision-features", *vfiles, "--cross-alignments", *cjson, "--language", str(language),
+                  "--vision-features", *vfiles, "--batch-sizes", "24", "--cross-alignments", *cjson,
+                  "--language", str(language),
                   "--topk", "5", "--quantile", "0.95", "--cca-dim", "3", *outputs])
 
 

@@ -87,18 +87,14 @@ def load_schema(path: str | Path) -> dict:
     return copy.deepcopy(_schema_file(path, stat.st_mtime_ns, stat.st_size))
 
 
-def validate_schema(cfg: dict, schema_path: str | Path = SCHEMA, *, layers: list[tuple[str, dict]] | None = None) -> dict:
-    """Validate ``cfg`` against the JSON schema (with ``$ref`` to sibling files) and fill defaults.
-
-    ``layers`` (from ``config_layers``) are the files and command-line values ``cfg`` was merged
-    from; the error then names them all, and for each bad value the layer that set it.
-    Default: ``cfg`` is params.yaml alone."""
+def schema_validator(schema_path: str | Path = SCHEMA, *, fill_defaults: bool = True):
+    """A validator of the config schema, its ``$ref`` to sibling files resolved; with ``fill_defaults`` it writes each
+    default into the config it checks (``validate_schema``), without it it only checks (``prh.slices``)."""
     import jsonschema
     from referencing import Registry, Resource
     from referencing.jsonschema import DRAFT202012
 
-    schema_path = Path(schema_path)
-    schema_dir = schema_path.parent
+    schema_dir = Path(schema_path).parent
 
     def retrieve(uri: str) -> Resource:
         contents = load_schema(schema_dir / uri)
@@ -109,7 +105,16 @@ def validate_schema(cfg: dict, schema_path: str | Path = SCHEMA, *, layers: list
 
     schema = load_schema(schema_path)
     validator_cls = jsonschema.validators.validator_for(schema)
-    validator = _with_defaults(validator_cls)(schema, registry=Registry(retrieve=retrieve))
+    return (_with_defaults(validator_cls) if fill_defaults else validator_cls)(schema, registry=Registry(retrieve=retrieve))
+
+
+def validate_schema(cfg: dict, schema_path: str | Path = SCHEMA, *, layers: list[tuple[str, dict]] | None = None) -> dict:
+    """Validate ``cfg`` against the JSON schema (with ``$ref`` to sibling files) and fill defaults.
+
+    ``layers`` (from ``config_layers``) are the files and command-line values ``cfg`` was merged
+    from; the error then names them all, and for each bad value the layer that set it.
+    Default: ``cfg`` is params.yaml alone."""
+    validator = schema_validator(schema_path)
     errors, seen = [], set()
     found = sorted(validator.iter_errors(cfg), key=lambda e: (list(map(str, e.absolute_path)), e.validator != "type"))
     # an entry that lacks a required key fails its other rules too (defaults missing): report the missing key

@@ -2,6 +2,7 @@
 # against every layer of each other model, best pair kept. Each model's
 # neighbour sets are computed once per job, however many pairs it enters.
 from prh.metrics.memory import align_memory_mb
+from prh.metrics.names import ALIGN_CONFIG
 
 # The two alignments every suite needs: vision-vision on the vision-only set,
 # language-vision on the paired set.
@@ -13,18 +14,15 @@ SKIP_LANGUAGE_EMBEDDING = {
     name: int(ALIGN["skip_language_embedding"][SUITE] and all(MODELS[m]["modality"] == "language" for m in members))
     for name, members in config["model_sets"].items()
 }
-# The settings every command that aligns two sets of features gets (align, run-density, run-metric-agreement),
-# and those of its memory estimate (prh.metrics.memory.align_memory_mb: one layer of one file at a time)
-ALIGN_PARAMS = {key: ALIGN[key] for key in ("topk", "quantile", "cca_dim")}
+# The settings of the memory estimate of a job that aligns two sets of features (prh.metrics.memory.align_memory_mb:
+# one layer of one file at a time)
 ALIGN_MEMORY = {key: ALIGN[key] for key in ("topk", "cca_dim", "dtype")}
 # What both align rules read and pass: the row set's and the column set's features and names, and how to compare
 ALIGN_INPUT = dict(x=lambda w: set_features(w.dataset, w.xset), y=lambda w: set_features(w.dataset, w.yset))
 ALIGN_SETS = dict(
     x_names=lambda w: model_set(w.xset),
     y_names=lambda w: model_set(w.yset),
-    **ALIGN_PARAMS,
-    dtype=ALIGN["dtype"],
-    knn_precision=ALIGN["knn_precision"],
+    config=slice_arg(config, ALIGN_CONFIG),
     device=config["device"],
     skip=lambda w: SKIP_LANGUAGE_EMBEDDING[w.xset],
 )
@@ -55,11 +53,11 @@ rule align:
         permutations=lambda w: ALIGN["null_permutations"] if w.metric == ALIGN["metric"] else 0,
         seed=lambda w: config["seed"] if ALIGN["null_permutations"] and w.metric == ALIGN["metric"] else 0,  # only the null uses it
     shell:
-        "prh align --metric {wildcards.metric} --topk {params.topk} --quantile {params.quantile}"
+        "prh align --metric {wildcards.metric} --config {params.config}"
         " --x-names {params.x_names} --x-features {input.x}"
         " --y-names {params.y_names} --y-features {input.y}"
-        " --cca-dim {params.cca_dim} --null-permutations {params.permutations} --seed {params.seed} --skip-x-layers {params.skip}"
-        " --dtype {params.dtype} --knn-precision {params.knn_precision} --device {params.device} --threads {threads}"
+        " --null-permutations {params.permutations} --seed {params.seed} --skip-x-layers {params.skip}"
+        " --device {params.device} --threads {threads}"
         " --out {output} > {log} 2>&1"
 
 
@@ -102,12 +100,12 @@ rule align_all_metrics:
         null_metric=ALIGN["metric"],
         seed=config["seed"] if ALIGN["null_permutations"] else 0,
     shell:
-        "prh align --metric {params.metrics} --topk {params.topk} --quantile {params.quantile}"
+        "prh align --metric {params.metrics} --config {params.config}"
         " --x-names {params.x_names} --x-features {input.x}"
         " --y-names {params.y_names} --y-features {input.y}"
-        " --cca-dim {params.cca_dim} --null-permutations {params.permutations} --null-metrics {params.null_metric}"
+        " --null-permutations {params.permutations} --null-metrics {params.null_metric}"
         " --seed {params.seed} --skip-x-layers {params.skip}"
-        " --dtype {params.dtype} --knn-precision {params.knn_precision} --device {params.device} --threads {threads}"
+        " --device {params.device} --threads {threads}"
         " --out {output} > {log} 2>&1"
 
 

@@ -17,6 +17,7 @@ from prh.figures import FIGURES
 from prh.manifest import output_paths
 from prh.metrics import SUPPORTED_METRICS
 from prh.report import ReportNumbers  # figures.smk's rule param for the report captions
+from prh.slices import slice_arg  # a command's params.yaml keys as its one --config argument
 
 SUITE = config["suite"]
 SUITE_CFG = config["suites"][SUITE]

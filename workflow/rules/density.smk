@@ -9,6 +9,7 @@ import shlex
 
 from prh.data.captions import LEVELS as SHAPES_LEVELS
 from prh.metrics.memory import align_memory_mb
+from prh.studies.density.design import CONFIG as DENS_CONFIG
 from prh.studies.density.design import prompt_sha256
 
 DENS = config["density"]
@@ -111,18 +112,17 @@ rule density:
         ),
         runtime=60,
     params:
-        **ALIGN_PARAMS,
+        config=slice_arg(config, DENS_CONFIG),
         language_names=model_set(DENS_LSET),
         vision_names=model_set(DENS_VSET),
         levels=DENS_LEVELS,
         scenes=scenes_arg,
-        metric=ALIGN["metric"],
         device=config["device"],
     shell:
         "prh run-density --captions {input.captions} --language-names {params.language_names}"
         " --language-features {input.language} --vision-names {params.vision_names}"
-        " --vision-features {input.vision} --levels {params.levels} {params.scenes} --metric {params.metric} --topk {params.topk}"
-        " --quantile {params.quantile} --cca-dim {params.cca_dim} --threads {threads} --device {params.device}"
+        " --vision-features {input.vision} --levels {params.levels} {params.scenes} --config {params.config}"
+        " --threads {threads} --device {params.device}"
         " --density {output.density} --metrics {output.metrics} > {log} 2>&1"
 
 

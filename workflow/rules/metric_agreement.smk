@@ -6,6 +6,8 @@
 import json
 import shlex
 
+from prh.studies.metric_agreement.design import AGREEMENT_CONFIG
+
 AGREE = config["metric_agreement"]
 AGREE_VSET, AGREE_LSET = SUITE_CFG["vision_models"], LANGUAGE_PANEL
 # each vision model with its family (the colour of its points)
@@ -59,16 +61,14 @@ rule metric_agreement:
     resources:
         **JOB_SIZES["metric_agreement"],
     params:
-        **ALIGN_PARAMS,
+        config=slice_arg(config, AGREEMENT_CONFIG),
         vision_names=model_set(AGREE_VSET),
-        batch_sizes=AGREE["batch_sizes"],
         families=AGREE_FAMILIES,
         device=config["device"],
     shell:
         "prh run-metric-agreement --vision-alignments {input.vision} --vision-names {params.vision_names}"
-        " --vision-features {input.features} --batch-sizes {params.batch_sizes}"
+        " --vision-features {input.features} --config {params.config}"
         " --cross-alignments {input.cross} --language {input.bpb} --families {params.families}"
-        " --topk {params.topk} --quantile {params.quantile} --cca-dim {params.cca_dim}"
         " --threads {threads} --device {params.device} --metric-agreement {output.metric_agreement}"
         " --cross-metrics {output.cross_metrics} --metrics {output.metrics} > {log} 2>&1"
 

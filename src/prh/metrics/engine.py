@@ -31,7 +31,7 @@ from prh.errors import UsageError
 from prh.io import write_json
 from prh.metrics.calibration import best_pair, cell_seed, permutation_null
 from prh.metrics.files import DTYPES, file_layer_states
-from prh.metrics.knn import PRECISIONS, resolve_precision
+from prh.metrics.knn import resolve_precision
 from prh.metrics.names import metric_entry
 from prh.metrics.registry import (
     as_tensor,
@@ -314,21 +314,18 @@ def alignment_tables(
 
 
 def main(argv: list[str] | None = None) -> None:
-    from prh.config import schema_defaults
+    from prh.metrics.names import ALIGN_CONFIG
+    from prh.slices import add_slice
 
     p = argparse.ArgumentParser(prog="prh align", description=alignment_tables.__doc__.split("\n")[0])
     p.add_argument("--metric", nargs="+", required=True,
                    help="one or more of SUPPORTED_METRICS (prh.metrics.names), in one pass")
-    p.add_argument("--topk", type=int, required=True, help="k of the k-NN metrics and cknna")
-    p.add_argument("--quantile", type=float, required=True, help="clamp |x| at this quantile first; 1 = no clamp")
-    p.add_argument("--cca-dim", type=int, default=schema_defaults("alignment")["cca_dim"], help="SVCCA singular directions")
     p.add_argument("--x-names", nargs="+", required=True, help="row model names")
     p.add_argument("--x-features", nargs="+", required=True, help="row feature files, same order")
     p.add_argument("--y-names", nargs="+", help="column model names (default: the x set)")
     p.add_argument("--y-features", nargs="+", help="column feature files (default: the x set)")
     p.add_argument("--out", nargs="+", required=True, help="output JSON path, one per --metric, same order")
     p.add_argument("--device", default="cpu", help="cpu | cuda | auto")
-    p.add_argument("--dtype", default="float32", choices=sorted(DTYPES))
     p.add_argument("--block-rows", type=int, default=None, help="rows per k-NN similarity block")
     p.add_argument("--null-permutations", type=int, default=0, help="P > 0: permutation p-values of each best score")
     p.add_argument("--null-metrics", nargs="+", default=None, help="metrics that get the permutation test (default: all)")
@@ -336,17 +333,15 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--layer-scores", action="store_true", help="also store every La x Lb matrix")
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: leave as is)")
     p.add_argument("--n-items", type=int, default=None, help="use only the first N items of every file (default: all)")
-    p.add_argument("--knn-precision", default="fp32", choices=["auto", *PRECISIONS],
-                   help="product of the k-NN search: auto = certified bf16 on CUDA, fp32 on a CPU (same lists)")
     p.add_argument("--skip-x-layers", type=int, default=0,
                    help="leave out the first N layers of every row model, in scores and null (1: an LM's embedding layer)")
+    settings = add_slice(p, ALIGN_CONFIG)  # topk, quantile, cca_dim, dtype, knn_precision (auto: bf16 certified on CUDA)
     args = p.parse_args(argv)
+    config = settings(args)["alignment"]
     if len(args.out) != len(args.metric):
         p.error(f"--out must name one JSON per --metric: {len(args.metric)} metrics, {len(args.out)} outputs")
     alignment_tables(
         args.metric, x_names=args.x_names, x_features=args.x_features, y_names=args.y_names,
-        y_features=args.y_features, outs=args.out, topk=args.topk, quantile=args.quantile,
-        cca_dim=args.cca_dim, device=args.device, dtype=args.dtype, block_rows=args.block_rows,
+        y_features=args.y_features, outs=args.out, **config, device=args.device, block_rows=args.block_rows,
         null_permutations=args.null_permutations, null_metrics=args.null_metrics, seed=args.seed,
-        layer_scores=args.layer_scores, threads=args.threads, n_items=args.n_items, skip_x_layers=args.skip_x_layers,
-        knn_precision=args.knn_precision)
+        layer_scores=args.layer_scores, threads=args.threads, n_items=args.n_items, skip_x_layers=args.skip_x_layers)

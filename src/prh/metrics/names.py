@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["KNN_METRICS", "METRICS", "SOURCES", "PERMUTATIONS", "SUPPORTED_METRICS", "Metric", "check_metric",
+__all__ = ["ALIGN_CONFIG", "KNN_METRICS", "METRICS", "SOURCES", "PERMUTATIONS", "SUPPORTED_METRICS", "Metric", "check_metric",
            "metric_entry"]
 
 # What a layer's state is built from, each computed once per layer for every metric that reads it
@@ -89,6 +89,8 @@ METRICS = (
 _BY_NAME = {m.name: m for m in METRICS}
 
 SUPPORTED_METRICS = [m.name for m in METRICS]
+# The params.yaml keys `prh align` reads (its rules' one --config argument, prh.slices); the metric is its own flag
+ALIGN_CONFIG = {"alignment": ("topk", "quantile", "cca_dim", "dtype", "knn_precision")}
 # The k-NN list metrics: scored together from neighbour positions (knn.list_scores)
 KNN_METRICS = tuple(m.name for m in METRICS if m.score == "knn:pass_scores")
 

@@ -156,7 +156,8 @@ def run_density(*, captions: str, language_names: list[str], language_features: 
 
 
 def main(argv: list[str] | None = None) -> None:
-    from prh.config import schema_defaults
+    from prh.slices import add_slice
+    from prh.studies.density.design import CONFIG
 
     parser = argparse.ArgumentParser(prog="prh run-density", description="PRH Fig 9: alignment against caption density.")
     parser.add_argument("--captions", required=True, help="captions.jsonl whose `texts` are the density levels")
@@ -168,15 +169,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--levels", type=int, nargs="+", default=None,
                         help="the caption levels (indices into `texts`) of --language-features; default: all")
     parser.add_argument("--scenes", default=None, help="scenes.jsonl (shapes world): also align with the world kernel")
-    parser.add_argument("--metric", default="mutual_knn")
-    parser.add_argument("--topk", type=int, required=True)
-    parser.add_argument("--quantile", type=float, required=True)
-    parser.add_argument("--cca-dim", type=int, default=schema_defaults("alignment")["cca_dim"])
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--device", default="cpu")
     add_path_options(parser, OUTPUTS, help="{name} JSON written")
+    settings = add_slice(parser, CONFIG)
     a = parser.parse_args(argv)
-    print(run_density(captions=a.captions, language_names=a.language_names, language_features=a.language_features,
+    print(run_density(**settings(a)["alignment"], captions=a.captions, language_names=a.language_names, language_features=a.language_features,
                       vision_names=a.vision_names, vision_features=a.vision_features, out=vars(a),
-                      scenes=a.scenes, levels=a.levels, metric=a.metric, topk=a.topk, quantile=a.quantile, cca_dim=a.cca_dim,
+                      scenes=a.scenes, levels=a.levels,
                       threads=a.threads, device=a.device))

@@ -208,7 +208,8 @@ def run_metric_agreement(*, vision_alignments: list[str], vision_names: list[str
 
 
 def main(argv: list[str] | None = None) -> None:
-    from prh.config import schema_defaults
+    from prh.slices import add_slice
+    from prh.studies.metric_agreement.design import AGREEMENT_CONFIG
 
     parser = argparse.ArgumentParser(prog="prh run-metric-agreement",
                                      description="PRH Figs 12-14: agreement of the alignment metrics.")
@@ -216,22 +217,18 @@ def main(argv: list[str] | None = None) -> None:
                         help="vision__vision alignment JSONs, one per metric (full item set)")
     parser.add_argument("--vision-names", nargs="+", required=True, help="vision model names")
     parser.add_argument("--vision-features", nargs="+", required=True, help="their vision-set feature files")
-    parser.add_argument("--batch-sizes", nargs="*", type=int, default=[],
-                        help="smaller batch sizes to compute (first bsz items); the full N comes from the JSONs")
     parser.add_argument("--cross-alignments", nargs="+", required=True,
                         help="language__vision alignment JSONs, one per metric")
     parser.add_argument("--language", required=True, help="JSON with models.<m>.bpb (results/experiments/zoo/language.json)")
     parser.add_argument("--families", type=json_object, default="{}", help="JSON: vision model -> family")
-    parser.add_argument("--topk", type=int, required=True, help="k of the k-NN metrics and cknna (as in the JSONs)")
-    parser.add_argument("--quantile", type=float, required=True, help="outlier clamp quantile (as in the JSONs)")
-    parser.add_argument("--cca-dim", type=int, default=schema_defaults("alignment")["cca_dim"], help="SVCCA directions (as in the JSONs)")
     add_path_options(parser, OUTPUTS, help="{name} JSON written")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: leave as is)")
     parser.add_argument("--device", default="cpu", help="cpu | cuda | auto")
+    settings = add_slice(parser, AGREEMENT_CONFIG)  # the alignment tables' settings (as in the JSONs), the batch sizes
     args = parser.parse_args(argv)
+    config = settings(args)
     print(run_metric_agreement(vision_alignments=args.vision_alignments, vision_names=args.vision_names,
-                               vision_features=args.vision_features, batch_sizes=args.batch_sizes,
+                               vision_features=args.vision_features, **config["metric_agreement"],
                                cross_alignments=args.cross_alignments, language=args.language,
-                               families=args.families, out=vars(args), topk=args.topk,
-                               quantile=args.quantile, cca_dim=args.cca_dim, threads=args.threads,
+                               families=args.families, out=vars(args), **config["alignment"], threads=args.threads,
                                device=args.device))

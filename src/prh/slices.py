@@ -1,0 +1,126 @@
+"""Config slices: the params.yaml keys a command reads, handed over once.
+
+A command declares the keys it reads, by block (``CONFIG = {"alignment": ("topk", "quantile")}``, in a module the
+workflow can import without torch). Its rule hands them over as one JSON argument, ``--config
+'{"alignment": {"quantile": 0.95, "topk": 10}}'`` (:func:`slice_arg`), and the command reads them back with the
+function :func:`add_slice` returns: a key the JSON leaves out takes its schema default, any key can also be set by its
+own flag (``--topk 5``, for a run by hand), and the values are checked against the schema, so a bad one is a single
+error naming its key. The schema stays the one declaration of a key (type, range, default, help): the flags are
+generated from it, never typed again in the command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+from collections.abc import Callable, Mapping
+
+from prh.config import SCHEMA, load_schema, schema_defaults, schema_validator
+
+__all__ = ["add_slice", "slice_arg", "slice_values"]
+
+Keys = Mapping[str, tuple[str, ...]]  # block -> the keys of it a command reads
+_TYPES = {"integer": int, "number": float, "string": str}
+
+
+def slice_values(cfg: Mapping, keys: Keys) -> dict[str, dict]:
+    """``{block: {key: value}}`` of ``keys`` from a (schema-filled) config."""
+    return {block: {key: cfg[block][key] for key in names} for block, names in keys.items()}
+
+
+def slice_arg(cfg: Mapping, keys: Keys) -> str:
+    """The slice as one shell-quoted JSON argument (sorted keys: the same values, the same string, so Snakemake's
+    params trigger reruns only a job whose keys changed)."""
+    return shlex.quote(json.dumps(slice_values(cfg, keys), sort_keys=True))
+
+
+def _property(block: str, key: str) -> dict:
+    """The schema of ``block.key``, a ``$ref`` inside the block's file resolved."""
+    root = load_schema(SCHEMA)
+    schema = root["properties"][block]
+    if "$ref" in schema:
+        schema = root = load_schema(SCHEMA.parent / schema["$ref"])
+    if key not in schema.get("properties", {}):
+        raise ValueError(f"params.yaml block {block} has no key {key!r} (its schema: {', '.join(schema['properties'])})")
+    spec = schema["properties"][key]
+    if spec.get("$ref", "").startswith("#/"):
+        target = root
+        for part in spec["$ref"][2:].split("/"):
+            target = target[part]
+        spec = {**target, **{k: v for k, v in spec.items() if k != "$ref"}}
+    return spec
+
+
+def _flag(spec: dict) -> dict:
+    """argparse keywords of a flag for a key of this schema: its type, choices and description."""
+    kinds = spec.get("type") if isinstance(spec.get("type"), list) else [spec.get("type")]
+    kind = next((k for k in kinds if k != "null"), None)
+    if kind == "boolean":
+        return {"action": argparse.BooleanOptionalAction, "metavar": None}
+    if kind == "array" and spec.get("items", {}).get("type") in _TYPES:
+        return {"nargs": "+", "type": _TYPES[spec["items"]["type"]]}
+    if kind in _TYPES:
+        return {"type": _TYPES[kind], **({"choices": spec["enum"], "metavar": None} if "enum" in spec else {})}
+    return {"type": json.loads, "metavar": "JSON"}
+
+
+def add_slice(parser: argparse.ArgumentParser, keys: Keys) -> Callable[[argparse.Namespace], dict[str, dict]]:
+    """Give ``parser`` the options of a slice: ``--config JSON`` and one flag per key (a flag wins over the JSON).
+    Returns ``read(args) -> {block: {key: value}}``, each value checked against the schema (``parser.error`` names
+    a bad or unknown key)."""
+    group = parser.add_argument_group("settings", "params.yaml keys; a key neither given nor in --config takes its "
+                                                  "schema default (workflow/schemas)")
+    group.add_argument("--config", type=_json_object, default={}, metavar="JSON",
+                       help="the slice a rule hands over: " + json.dumps({b: list(k) for b, k in keys.items()}))
+    dests = {}
+    for block, names in keys.items():
+        for key in names:
+            flag = "--" + key.replace("_", "-")
+            if flag in {"--" + k.replace("_", "-") for b, k in dests}:  # two blocks' keys of one name: the first's flag
+                continue
+            spec = _property(block, key)
+            description = " ".join(str(spec.get("description", "")).split()).replace("%", "%%")
+            dests[block, key] = f"slice__{block}__{key}"
+            default = f" (default: {json.dumps(spec['default'])})" if "default" in spec else ""
+            group.add_argument(flag, dest=dests[block, key], default=None, help=f"{block}.{key}: {description}{default}",
+                               **{"metavar": key.upper(), **_flag(spec)})
+
+    def read(args: argparse.Namespace) -> dict[str, dict]:
+        given = args.config
+        for block in given:
+            extra = sorted(set(given[block]) - set(keys.get(block, ()))) if isinstance(given[block], dict) else None
+            if block not in keys or extra:
+                parser.error(f"--config: {block}.{', '.join(extra or ['*'])} is not read by this command; it reads "
+                             + ", ".join(f"{b}.{k}" for b, names in keys.items() for k in names))
+        values = {}
+        for block, names in keys.items():
+            defaults = schema_defaults(block)
+            values[block] = {}
+            for key in names:
+                flag = getattr(args, dests.get((block, key), ""), None)
+                if flag is not None:
+                    values[block][key] = flag
+                elif key in given.get(block, {}):
+                    values[block][key] = given[block][key]
+                elif key in defaults:
+                    values[block][key] = defaults[key]
+                else:
+                    parser.error(f"{block}.{key} has no default: give --{key.replace('_', '-')} or put it in --config")
+        problems = [f"{'.'.join(map(str, e.absolute_path))}: {e.message}"
+                    for e in schema_validator(fill_defaults=False).iter_errors(values)
+                    if len(e.absolute_path) >= 2 and e.absolute_path[1] in keys.get(e.absolute_path[0], ())]
+        if problems:
+            parser.error("invalid settings: " + "; ".join(sorted(problems)))
+        return values
+
+    return read
+
+
+def _json_object(text: str) -> dict:
+    from prh.io import json_object
+
+    value = json_object(text)
+    if not all(isinstance(v, dict) for v in value.values()):
+        raise argparse.ArgumentTypeError('must map each params.yaml block to its keys: {"block": {"key": value}}')
+    return value

@@ -1,0 +1,86 @@
+"""Config slices (prh.slices): a rule hands its command the params.yaml keys it reads as one JSON argument, the
+command fills the rest from the schema, takes a flag over the JSON, and refuses a bad or unknown key by name."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+
+import pytest
+
+from prh.config import schema_defaults
+from prh.slices import add_slice, slice_arg
+
+KEYS = {"alignment": ("topk", "quantile", "dtype"), "metric_agreement": ("batch_sizes",)}
+
+
+def _parser():
+    parser = argparse.ArgumentParser(prog="prh toy")
+    parser.add_argument("--out")
+    return parser, add_slice(parser, KEYS)
+
+
+def test_the_json_slice_then_the_schema_defaults_then_flags():
+    parser, read = _parser()
+    given = {"alignment": {"topk": 7}, "metric_agreement": {"batch_sizes": [30, 60]}}
+    assert read(parser.parse_args(["--config", json.dumps(given)])) == {
+        "alignment": {"topk": 7, "quantile": schema_defaults("alignment")["quantile"], "dtype": "float32"},
+        "metric_agreement": {"batch_sizes": [30, 60]},
+    }
+    args = parser.parse_args(["--config", json.dumps(given), "--topk", "3", "--batch-sizes", "5", "--dtype", "float64"])
+    assert read(args) == {"alignment": {"topk": 3, "quantile": 0.95, "dtype": "float64"},
+                          "metric_agreement": {"batch_sizes": [5]}}
+    assert read(parser.parse_args([])) == {  # a run by hand with no settings: the schema's defaults
+        "alignment": {k: schema_defaults("alignment")[k] for k in KEYS["alignment"]},
+        "metric_agreement": {"batch_sizes": schema_defaults("metric_agreement")["batch_sizes"]},
+    }
+
+
+def test_what_a_rule_passes_reads_back_as_the_same_values():
+    cfg = {"alignment": {"topk": 12, "quantile": 1.0, "dtype": "float64", "metric": "cka"},
+           "metric_agreement": {"batch_sizes": [50]}}
+    text = slice_arg(cfg, KEYS)
+    assert text == slice_arg(json.loads(json.dumps(cfg)), KEYS)  # one string per set of values (Snakemake's params)
+    parser, read = _parser()
+    (argument,) = shlex.split(text)
+    assert read(parser.parse_args(["--config", argument])) == {
+        "alignment": {"topk": 12, "quantile": 1.0, "dtype": "float64"}, "metric_agreement": {"batch_sizes": [50]}}
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--config", '{"alignment": {"topk": 0}}'], "alignment.topk: 0 is less than the minimum of 1"),
+    (["--quantile", "1.5"], "alignment.quantile: 1.5 is greater than the maximum of 1"),
+    (["--config", '{"alignment": {"cca_dim": 3}}'], "alignment.cca_dim is not read by this command"),
+    (["--config", '{"world": {"seed": 3}}'], "world.seed is not read by this command; it reads alignment.topk"),
+    (["--config", '{"alignment": 3}'], "must map each params.yaml block to its keys"),
+    (["--config", "{topk: 3}"], "not valid JSON"),
+    (["--dtype", "float16"], "invalid choice: 'float16'"),
+])
+def test_a_bad_or_unknown_key_is_one_error_naming_it(argv, message, capsys):
+    parser, read = _parser()
+    with pytest.raises(SystemExit) as err:
+        read(parser.parse_args(argv))
+    assert err.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_the_flags_come_from_the_schema():
+    """Each flag's help is its key's description and default in the schema, never typed in the command."""
+    parser, _ = _parser()
+    text = " ".join(parser.format_help().split())
+    assert "--topk TOPK alignment.topk: k of the k-NN metrics and CKNNA (default: 10)" in text
+    assert "--dtype {float32,float64}" in text
+    assert '--config JSON the slice a rule hands over: {"alignment": ["topk", "quantile", "dtype"]' in text
+    with pytest.raises(ValueError, match="params.yaml block alignment has no key 'top_k'"):
+        add_slice(argparse.ArgumentParser(), {"alignment": ("top_k",)})
+
+
+@pytest.mark.parametrize("command", ["align", "run-density", "run-metric-agreement"])
+def test_a_command_s_keys_are_flags_only_through_its_slice(command):
+    """The commands that read a slice declare none of its keys by hand (argparse would refuse the second flag)."""
+    from prh.cli import main as prh_main
+
+    with pytest.raises(SystemExit) as err:
+        prh_main([command, "--help"])
+    assert err.value.code == 0
