@@ -1,7 +1,7 @@
 """Config slices: the params.yaml keys a command reads, handed over once.
 
-A command declares the keys it reads, by block (``CONFIG = {"alignment": ("topk", "quantile")}``, in a module the
-workflow can import without torch). Its rule hands them over as one JSON argument, ``--config
+A command declares the keys it reads, by block (``CONFIG = {"alignment": ("topk", "quantile")}``; a nested block by its
+dotted path, ``"downstream.harness"``), in a module the workflow can import without torch. Its rule hands them over as one JSON argument, ``--config
 '{"alignment": {"quantile": 0.95, "topk": 10}}'`` (:func:`slice_arg`), and the command reads them back with the
 function :func:`add_slice` returns: a key the JSON leaves out takes its schema default, any key can also be set by its
 own flag (``--topk 5``, for a run by hand), and the values are checked against the schema, so a bad one is a single
@@ -24,9 +24,15 @@ Keys = Mapping[str, tuple[str, ...]]  # block -> the keys of it a command reads
 _TYPES = {"integer": int, "number": float, "string": str}
 
 
+def _walk(tree: Mapping, block: str) -> Mapping:
+    for part in block.split("."):
+        tree = tree[part]
+    return tree
+
+
 def slice_values(cfg: Mapping, keys: Keys) -> dict[str, dict]:
     """``{block: {key: value}}`` of ``keys`` from a (schema-filled) config."""
-    return {block: {key: cfg[block][key] for key in names} for block, names in keys.items()}
+    return {block: {key: _walk(cfg, block)[key] for key in names} for block, names in keys.items()}
 
 
 def slice_arg(cfg: Mapping, keys: Keys) -> str:
@@ -35,21 +41,27 @@ def slice_arg(cfg: Mapping, keys: Keys) -> str:
     return shlex.quote(json.dumps(slice_values(cfg, keys), sort_keys=True))
 
 
+def _resolved(schema: dict, root: dict) -> tuple[dict, dict]:
+    """``schema`` with its ``$ref`` followed (a sibling file, or ``#/...`` inside ``root``), and the file it is in."""
+    ref = schema.get("$ref")
+    if not ref:
+        return schema, root
+    rest = {k: v for k, v in schema.items() if k != "$ref"}
+    if ref.startswith("#/"):
+        return {**_walk(root, ref[2:].replace("/", ".")), **rest}, root
+    root = load_schema(SCHEMA.parent / ref)
+    return {**root, **rest}, root
+
+
 def _property(block: str, key: str) -> dict:
-    """The schema of ``block.key``, a ``$ref`` inside the block's file resolved."""
-    root = load_schema(SCHEMA)
-    schema = root["properties"][block]
-    if "$ref" in schema:
-        schema = root = load_schema(SCHEMA.parent / schema["$ref"])
-    if key not in schema.get("properties", {}):
-        raise ValueError(f"params.yaml block {block} has no key {key!r} (its schema: {', '.join(schema['properties'])})")
-    spec = schema["properties"][key]
-    if spec.get("$ref", "").startswith("#/"):
-        target = root
-        for part in spec["$ref"][2:].split("/"):
-            target = target[part]
-        spec = {**target, **{k: v for k, v in spec.items() if k != "$ref"}}
-    return spec
+    """The schema of ``block.key`` (``block`` a dotted path of nested blocks), every ``$ref`` followed."""
+    schema = root = load_schema(SCHEMA)
+    for part in [*block.split("."), key]:
+        if part not in schema.get("properties", {}):
+            raise ValueError(f"params.yaml block {block} has no key {part!r} "
+                             f"(its schema: {', '.join(schema.get('properties', {}))})")
+        schema, root = _resolved(schema["properties"][part], root)
+    return schema
 
 
 def _flag(spec: dict) -> dict:
@@ -95,7 +107,8 @@ def add_slice(parser: argparse.ArgumentParser, keys: Keys) -> Callable[[argparse
                              + ", ".join(f"{b}.{k}" for b, names in keys.items() for k in names))
         values = {}
         for block, names in keys.items():
-            defaults = schema_defaults(block)
+            first, *rest = block.split(".")
+            defaults = _walk(schema_defaults(first), ".".join(rest)) if rest else schema_defaults(first)
             values[block] = {}
             for key in names:
                 flag = getattr(args, dests.get((block, key), ""), None)
@@ -107,9 +120,16 @@ def add_slice(parser: argparse.ArgumentParser, keys: Keys) -> Callable[[argparse
                     values[block][key] = defaults[key]
                 else:
                     parser.error(f"{block}.{key} has no default: give --{key.replace('_', '-')} or put it in --config")
+        nested: dict = {}  # the values where they sit in params.yaml, for the schema
+        for block, given_values in values.items():
+            node = nested
+            for part in block.split("."):
+                node = node.setdefault(part, {})
+            node.update(given_values)
+        read_paths = {(*block.split("."), key) for block, names in keys.items() for key in names}
         problems = [f"{'.'.join(map(str, e.absolute_path))}: {e.message}"
-                    for e in schema_validator(fill_defaults=False).iter_errors(values)
-                    if len(e.absolute_path) >= 2 and e.absolute_path[1] in keys.get(e.absolute_path[0], ())]
+                    for e in schema_validator(fill_defaults=False).iter_errors(nested)
+                    if any(tuple(e.absolute_path)[:len(path)] == path for path in read_paths)]
         if problems:
             parser.error("invalid settings: " + "; ".join(sorted(problems)))
         return values

@@ -3,6 +3,9 @@
 # HellaSwag-style caption completion in the shapes world (downstream_mc), the strongest
 # vision model by mean probe accuracy. Paper: HellaSwag / GSM8K by lm-evaluation-harness with one setting
 # for every LM (downstream_harness, downstream.harness), and the vision model named in params (DINOv2 giant).
+from prh.evaluation.harness import CONFIG as HARNESS_CONFIG
+from prh.studies.downstream.design import MC_CONFIG
+
 DOWN = config["downstream"]
 # Fig 4's own model sets (paper: every LM the paper's Fig 4 shows, against DINOv2 ViT-g); null = the suite's
 DOWN_LSET = DOWN["language_models"][SUITE] or SUITE_CFG["language_models"]
@@ -15,8 +18,6 @@ if SUITE != "offline" and DOWN["strongest_vision"] not in model_set(DOWN_VSET):
     )
 # the LMs' 1 - bpb colours Fig 4's points: offline the zoo's language JSON, paper one `prh score-lm` JSON per LM
 DOWN_LANGUAGE = CONV_LANGUAGE if SUITE == "offline" else [lm_score_json(m) for m in model_set(DOWN_LSET)]
-
-HARNESS = DOWN["harness"]  # schema-filled (downstream.schema.yaml)
 
 
 rule downstream_mc:
@@ -36,12 +37,11 @@ rule downstream_mc:
         models=lambda w, input: [os.path.dirname(p) for p in input.models],
         names=[m for m in model_set(DOWN_LSET) if MODELS[m]["source"] == "zoo"],
         data=lambda w, input: os.path.dirname(input.captions),
-        n_items=DOWN["n_items"],
-        n_choices=DOWN["n_choices"],
+        config=slice_arg(config, MC_CONFIG),
         seed=config["seed"],
     shell:
         "OMP_NUM_THREADS={threads} prh score-mc --data {params.data} --models {params.models}"
-        " --names {params.names} --n-items {params.n_items} --n-choices {params.n_choices}"
+        " --names {params.names} --config {params.config}"
         " --seed {params.seed} --no-progress --out {output} > {log} 2>&1"
 
 
@@ -62,13 +62,10 @@ rule downstream_harness:
         runtime=GPU_RUNTIME("downstream_harness", lambda w: int(30 + 8 * MODELS[w.model]["n_params"] / 1e9)),
     params:
         **HUB_LM_PARAMS,
-        tasks=json_param(HARNESS.get("tasks")),
-        limit=f"--limit {HARNESS['limit']}" if HARNESS.get("limit") else "",
-        batch_size=HARNESS["batch_size"],
-        fewshot_seed=HARNESS["fewshot_seed"],
+        config=slice_arg(config, HARNESS_CONFIG),
     shell:
         "prh --gpus {resources.gpu} eval-harness --model {params.repo:q} --revision {params.revision:q} --name {wildcards.model}"
-        " --tasks {params.tasks} {params.limit} --batch-size {params.batch_size} --fewshot-seed {params.fewshot_seed}"
+        " --config {params.config}"
         " --device {params.device} {params.device_map} --out {output} > {log} 2>&1"
 
 

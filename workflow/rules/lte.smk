@@ -2,6 +2,8 @@
 # steps, on a real distributed engine. Every experiment rule launches torchrun: one process
 # per rank, one thread each, gloo on CPU (nccl with device cuda); rank 0 writes the JSON.
 # With lte.nnodes > 1 (SLURM), the same command runs under srun with a c10d rendezvous.
+from prh.studies.lte.verdicts import CONFIG as LTE_VERDICTS_CONFIG
+
 LTE_OUT = study_outputs("lte")  # its files, by key (its manifest.yaml)
 LTE_CFG = config["lte"]
 # Paper suite (thesis Table 8.4): ViT-S/32 and MLP-Mixer on CIFAR-10/100 at 224 px, standard
@@ -86,11 +88,10 @@ rule lte_verdicts:
     resources:
         **JOB_SIZES["lte_verdicts"],
     params:
-        max_ratio=LTE_CFG["claims"]["max_ratio"],
-        min_gap=LTE_CFG["claims"]["min_gap"],
+        config=slice_arg(config, LTE_VERDICTS_CONFIG),
     shell:
         "prh run-lte-verdicts --least-squares {input.least_squares} --vision {input.vision} --table {input.table} "
-        "--orthogonality {input.orthogonality} --max-ratio {params.max_ratio} --min-gap {params.min_gap} "
+        "--orthogonality {input.orthogonality} --config {params.config} "
         "--out {output} > {log} 2>&1"
 
 

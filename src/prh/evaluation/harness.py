@@ -39,11 +39,13 @@ from pathlib import Path
 
 import yaml
 
-from prh.config import schema_defaults
 from prh.errors import ConfigError, PRHError
-from prh.io import atomic_path, json_object, read_json, write_json
+from prh.io import atomic_path, read_json, write_json
 
-__all__ = ["task_yaml", "evaluate_harness", "merge_harness", "main", "merge_main", "PAPER_TASKS", "CSV_COLUMNS"]
+__all__ = ["task_yaml", "evaluate_harness", "merge_harness", "main", "merge_main", "CONFIG", "PAPER_TASKS", "CSV_COLUMNS"]
+
+# the params.yaml keys `prh eval-harness` reads (its rule's one --config argument, prh.slices)
+CONFIG = {"downstream.harness": ("tasks", "limit", "batch_size", "fewshot_seed")}
 
 PAPER_TASKS = ("hellaswag", "gsm8k")  # the tasks Fig 4 plots (the score columns of its CSV)
 # the scores CSV `prh run-downstream` reads (published numbers or these runs): a score and its setting per task
@@ -204,24 +206,20 @@ def merge_harness(paths: list[str | Path], out: str | Path) -> list[dict]:
 
 def main(argv: list[str] | None = None) -> None:
     from prh.device import DTYPES
+    from prh.slices import add_slice
 
     p = argparse.ArgumentParser(prog="prh eval-harness", description=__doc__.splitlines()[0])
     p.add_argument("--model", required=True, help="hub repo id or save_pretrained folder")
     p.add_argument("--revision", default=None)
     p.add_argument("--name", default=None, help="model name recorded in the result")
-    p.add_argument("--tasks", type=json_object, required=True, help="JSON of params.yaml downstream.harness.tasks")
-    p.add_argument("--limit", type=int, default=None, help="score the first N items of each task (default: all)")
-    h = schema_defaults("downstream")["harness"]  # the defaults' one home: downstream.schema.yaml
-    p.add_argument("--batch-size", type=int, default=h["batch_size"])
-    p.add_argument("--fewshot-seed", type=int, default=h["fewshot_seed"])
     p.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"])
     p.add_argument("--dtype", default="auto", choices=["auto", *DTYPES])
     p.add_argument("--device-map", default=None, help="'auto' to spread a large model over devices")
     p.add_argument("--out", required=True, help="results/experiments/downstream/harness/<model>.json")
+    settings = add_slice(p, CONFIG)  # tasks (no default: the rule, or --tasks JSON), limit, batch size, few-shot seed
     a = p.parse_args(argv)
-    evaluate_harness(model=a.model, revision=a.revision, name=a.name, tasks=a.tasks, limit=a.limit,
-                     batch_size=a.batch_size, fewshot_seed=a.fewshot_seed, device=a.device, dtype=a.dtype,
-                     device_map=a.device_map, out=a.out)
+    evaluate_harness(model=a.model, revision=a.revision, name=a.name, **settings(a)["downstream.harness"],
+                     device=a.device, dtype=a.dtype, device_map=a.device_map, out=a.out)
 
 
 def merge_main(argv: list[str] | None = None) -> None:

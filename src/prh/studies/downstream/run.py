@@ -296,24 +296,25 @@ def run_figure4(*, cross_alignment: str, scores: str, language: list[str], out: 
 
 def mc_main(argv: list[str] | None = None) -> None:
     from prh.device import DTYPES
+    from prh.slices import add_slice
+    from prh.studies.downstream.design import MC_CONFIG
 
     p = argparse.ArgumentParser(prog="prh score-mc", description="shapes-world multiple-choice task (Fig. 4, offline)")
     p.add_argument("--data", required=True, help="shapes dataset dir with scenes.jsonl and captions.jsonl")
     p.add_argument("--models", nargs="+", required=True, help="language model checkpoint dirs")
     p.add_argument("--names", nargs="+", default=None, help="a name per model (default: the dir names)")
     p.add_argument("--out", required=True, help="result JSON, e.g. results/experiments/downstream/shapes_mc.json")
-    p.add_argument("--n-items", type=int, default=512)
-    p.add_argument("--n-choices", type=int, default=4)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--kinds", nargs="+", default=list(ITEM_KINDS), choices=list(ITEM_KINDS), help="item kinds")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"])
     p.add_argument("--dtype", default="auto", choices=["auto", *DTYPES])
     p.add_argument("--no-progress", action="store_true")
+    settings = add_slice(p, MC_CONFIG)
     a = p.parse_args(argv)
     names = a.names or [Path(m).name for m in a.models]
-    r = run_downstream_offline(data=a.data, names=names, models=a.models, out=a.out, n_items=a.n_items,
-                               n_choices=a.n_choices, seed=a.seed, kinds=a.kinds, batch_size=a.batch_size, device=a.device,
+    r = run_downstream_offline(data=a.data, names=names, models=a.models, out=a.out, **settings(a)["downstream"],
+                               seed=a.seed, kinds=a.kinds, batch_size=a.batch_size, device=a.device,
                                dtype=a.dtype, progress=not a.no_progress)
     for name, m in r["models"].items():
         kinds = ", ".join(f"{k} {v['acc']:.3f}" for k, v in m["by_kind"].items())

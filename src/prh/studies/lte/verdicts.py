@@ -19,10 +19,12 @@ from __future__ import annotations
 import argparse
 
 from prh.claims import verdict
-from prh.config import schema_defaults
 from prh.io import read_json, write_json
 
-__all__ = ["main", "samples_to_match", "verdicts"]
+__all__ = ["CONFIG", "main", "samples_to_match", "verdicts"]
+
+# the params.yaml keys `prh run-lte-verdicts` reads (its rule's one --config argument, prh.slices)
+CONFIG = {"lte.claims": ("max_ratio", "min_gap")}
 
 
 def samples_to_match(vision: dict) -> float | None:
@@ -103,14 +105,14 @@ def verdicts(*, least_squares: dict, vision: dict, table: dict, orthogonality: d
 
 
 def main(argv: list[str] | None = None) -> None:
+    from prh.slices import add_slice
+
     p = argparse.ArgumentParser(prog="prh run-lte-verdicts", description=__doc__.splitlines()[0])
     for name in ("least-squares", "vision", "table", "orthogonality"):
         p.add_argument(f"--{name}", required=True, help=f"{name}.json of `prh run-lte`")
-    claims = schema_defaults("lte")["claims"]  # the defaults' one home: lte.schema.yaml
-    p.add_argument("--max-ratio", type=float, default=claims["max_ratio"])
-    p.add_argument("--min-gap", type=float, default=claims["min_gap"])
     p.add_argument("--out", required=True)
+    settings = add_slice(p, CONFIG)
     a = p.parse_args(argv)
     write_json(a.out, verdicts(least_squares=read_json(a.least_squares), vision=read_json(a.vision),
                                table=read_json(a.table), orthogonality=read_json(a.orthogonality),
-                               max_ratio=a.max_ratio, min_gap=a.min_gap))
+                               **settings(a)["lte.claims"]))
