@@ -85,7 +85,7 @@ def test_cli_writes_tables_trends_metrics_and_the_figure_renders(tmp_path):
     language.write_text(json.dumps({"models": {"gpt_s": {"bpb": 1.2}, "gpt_l": {"bpb": 0.8}, "bert": {"bpb": None}}}))
     out = tmp_path / "exp"
     prh_main(["run-locality", "--x-names", "gpt_s", "gpt_l", "bert", "--x-features", *lang,
-              "--y-names", "v_sup", "v_rand", "v_ssl", "--y-features", *vis, "--ks", "N-1", "5", "10",
+              "--y-names", "v_sup", "v_rand", "v_ssl", "--y-features", *vis, "--locality-ks", "N-1", "5", "10",
               "--language", str(language), "--families", '{"v_sup": "sup", "v_ssl": "ssl"}',
               "--quantile", "0.9", "--locality", str(out / "locality.json"), "--metrics", str(out / "locality_metrics.json"),
               "--threads", "1"])

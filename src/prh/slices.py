@@ -70,11 +70,18 @@ def _flag(spec: dict) -> dict:
     kind = next((k for k in kinds if k != "null"), None)
     if kind == "boolean":
         return {"action": argparse.BooleanOptionalAction, "metavar": None}
-    if kind == "array" and spec.get("items", {}).get("type") in _TYPES:
-        return {"nargs": "+", "type": _TYPES[spec["items"]["type"]]}
+    if kind == "array":  # items of one plain type, or of several (e.g. 10 20 N-1): each read as JSON, else as text
+        return {"nargs": "+", "type": _TYPES.get(spec.get("items", {}).get("type"), _scalar)}
     if kind in _TYPES:
         return {"type": _TYPES[kind], **({"choices": spec["enum"], "metavar": None} if "enum" in spec else {})}
     return {"type": json.loads, "metavar": "JSON"}
+
+
+def _scalar(text: str):
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
 
 
 def add_slice(parser: argparse.ArgumentParser, keys: Keys) -> Callable[[argparse.Namespace], dict[str, dict]]:

@@ -4,12 +4,10 @@
 # captions summarised by an instruct LLM to each num_words (summarise_captions, one GPU
 # job, cached and DVC-tracked; rerun only when the captioner, prompt or num_words change),
 # the dense caption itself last.
-import json
-import shlex
-
 from prh.data.captions import LEVELS as SHAPES_LEVELS
 from prh.metrics.memory import align_memory_mb
 from prh.studies.density.design import CONFIG as DENS_CONFIG
+from prh.studies.density.design import SUMMARISE_CONFIG
 from prh.studies.density.design import prompt_sha256
 
 DENS = config["density"]
@@ -44,21 +42,15 @@ rule summarise_captions:
         out=lambda w, output: os.path.dirname(output.meta),
         model=MODELS[DENS["captioner"]]["repo"] if SUITE == "paper" else "",
         revision=MODELS[DENS["captioner"]].get("revision") if SUITE == "paper" else "",
-        options=" ".join(
-            f"--{key.replace('_', '-')} {DENS[key]}" for key in ("max_new_tokens", "max_items") if DENS.get(key)
-        ),
-        num_words=DENS["num_words"],
+        config=slice_arg(config, SUMMARISE_CONFIG),
         # the prompt lives in code; its hash as a param reruns the summaries when it changes
         prompt_sha256=prompt_sha256(),
-        batch_size=DENS["batch_size"],
-        seed=DENS["seed"],
         device=config["device"],
         # a captioner larger than one GPU is spread over the job's GPUs (the same formula as its gpu count)
         device_map=device_map_arg(DENS["captioner"]) if SUITE == "paper" else "",
     shell:
         "prh --gpus {resources.gpu} summarise-captions --data {params.data} --model {params.model:q} --revision {params.revision:q}"
-        " --num-words {params.num_words} --batch-size {params.batch_size}"
-        " {params.options} --seed {params.seed} --device {params.device} {params.device_map} --out {params.out} > {log} 2>&1"
+        " --config {params.config} --device {params.device} {params.device_map} --out {params.out} > {log} 2>&1"
 
 
 # One job per model for every level: the model is loaded once and each level written to

@@ -3,12 +3,8 @@
 # (prh run-locality). Figs 12-14: the vision-vision and language-vision tables under all eight
 # metrics (the align rule, once per metric), their Spearman agreement over vision pairs at the
 # full set and at smaller batch sizes, and cross-modal alignment against 1 - bpb per metric.
-import json
-import shlex
+from prh.studies.metric_agreement.design import AGREEMENT_CONFIG, LOCALITY_CONFIG
 
-from prh.studies.metric_agreement.design import AGREEMENT_CONFIG
-
-AGREE = config["metric_agreement"]
 AGREE_VSET, AGREE_LSET = SUITE_CFG["vision_models"], LANGUAGE_PANEL
 # each vision model with its family (the colour of its points)
 AGREE_FAMILIES = json_param({m: MODELS[m].get("family", m) for m in model_set(AGREE_VSET)})
@@ -31,14 +27,13 @@ rule locality:
     params:
         language_names=model_set(AGREE_LSET),
         vision_names=model_set(AGREE_VSET),
-        ks=AGREE["locality_ks"],
+        config=slice_arg(config, LOCALITY_CONFIG),
         families=AGREE_FAMILIES,
-        quantile=ALIGN["quantile"],
         device=config["device"],
     shell:
         "prh run-locality --x-names {params.language_names} --x-features {input.language}"
-        " --y-names {params.vision_names} --y-features {input.vision} --ks {params.ks}"
-        " --language {input.bpb} --families {params.families} --quantile {params.quantile}"
+        " --y-names {params.vision_names} --y-features {input.vision} --config {params.config}"
+        " --language {input.bpb} --families {params.families}"
         " --threads {threads} --device {params.device} --locality {output.locality} --metrics {output.locality_metrics}"
         " > {log} 2>&1"
 

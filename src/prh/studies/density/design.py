@@ -3,17 +3,19 @@
 Every Snakemake start (a no-op rerun, a dry run) imports what the rules name, so these live
 apart from the modules that run the study: appendix E's summarisation prompt, whose hash is a parameter of the
 density rules (``density.smk``) so that editing the prompt reruns the summaries, and the params.yaml keys
-``prh run-density`` reads (``CONFIG``, its rule's ``--config``: ``prh.slices``).
+``prh run-density`` and ``prh summarise-captions`` read (their rules' ``--config``: ``prh.slices``).
 """
 
 from __future__ import annotations
 
 import hashlib
 
-__all__ = ["CONFIG", "SYSTEM_PROMPT", "USER_PROMPT", "FALLBACK_FORMAT", "prompt_sha256"]
+__all__ = ["CONFIG", "SUMMARISE_CONFIG", "SYSTEM_PROMPT", "USER_PROMPT", "FALLBACK_FORMAT", "prompt_sha256"]
 
 # the params.yaml keys run-density reads, by block (prh.slices)
 CONFIG = {"alignment": ("metric", "topk", "quantile", "cca_dim")}
+# and those summarise-captions reads: the summaries' lengths and how they are generated
+SUMMARISE_CONFIG = {"density": ("num_words", "batch_size", "max_new_tokens", "max_items", "seed")}
 
 # PRH appendix E, verbatim (following Urbanek et al. 2023); <num_words> is filled in.
 SYSTEM_PROMPT = (

@@ -362,27 +362,23 @@ def run_summarise(
 
 def main(argv: list[str] | None = None) -> None:
     from prh.io import none_or
+    from prh.slices import add_slice
+    from prh.studies.density.design import SUMMARISE_CONFIG
 
     p = argparse.ArgumentParser(prog="prh summarise-captions", description=__doc__.splitlines()[0])
     p.add_argument("--data", required=True, help="dataset dir with captions.jsonl (field text = dense caption)")
     p.add_argument("--model", required=True, help="instruct causal LM: hub repo id or save_pretrained dir")
     p.add_argument("--revision", type=none_or(str), default=None, help="hub revision (commit hash)")
-    p.add_argument("--num-words", type=int, nargs="+", required=True, help="summary lengths, e.g. 5 10 20 50 100")
     p.add_argument("--out", required=True, help="output dir, e.g. results/data/dci/density")
-    p.add_argument("--batch-size", type=int, default=DENSITY_DEFAULTS["batch_size"], help="prompts per generate call")
-    p.add_argument("--max-items", type=none_or(int), default=None, help="only the first N captions")
-    p.add_argument("--seed", type=int, default=0, help="seeds sampling (only with --do-sample)")
     p.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"])
     p.add_argument("--dtype", default="auto", choices=["auto", *DTYPES])
     p.add_argument("--device-map", default=None, help="'auto' to spread a large captioner over the GPUs")
-    p.add_argument("--max-new-tokens", type=none_or(int), default=None,
-                   help="generation cap; default ceil(2.5 * num_words) + 16 per level")
     p.add_argument("--do-sample", action="store_true", help="sample (model's generation config) instead of greedy")
     p.add_argument("--checkpoint", default=None, help="resumable JSONL; default <out>.partial.jsonl")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    settings = add_slice(p, SUMMARISE_CONFIG)  # num_words, batch_size, max_new_tokens, max_items, seed
     a = p.parse_args(argv)
-    meta = run_summarise(data=a.data, model=a.model, out=a.out, num_words=a.num_words, revision=a.revision,
-                         batch_size=a.batch_size, max_items=a.max_items, seed=a.seed, device=a.device,
-                         dtype=a.dtype, max_new_tokens=a.max_new_tokens, do_sample=a.do_sample,
+    meta = run_summarise(data=a.data, model=a.model, out=a.out, revision=a.revision, **settings(a)["density"],
+                         device=a.device, dtype=a.dtype, do_sample=a.do_sample,
                          checkpoint=a.checkpoint, progress=not a.no_progress, device_map=a.device_map)
     print(f"{a.out}: {meta['count']} captions x {len(meta['num_words'])} summary lengths")

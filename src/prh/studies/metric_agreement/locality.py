@@ -18,7 +18,7 @@ against the engine's cknna at small N.
 
     prh run-locality --x-names gpt2_m_0 gpt2_l_400 --x-features f/gpt2_m_0.safetensors f/gpt2_l_400.safetensors \\
         --y-names resnet_xs_sup vit_xs_sup --y-features f/resnet_xs_sup.safetensors f/vit_xs_sup.safetensors \\
-        --ks 10 20 50 100 200 500 N-1 --language results/experiments/zoo/language.json \\
+        --locality-ks 10 20 50 100 200 500 N-1 --language results/experiments/zoo/language.json \\
         --families '{"resnet_xs_sup": "supervised", "vit_xs_sup": "supervised"}' \\
         --quantile 0.95 --locality locality.json --metrics locality_metrics.json --threads 2
 """
@@ -239,15 +239,16 @@ def run_locality(*, x_names: list[str], x_features: list[str], y_names: list[str
 
 
 def main(argv: list[str] | None = None) -> None:
+    from prh.slices import add_slice
+    from prh.studies.metric_agreement.design import LOCALITY_CONFIG
+
     parser = argparse.ArgumentParser(prog="prh run-locality", description="PRH Fig 10: cross-modal CKNNA over k.")
     parser.add_argument("--x-names", nargs="+", required=True, help="language model names")
     parser.add_argument("--x-features", nargs="+", required=True, help="their feature files (paired set), same order")
     parser.add_argument("--y-names", nargs="+", required=True, help="vision model names")
     parser.add_argument("--y-features", nargs="+", required=True, help="their feature files (paired set), same order")
-    parser.add_argument("--ks", nargs="+", required=True, help="neighbourhood sizes; N-1 (or -1) = all other items")
     parser.add_argument("--language", required=True, help="JSON with models.<m>.bpb (results/experiments/zoo/language.json)")
     parser.add_argument("--families", type=json_object, default="{}", help="JSON: vision model -> family")
-    parser.add_argument("--quantile", type=float, required=True, help="clamp |x| at this quantile first; 1 = no clamp")
     parser.add_argument("--n-items", type=int, default=None, help="use only the first N items (default: all)")
     add_path_options(parser, OUTPUTS, help="{name} JSON written")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: leave as is)")
@@ -255,8 +256,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--full-k-cknna", action="store_true",
                         help="run the engine's cknna at k=N-1 too (default: unbiased_cka, identical there and "
                              "far cheaper)")
+    settings = add_slice(parser, LOCALITY_CONFIG)  # k of CKNNA (N-1: every other item), the clamp quantile
     args = parser.parse_args(argv)
+    config = settings(args)
     print(run_locality(x_names=args.x_names, x_features=args.x_features, y_names=args.y_names,
-                       y_features=args.y_features, ks=args.ks, language=args.language, families=args.families,
-                       out=vars(args), quantile=args.quantile, n_items=args.n_items, threads=args.threads,
+                       y_features=args.y_features, ks=config["metric_agreement"]["locality_ks"], language=args.language,
+                       families=args.families, out=vars(args), **config["alignment"], n_items=args.n_items, threads=args.threads,
                        device=args.device, full_k_as_unbiased_cka=not args.full_k_cknna))
