@@ -6,6 +6,7 @@ import os
 from functools import partial
 
 from prh.cluster import runtime_rule
+from prh.evaluation.lm_score import SAMPLE_CONFIG, SCORE_CONFIG
 
 # the schema's defaults, so a config that skipped validation still renders every flag
 HUB_DEFAULTS = dict(
@@ -22,7 +23,6 @@ HUB_DEFAULTS = dict(
 HUB_DEFAULTS.update(carve=None, data_files=None)  # a split carved from another; the repo files read
 HUB_DATASET_FILES = {"images": "images.npy", "captions": "captions.jsonl", "labels": "labels.npy", "meta": "meta.json"}
 HUB_DATASETS = {name: {**HUB_DEFAULTS, **spec} for name, spec in config["datasets"].items() if spec["kind"] == "hub"}
-LM_CFG = config["paper"]["lm_score"]  # schema-filled (paper.schema.yaml)
 LM_SAMPLE = f"{R}/data/openwebtext_sample"
 # The causal LMs whose score the paper suite's figures plot: the suite's language set, PRH's test set and Fig 4's set
 _FIG4_LMS = (config.get("downstream") or {}).get("language_models", {}).get("paper")
@@ -121,13 +121,10 @@ rule lm_sample:
     resources:
         **JOB_SIZES["lm_sample"],
     params:
-        lm=LM_CFG,
+        config=slice_arg(config, SAMPLE_CONFIG),
         out=lambda w, output: os.path.dirname(output.meta),
     shell:
-        "prh sample-lm-text --repo {params.lm[repo]:q} --revision {params.lm[revision]:q} --split {params.lm[split]:q}"
-        " --text-column {params.lm[text_column]:q} --n-bytes {params.lm[n_bytes]}"
-        " --chunk-chars {params.lm[chunk_chars]} --shuffle-buffer {params.lm[shuffle_buffer]}"
-        " --seed {params.lm[seed]} --out {params.out} > {log} 2>&1"
+        "prh sample-lm-text --config {params.config} --out {params.out} > {log} 2>&1"
 
 
 # A job that runs one hub language model ({model}: lm_score here, downstream.smk's downstream_harness): which
@@ -160,10 +157,10 @@ rule lm_score:
     params:
         **HUB_LM_PARAMS,
         sample=lambda w, input: os.path.dirname(input.texts),
-        batch_size=LM_CFG["batch_size"],
+        config=slice_arg(config, SCORE_CONFIG),
     shell:
         "prh --gpus {resources.gpu} score-lm --model {params.repo:q} --revision {params.revision:q} --name {wildcards.model}"
-        " --sample {params.sample} --out {output} --batch-size {params.batch_size}"
+        " --sample {params.sample} --out {output} --config {params.config}"
         " --device {params.device} {params.device_map} > {log} 2>&1"
 
 

@@ -43,7 +43,12 @@ from prh.data.hub_datasets import is_local_repo
 from prh.errors import DatasetNotAvailableError, UsageError
 from prh.io import read_json, read_jsonl, sha256_file, write_json, write_jsonl
 
-__all__ = ["chunk_text", "sample_openwebtext", "lm_score", "merge_lm_scores"]
+__all__ = ["SAMPLE_CONFIG", "SCORE_CONFIG", "chunk_text", "sample_openwebtext", "lm_score", "merge_lm_scores"]
+
+# the params.yaml keys `prh sample-lm-text` and `prh score-lm` read (their rules' one --config argument, prh.slices)
+SAMPLE_CONFIG = {"paper.lm_score": ("repo", "revision", "split", "text_column", "n_bytes", "chunk_chars",
+                                    "shuffle_buffer", "seed")}
+SCORE_CONFIG = {"paper.lm_score": ("batch_size",)}
 
 _SPACE = re.compile(r"\s")
 
@@ -276,29 +281,19 @@ def merge_main(argv: list[str] | None = None) -> None:
 
 
 def sample_main(argv: list[str] | None = None) -> None:
-    from prh.config import schema_defaults
+    from prh.slices import add_slice
 
-    d = schema_defaults("paper")["lm_score"]  # the defaults' one home: workflow/schemas/paper.schema.yaml
     p = argparse.ArgumentParser(prog="prh sample-lm-text", description="seeded OpenWebText sample for the LM score")
-    p.add_argument("--repo", default=d["repo"])
-    p.add_argument("--revision", default=d["revision"])
-    p.add_argument("--split", default=d["split"])
-    p.add_argument("--text-column", default=d["text_column"])
-    p.add_argument("--n-bytes", type=int, default=d["n_bytes"])
-    p.add_argument("--chunk-chars", type=int, default=d["chunk_chars"])
-    p.add_argument("--shuffle-buffer", type=int, default=d["shuffle_buffer"])
-    p.add_argument("--seed", type=int, default=d["seed"])
     p.add_argument("--out", required=True, help="output folder, e.g. results/data/openwebtext_sample")
+    settings = add_slice(p, SAMPLE_CONFIG)  # the hub dataset, its column, how many bytes, chunking, shuffle, seed
     a = p.parse_args(argv)
-    meta = sample_openwebtext(a.out, repo=a.repo, revision=a.revision, split=a.split, text_column=a.text_column,
-                              n_bytes=a.n_bytes, chunk_chars=a.chunk_chars, shuffle_buffer=a.shuffle_buffer,
-                              seed=a.seed)
+    meta = sample_openwebtext(a.out, **settings(a)["paper.lm_score"])
     print(f"{a.out}: {meta['n_texts']} pieces, {meta['n_bytes']} bytes from {meta['n_docs']} documents")
 
 
 def main(argv: list[str] | None = None) -> None:
-    from prh.config import schema_defaults
     from prh.device import DTYPES
+    from prh.slices import add_slice
 
     p = argparse.ArgumentParser(prog="prh score-lm", description="1 - bits-per-byte of a causal LM (PRH Fig. 3)")
     p.add_argument("--model", required=True, help="hub repo id or save_pretrained dir")
@@ -306,14 +301,14 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--name", default=None, help="model name recorded in the result")
     p.add_argument("--sample", required=True, help="folder written by `prh sample-lm-text`")
     p.add_argument("--out", required=True, help="results/experiments/lm_score/<model>.json")
-    p.add_argument("--batch-size", type=int, default=schema_defaults("paper")["lm_score"]["batch_size"])
     p.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"])
     p.add_argument("--dtype", default="auto", choices=["auto", *DTYPES])
     p.add_argument("--device-map", default=None, help="'auto' to spread a large model over devices")
     p.add_argument("--load-in-4bit", action="store_true")
     p.add_argument("--no-progress", action="store_true")
+    settings = add_slice(p, SCORE_CONFIG)
     a = p.parse_args(argv)
-    r = lm_score(a.sample, a.out, model=a.model, revision=a.revision, name=a.name, batch_size=a.batch_size,
+    r = lm_score(a.sample, a.out, model=a.model, revision=a.revision, name=a.name, **settings(a)["paper.lm_score"],
                  device=a.device, dtype=a.dtype, device_map=a.device_map, load_in_4bit=a.load_in_4bit,
                  progress=not a.no_progress)
     print(f"{r['model']}: bpb {r['bpb']:.4f}, lm_score {r['lm_score']:.4f} over {r['n_bytes']} bytes")
