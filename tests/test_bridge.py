@@ -191,7 +191,7 @@ def test_bridge_commands_write_the_paths_they_are_given(tmp_path, tiny_gpt2):
         run_alignment(features=[str(feats)], probe_data=str(probe), out=str(tmp_path / "x.json"),
                       vision_model="v_missing", vision_features=[str(vision / "v_weak.safetensors")])
     metrics, figures = tmp_path / "m" / "metrics.json", tmp_path / "f" / "figures.json"
-    cli.main(["run-bridge-analysis", "--arms", str(result), "--alignment", str(align), "--config", '{"n_boot": 50}',
+    cli.main(["run-bridge-analysis", "--arms", str(result), "--alignment", str(align), "--config", '{"bridge.analysis": {"n_boot": 100}}',
               "--metrics", str(metrics), "--figures", str(figures)])
     assert json.loads(metrics.read_text())["vision_model"] == "v_strong"
     assert set(json.loads(figures.read_text())["arms"]) == {"pretrained_r1"}

@@ -169,7 +169,7 @@ def test_tiny_end_to_end(tmp_path):
         extract(model=str(path), data=str(data), out=str(feats), name=name, progress=False)
         out = tmp_path / "phase" / "models" / f"{name}.json"
         phase_main(["--name", name, "--path", str(path), "--modality", modality, "--data", str(data),
-                    "--out", str(out), "--config", json.dumps(part["model"])])
+                    "--out", str(out), "--config", json.dumps({"phase": part["model"]})])
         models[name] = {"modality": modality, "group": group, "ntk": str(out), "features": str(feats)}
         res = read_json(out)
         assert 0 <= res["stability"] <= 1 + 1e-9 and res["agop"]["lambda1"] > 0
@@ -181,7 +181,7 @@ def test_tiny_end_to_end(tmp_path):
     assert len(lr["pairs"]) == 1 and lr["pairs"][0]["adaptive"]["s_trace"]
     from prh.cli import main as prh_main
 
-    prh_main(["run-phase-analysis", "--models", json.dumps(models), "--config", json.dumps(part["analysis"]),
+    prh_main(["run-phase-analysis", "--models", json.dumps(models), "--config", json.dumps({"phase": part["analysis"]}),
               "--adaptive-lr", str(tmp_path / "phase/adaptive_lr.json"), "--pairs", str(tmp_path / "phase/pairs.csv"),
               "--model-table", str(tmp_path / "models.csv"), "--table1", str(tmp_path / "phase/table1.csv"),
               "--metrics", str(tmp_path / "phase/metrics.json")])

@@ -138,7 +138,7 @@ def test_the_command_writes_the_test_and_its_figure_draws(tmp_path):
     z, names, relational, cross, *_ = fixture()
     write_json(tmp_path / "rel.json", relational)
     write_json(tmp_path / "cross.json", cross)
-    cfg = json.dumps({"alpha": 0.05, "effect": 0.5, "seed": 0})
+    cfg = json.dumps({"convergence.relational": {"alpha": 0.05, "effect": 0.5, "seed": 0}})
     args = ["--relational", str(tmp_path / "rel.json"), "--cross", str(tmp_path / "cross.json"), "--zoo", json.dumps(z),
             "--config", cfg, "--out", str(tmp_path / "out.json"), "--model-set", *names]
     main(args)

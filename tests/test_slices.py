@@ -10,7 +10,7 @@ import shlex
 import pytest
 
 from prh.config import schema_defaults
-from prh.slices import add_slice, slice_arg
+from prh.slices import add_slice, block_keys, slice_arg
 
 KEYS = {"alignment": ("topk", "quantile", "dtype"), "metric_agreement": ("batch_sizes",)}
 
@@ -74,6 +74,8 @@ def test_the_flags_come_from_the_schema():
     assert '--config JSON the slice a rule hands over: {"alignment": ["topk", "quantile", "dtype"]' in text
     with pytest.raises(ValueError, match="params.yaml block alignment has no key 'top_k'"):
         add_slice(argparse.ArgumentParser(), {"alignment": ("top_k",)})
+    assert block_keys("lte.claims") == ("max_ratio", "min_gap")
+    assert "batch_size" in block_keys("downstream.harness") and "harness" in block_keys("downstream")
 
 
 @pytest.mark.parametrize("command", ["align", "run-density", "run-metric-agreement"])

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 
 from prh.config import SCHEMA, load_schema, schema_defaults, schema_validator
 
-__all__ = ["add_slice", "slice_arg", "slice_values"]
+__all__ = ["add_slice", "block_keys", "slice_arg", "slice_values"]
 
 Keys = Mapping[str, tuple[str, ...]]  # block -> the keys of it a command reads
 _TYPES = {"integer": int, "number": float, "string": str}
@@ -53,15 +53,21 @@ def _resolved(schema: dict, root: dict) -> tuple[dict, dict]:
     return {**root, **rest}, root
 
 
-def _property(block: str, key: str) -> dict:
-    """The schema of ``block.key`` (``block`` a dotted path of nested blocks), every ``$ref`` followed."""
+def _schema_at(path: str) -> dict:
+    """The schema of the params.yaml key at a dotted ``path``, every ``$ref`` followed."""
     schema = root = load_schema(SCHEMA)
-    for part in [*block.split("."), key]:
+    parts = path.split(".")
+    for i, part in enumerate(parts):
         if part not in schema.get("properties", {}):
-            raise ValueError(f"params.yaml block {block} has no key {part!r} "
+            raise ValueError(f"params.yaml block {'.'.join(parts[:i]) or '(top level)'} has no key {part!r} "
                              f"(its schema: {', '.join(schema.get('properties', {}))})")
         schema, root = _resolved(schema["properties"][part], root)
     return schema
+
+
+def block_keys(block: str) -> tuple[str, ...]:
+    """Every key of a block, from its schema: the slice of a command that reads the whole block."""
+    return tuple(_schema_at(block)["properties"])
 
 
 def _flag(spec: dict) -> dict:
@@ -98,7 +104,7 @@ def add_slice(parser: argparse.ArgumentParser, keys: Keys) -> Callable[[argparse
             flag = "--" + key.replace("_", "-")
             if flag in {"--" + k.replace("_", "-") for b, k in dests}:  # two blocks' keys of one name: the first's flag
                 continue
-            spec = _property(block, key)
+            spec = _schema_at(f"{block}.{key}")
             description = " ".join(str(spec.get("description", "")).split()).replace("%", "%%")
             dests[block, key] = f"slice__{block}__{key}"
             default = f" (default: {json.dumps(spec['default'])})" if "default" in spec else ""

@@ -2,7 +2,7 @@
 # on images. One job per arm (stage 1 + stage-2 probes), one for the arms' mutual k-NN with the
 # strongest vision model and the world, one for the outlier statistics of the zoo's checkpoints
 # (Fig 2), one for the verdicts; the figures are the registry's (prh.figures).
-from prh.studies.bridge.design import expand_arms, select_arms
+from prh.studies.bridge.design import ANALYSIS_CONFIG, OUTLIERS_CONFIG, expand_arms, select_arms
 
 BRIDGE_CFG = config.get("bridge") or {}
 BRIDGE_SUITE = BRIDGE_CFG.get(SUITE) or {}
@@ -101,7 +101,7 @@ rule bridge_outliers:
     params:
         models=" ".join(shlex.quote(f"{k}={v}") for k, v in BRIDGE_OUTLIER_MODELS.items()),
         families=json_param(BRIDGE_FAMILIES),
-        config=json_param(BRIDGE_CFG.get("outliers") or {}),
+        config=slice_arg(config, OUTLIERS_CONFIG),
     shell:
         "OMP_NUM_THREADS={threads} prh run-bridge-outliers --models {params.models} --families {params.families}"
         " --config {params.config} --out {output} > {log} 2>&1"
@@ -152,7 +152,7 @@ rule bridge_analyse:
     resources:
         **JOB_SIZES["bridge_analyse"],
     params:
-        config=json_param(BRIDGE_CFG.get("analysis") or {}),
+        config=slice_arg(config, ANALYSIS_CONFIG),
     shell:
         "prh run-bridge-analysis --arms {input.arms} --outliers {input.outliers} --alignment {input.alignment}"
         " --config {params.config} --metrics {output.metrics} --figures {output.figures} > {log} 2>&1"

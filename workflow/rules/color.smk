@@ -5,6 +5,7 @@ import json
 import os
 import shlex
 
+from prh.studies.color.design import CONFIG as COLOR_CONFIG
 from prh.studies.color.design import language_specs
 
 COLOR_CFG = config["color"]
@@ -28,7 +29,7 @@ rule color_vision:
         **JOB_SIZES["color_vision"],
     params:
         images=lambda w, input: input.get("images", "packaged"),
-        config=json_param(COLOR_CFG["vision"]),
+        config=slice_arg(config, COLOR_CONFIG["vision"]),
         seed=config["seed"],
     shell:
         "OMP_NUM_THREADS={threads} prh run-color vision --images {params.images} --out {output.vision} --config {params.config}"
@@ -50,7 +51,7 @@ rule color_language:
         **(dict(mem_mb=4000, runtime=15, gpu=0) if SUITE == "offline" else dict(mem_mb=16000, runtime=60, gpu=1)),
     params:
         models=json_param(COLOR_SPECS),
-        config=json_param(COLOR_CFG["language"]),
+        config=slice_arg(config, COLOR_CONFIG["language"]),
         seed=config["seed"],
         device=config["device"],
     shell:
@@ -68,7 +69,7 @@ rule color_nce:
     resources:
         **JOB_SIZES["color_nce"],
     params:
-        config=json_param(COLOR_CFG["nce"]),
+        config=slice_arg(config, COLOR_CONFIG["nce"]),
         seed=config["seed"],
     shell:
         "OMP_NUM_THREADS={threads} prh run-color nce --out {output.nce} --config {params.config} --seed {params.seed}"

@@ -8,7 +8,8 @@ import json
 import shlex
 
 from prh.config import language_runs
-from prh.studies.convergence.design import SLICES as CONV_SLICES, fig2_coverage
+from prh.studies.convergence.design import RELATIONAL_CONFIG, fig2_coverage
+from prh.studies.convergence.design import SLICES as CONV_SLICES
 
 CONV_OUT = study_outputs("convergence")  # its files, by key (its manifest.yaml)
 CONV_CFG = {**config["convergence"], "bins": config["convergence"]["bins"][SUITE]}  # bins are per suite
@@ -222,7 +223,7 @@ if SUITE == "offline" and REL_MODELS:
         params:
             zoo=json_param(ZOO_RUNS),
             models=" ".join(REL_MODELS),
-            config=json_param({k: REL_CFG[k] for k in ("alpha", "effect", "seed")}),
+            config=slice_arg(config, RELATIONAL_CONFIG),
         shell:
             "prh relational-test --relational {input.relational} --bpb {input.bpb} --cross {input.cross} --zoo {params.zoo}"
             " --model-set {params.models} --config {params.config} --out {output} > {log} 2>&1"

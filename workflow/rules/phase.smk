@@ -8,7 +8,7 @@ from prh.studies.phase.design import choose_pairs
 
 PHASE_OUT = study_outputs("phase")  # its files, by key (its manifest.yaml)
 PHASE_CFG = config["phase"]
-PHASE_CONFIG = {command: json_param({k: PHASE_CFG[k] for k in keys}) for command, keys in PHASE_SLICES.items()}
+PHASE_CONFIG = {command: slice_arg(config, {"phase": keys}) for command, keys in PHASE_SLICES.items()}
 PHASE_VISION = (
     model_set(PHASE_CFG["vision_models"][SUITE]) if PHASE_CFG["vision_models"][SUITE] else suite_models("vision")
 )

@@ -168,19 +168,22 @@ def analyse(*, arms: dict, outliers: dict | None, alignment: dict | None = None,
 
 
 def main(argv: list[str] | None = None) -> None:
-    from prh.io import json_object, read_json, write_json
+    from prh.io import read_json, write_json
+    from prh.slices import add_slice
+    from prh.studies.bridge.design import ANALYSIS_CONFIG
 
     p = argparse.ArgumentParser(prog="prh run-bridge-analysis", description="Verdicts of seed 001's claims.")
     p.add_argument("--arms", nargs="+", required=True, help="result.json of every arm")
     p.add_argument("--outliers", default=None, help="`prh run-bridge-outliers` JSON (Fig 2)")
     p.add_argument("--alignment", default=None, help="`prh run-bridge-align` JSON (mutual k-NN per arm)")
-    p.add_argument("--config", type=json_object, default="{}", help="JSON of bridge.analysis")
     p.add_argument("--metrics", required=True, help="JSON written: the claims' verdicts and per-arm numbers")
     p.add_argument("--figures", required=True, help="JSON written: what the bridge figures draw")
+    settings = add_slice(p, ANALYSIS_CONFIG)  # bootstrap, interval, margins, seed
     args = p.parse_args(argv)
     arms = {r["name"]: r for r in (read_json(path, keys=ARM_KEYS, what="`prh run-bridge-arm` result") for path in args.arms)}
     metrics, figures = analyse(arms=arms, outliers=read_json(args.outliers) if args.outliers else None,
-                               alignment=read_json(args.alignment) if args.alignment else None, config=args.config)
+                               alignment=read_json(args.alignment) if args.alignment else None,
+                               config=settings(args)["bridge.analysis"])
     write_json(args.figures, figures)
     write_json(args.metrics, metrics)
     for k, v in metrics["verdicts"].items():

@@ -10,8 +10,13 @@ import itertools
 
 from prh.config import SCHEMA, load_schema
 from prh.errors import ConfigError
+from prh.slices import block_keys
 
-__all__ = ["ARM_DEFAULTS", "arm_spec", "expand_arms", "select_arms"]
+__all__ = ["ANALYSIS_CONFIG", "ARM_DEFAULTS", "OUTLIERS_CONFIG", "arm_spec", "expand_arms", "select_arms"]
+
+# the params.yaml keys run-bridge-outliers and run-bridge-analysis read: each its whole block (prh.slices)
+OUTLIERS_CONFIG = {"bridge.outliers": block_keys("bridge.outliers")}
+ANALYSIS_CONFIG = {"bridge.analysis": block_keys("bridge.analysis")}
 
 # an arm's keys and defaults, from workflow/schemas/bridge.schema.yaml (the one home of every default)
 ARM_DEFAULTS = {k: v["default"] for k, v in

@@ -108,19 +108,20 @@ def run_outliers(*, models: dict[str, str], families: dict[str, str], out: str, 
 
 def main(argv: list[str] | None = None) -> None:
     from prh.io import json_object
+    from prh.slices import add_slice
+    from prh.studies.bridge.design import OUTLIERS_CONFIG
 
     p = argparse.ArgumentParser(prog="prh run-bridge-outliers", description="Outlier weights per matrix (seed 001 Fig 2).")
     p.add_argument("--models", nargs="+", required=True, help="name=checkpoint (pkg:minilm, init:minilm or a dir)")
     p.add_argument("--families", type=json_object, default="{}", help="JSON {name: family} for the figure")
-    p.add_argument("--config", type=json_object, default="{}", help="JSON {threshold, min_size}")
     p.add_argument("--out", required=True)
+    settings = add_slice(p, OUTLIERS_CONFIG)  # threshold, min_size
     args = p.parse_args(argv)
     if bad := [m for m in args.models if "=" not in m]:
         from prh.errors import UsageError
 
         raise UsageError(f"--models takes name=checkpoint, got {' '.join(bad)}")
     models = dict(m.split("=", 1) for m in args.models)
-    cfg = {k: args.config[k] for k in ("threshold", "min_size") if k in args.config}
-    res = run_outliers(models=models, families=args.families, out=args.out, **cfg)
+    res = run_outliers(models=models, families=args.families, out=args.out, **settings(args)["bridge.outliers"])
     for name, r in res["models"].items():
         print(f"{name}: median outlier fraction {r['summary']['median_outlier_fraction']:.2e}")

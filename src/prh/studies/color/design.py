@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-__all__ = ["language_specs"]
+from prh.slices import block_keys
+
+__all__ = ["CONFIG", "language_specs"]
+
+# the params.yaml keys each part of `prh run-color` reads: its whole color.<part> block (its rule's --config, prh.slices)
+CONFIG = {part: {f"color.{part}": block_keys(f"color.{part}")} for part in ("vision", "language", "nce")}
 
 
 def language_specs(names, models: dict, recipes: dict) -> dict:

@@ -33,6 +33,7 @@ from scipy.spatial.distance import pdist, squareform
 
 from prh.config import schema_defaults
 from prh.io import check_output, json_object, read_json, write_json
+from prh.studies.color.design import CONFIG
 from prh.studies.color.pmi import (
     align_to_reference,
     code_rgb,
@@ -208,13 +209,16 @@ def color_metrics(*, vision: str, language: str, nce: str, out: str) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
+    from prh.slices import add_slice
+
     p = argparse.ArgumentParser(prog="prh run-color", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="part", required=True)
+    settings = {}
     for part in ("vision", "language", "nce"):
         s = sub.add_parser(part)
         s.add_argument("--out", required=True, help="JSON written")
-        s.add_argument("--config", type=json_object, default="{}", help="JSON of params.yaml's `color.<part>` block (missing keys: defaults)")
         s.add_argument("--seed", type=int, default=0)
+        settings[part] = add_slice(s, CONFIG[part])  # the params.yaml color.<part> block
     sub.choices["vision"].add_argument("--images", default="packaged", help="'packaged' or an images.npy")
     sub.choices["language"].add_argument("--models", required=True, type=json_object,
                                          help='JSON {name: {source, revision, layers, pooling}} (language_specs)')
@@ -233,7 +237,7 @@ def main(argv: list[str] | None = None) -> None:
         res = color_metrics(vision=args.vision, language=args.language, nce=args.nce, out=args.out)
         print(json.dumps(res, indent=1))
         return
-    config = args.config
+    config = settings[args.part](args)[f"color.{args.part}"]
     if args.part == "vision":
         res = run_vision(images=args.images, out=args.out, config=config, seed=args.seed)
         print(json.dumps({k: res["pmi"][k] for k in ("spearman", "p_value", "procrustes_residual", "stress")}))

@@ -8,7 +8,7 @@ command reads (tests/test_convergence.py checks that each key is read by a slice
 
 from __future__ import annotations
 
-__all__ = ["SLICES", "WORKFLOW_KEYS", "COMPOSITION", "fig2_coverage"]
+__all__ = ["SLICES", "RELATIONAL_CONFIG", "WORKFLOW_KEYS", "COMPOSITION", "fig2_coverage"]
 
 # command -> the keys of the `convergence` block it reads (workflow/schemas/convergence.schema.yaml documents each)
 SLICES = {
@@ -17,6 +17,8 @@ SLICES = {
 }
 # keys only the rules read (which models and datasets the jobs take)
 WORKFLOW_KEYS = ("vision_models", "vtab_tasks", "relational")  # relational: zoo_language.smk reads it
+# the relational test's keys of convergence.relational (prh relational-test; its rule's --config, prh.slices)
+RELATIONAL_CONFIG = {"convergence.relational": ("alpha", "effect", "seed")}
 
 # PRH Fig 2's 78 vision models by group, and which of them the paper suite loads (tests/test_model_sets.py checks it)
 COMPOSITION = "workflow/resources/prh_fig2_vision.yaml"

@@ -164,6 +164,8 @@ def relational_test(*, relational: dict, cross: dict, runs: dict[str, dict], vis
 def main(argv: list[str] | None = None) -> None:
     from prh.errors import UsageError
     from prh.io import json_object, read_json, write_json
+    from prh.slices import add_slice
+    from prh.studies.convergence.design import RELATIONAL_CONFIG
 
     p = argparse.ArgumentParser(prog="prh relational-test", description=__doc__.splitlines()[0])
     p.add_argument("--relational", required=True, help="prh score-relational's JSON (results/experiments/zoo/relational.json)")
@@ -171,13 +173,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--cross", required=True, help="prh align table of the relational language set against the vision set")
     p.add_argument("--zoo", required=True, type=json_object, help="JSON: the config's zoo.language runs")
     p.add_argument("--model-set", nargs="+", required=True, help="the relational language set's models")
-    p.add_argument("--config", required=True, type=json_object, help="JSON: convergence.relational (alpha, effect, seed)")
     p.add_argument("--out", required=True)
+    settings = add_slice(p, RELATIONAL_CONFIG)  # alpha, effect, seed
     a = p.parse_args(argv)
-    cfg, runs = a.config, relational_runs(a.zoo, a.model_set)
-    bad = [k for k in ("alpha", "effect") if not isinstance(cfg.get(k), (int, float))]
-    if bad:
-        raise UsageError(f"--config lacks numbers for {bad}: pass params.yaml's convergence.relational block")
+    cfg, runs = settings(a)["convergence.relational"], relational_runs(a.zoo, a.model_set)
     if not runs:
         raise UsageError("no zoo.language run has every checkpoint and a step-0 model of its family in --model-set; "
                          "set convergence.relational.model_set to a set of such runs (presets/language.yaml)")
@@ -185,7 +184,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         res = relational_test(relational=read_json(a.relational, keys=("models",)), cross=cross, runs=runs,
                               vision_models=list(cross["y_names"]), alpha=float(cfg["alpha"]),
-                              sesoi=claim_decision()["sesoi"], effect=float(cfg["effect"]), seed=int(cfg.get("seed", 0)),
+                              sesoi=claim_decision()["sesoi"], effect=float(cfg["effect"]), seed=cfg["seed"],
                               bpb=read_json(a.bpb, keys=("models",)) if a.bpb else None)
     except (ValueError, KeyError) as err:
         raise UsageError(str(err)) from err

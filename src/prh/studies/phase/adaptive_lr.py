@@ -9,7 +9,7 @@ Both runs start from the same weights, batches and W; the score is top-1 retriev
 held-out captions' features from W φ_v (the alignment split of ``prh run-phase-analysis``).
 
     prh run-phase-adaptive-lr --pairs '[{"vision": {...}, "language": {...}}]' --data results/data/shapes_eval \\
-        --config '{...}' --out results/experiments/phase/adaptive_lr.json
+        --config '{"phase": {...}}' --out results/experiments/phase/adaptive_lr.json
 """
 
 from __future__ import annotations
@@ -99,20 +99,15 @@ def run_adaptive_lr(*, pairs: list[dict], data: str, config: dict, out: str, see
 def main(argv: list[str] | None = None) -> None:
     import json
 
-    from prh.io import json_object
+    from prh.slices import add_slice
+    from prh.studies.phase.design import SLICES
 
     p = argparse.ArgumentParser(prog="prh run-phase-adaptive-lr", description=run_adaptive_lr.__doc__.split("\n")[0])
     p.add_argument("--pairs", type=json.loads, required=True, help="JSON list of {vision: {name, path}, language: {name, ntk, features}}")
     p.add_argument("--data", required=True)
-    p.add_argument("--config", type=json_object, required=True, help="its keys of the params.yaml `phase` block as JSON (prh.studies.phase.design.SLICES['adaptive_lr'])")
     p.add_argument("--out", required=True)
     p.add_argument("--seed", type=int, default=0)
+    settings = add_slice(p, {"phase": SLICES["adaptive_lr"]})
     a = p.parse_args(argv)
-    from prh.studies.phase.design import SLICES
-
-    if missing := [k for k in SLICES["adaptive_lr"] if k not in a.config]:
-        from prh.errors import UsageError
-
-        raise UsageError(f"--config lacks {', '.join(missing)} (the params.yaml phase block's keys it reads)")
-    res = run_adaptive_lr(pairs=a.pairs, data=a.data, config=a.config, out=a.out, seed=a.seed)
+    res = run_adaptive_lr(pairs=a.pairs, data=a.data, config=settings(a)["phase"], out=a.out, seed=a.seed)
     print(json.dumps([{k: r[k]["retrieval"] for k in ("fixed", "adaptive")} for r in res["pairs"]]))

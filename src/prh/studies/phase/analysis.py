@@ -10,7 +10,7 @@ the figures draw).
     prh run-phase-analysis --models '{"resnet_xs_sup": {"modality": "vision", "group": "CNN",
         "ntk": "results/experiments/phase/models/resnet_xs_sup.json",
         "features": "results/features/shapes_eval/resnet_xs_sup.safetensors"}, ...}' \\
-        --config '{...}' --pairs pairs.csv --model-table models.csv --table1 table1.csv --metrics metrics.json
+        --config '{"phase": {...}}' --pairs pairs.csv --model-table models.csv --table1 table1.csv --metrics metrics.json
 """
 
 from __future__ import annotations
@@ -147,14 +147,16 @@ def analyse(*, models: dict, config: dict, out: dict, adaptive_lr: str | None = 
 
 def main(argv: list[str] | None = None) -> None:
     from prh.io import json_object
+    from prh.slices import add_slice
+    from prh.studies.phase.design import SLICES
 
     p = argparse.ArgumentParser(prog="prh run-phase-analysis", description=analyse.__doc__.split("\n")[0])
     p.add_argument("--models", type=json_object, required=True,
                    help="name -> {modality, group, ntk (model job JSON), features (safetensors)}")
-    p.add_argument("--config", type=json_object, required=True, help="its keys of the params.yaml `phase` block as JSON (prh.studies.phase.design.SLICES['analysis'])")
     p.add_argument("--adaptive-lr", default=None, help="adaptive_lr.json of `prh run-phase-adaptive-lr` (Table 2)")
     add_path_options(p, OUTPUTS, help="{name} written")
     p.add_argument("--seed", type=int, default=0)
+    settings = add_slice(p, {"phase": SLICES["analysis"]})
     a = p.parse_args(argv)
-    m = analyse(models=a.models, config=a.config, out=vars(a), adaptive_lr=a.adaptive_lr, seed=a.seed)
+    m = analyse(models=a.models, config=settings(a)["phase"], out=vars(a), adaptive_lr=a.adaptive_lr, seed=a.seed)
     print({k: v.get("verdict") for k, v in m["claims"].items()})

@@ -2,7 +2,7 @@
 
     prh run-phase-model --name resnet_xs_sup --path results/models/resnet_xs_sup --modality vision \\
         --data results/data/shapes_eval --out results/experiments/phase/models/resnet_xs_sup.json \\
-        --config '{"n_ntk": 256, ...}' --seed 0
+        --config '{"phase": {"n_ntk": 256, ...}}' --seed 0
 
 Writes ``<out>.json`` (AGOP summary, stability, sketch error, losses) and ``<out>.npy``
 (N × N float64: Θ before training). Stability is S(Θ_before, Θ_after) on the first
@@ -97,7 +97,8 @@ def run_model(*, name: str, path: str, modality: str, data: str, out: str, confi
 
 
 def main(argv: list[str] | None = None) -> None:
-    from prh.io import json_object
+    from prh.slices import add_slice
+    from prh.studies.phase.design import SLICES
 
     p = argparse.ArgumentParser(prog="prh run-phase-model", description=run_model.__doc__.split("\n")[0])
     p.add_argument("--name", required=True)
@@ -106,12 +107,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--modality", required=True, choices=["vision", "language"])
     p.add_argument("--data", required=True, help="paired dataset dir (images.npy, captions.jsonl)")
     p.add_argument("--out", required=True, help="<dir>/<model>.json (the .npy of the Grams goes beside it)")
-    p.add_argument("--config", type=json_object, required=True, help="its keys of the params.yaml `phase` block as JSON (prh.studies.phase.design.SLICES['model'])")
     p.add_argument("--seed", type=int, default=0)
+    settings = add_slice(p, {"phase": SLICES["model"]})
     a = p.parse_args(argv)
     from prh.device import check_seed
 
     check_seed(a.seed)
-    res = run_model(name=a.name, path=a.path, modality=a.modality, data=a.data, out=a.out, config=a.config,
+    res = run_model(name=a.name, path=a.path, modality=a.modality, data=a.data, out=a.out, config=settings(a)["phase"],
                     seed=a.seed, revision=a.revision)
     print(json.dumps({k: res[k] for k in ("model", "stability", "sketch_error", "cpu_seconds")}))
