@@ -99,7 +99,7 @@ def test_bad_inputs_name_the_argument():
 def test_smoke_run_writes_finite_metrics_and_figures_render_from_json_alone(tmp_path):
     out = tmp_path / "exp"
     S.main([*(a for name in S.FILES for a in (f"--{name.replace('_', '-')}", str(out / f"{name}.json"))),
-            "--config", json.dumps(SMOKE), "--seed", "0"])
+            "--config", json.dumps({"simplicity": SMOKE}), "--seed", "0"])
     metrics = read_json(out / "metrics.json")
     for name, m in metrics.items():
         if isinstance(m, dict):
@@ -146,7 +146,7 @@ def test_schema_params_and_library_defaults_agree(repo_root):
 
 def test_parts_run_alone_and_metrics_summarise_their_json(tmp_path):
     out = tmp_path / "exp"
-    S.main(["--products", str(out / "p.json"), "--config", json.dumps(SMOKE), "--seed", "0", "--part", "products"])
+    S.main(["--products", str(out / "p.json"), "--config", json.dumps({"simplicity": SMOKE}), "--seed", "0", "--part", "products"])
     assert sorted(p.name for p in out.iterdir()) == ["p.json"]  # the path it was given, nothing else
     with pytest.raises(ValueError, match="parts \\['bogus'\\] unknown"):
         S.run_simplicity({}, parts=("bogus",))

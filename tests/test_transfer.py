@@ -168,7 +168,7 @@ def test_cli_writes_json_and_every_figure_renders_from_json_alone(tmp_path):
     exp = tmp_path / "exp"
     names = [name for files in FILES.values() for name in files]
     cli.main(["run-transfer", *(a for name in names for a in (f"--{name.replace('_', '-')}", str(exp / f"{name}.json"))),
-              "--config", json.dumps(SMOKE), "--seed", "3"])
+              "--config", json.dumps({"transfer": SMOKE}), "--seed", "3"])
     assert sorted(p.name for p in exp.iterdir()) == sorted(f"{name}.json" for name in names)
     metrics = read_json(exp / "metrics.json")
     assert metrics["claims_total"] == len(metrics["claims"]) >= 15

@@ -90,8 +90,10 @@ def _scalar(text: str):
         return text
 
 
-def add_slice(parser: argparse.ArgumentParser, keys: Keys) -> Callable[[argparse.Namespace], dict[str, dict]]:
-    """Give ``parser`` the options of a slice: ``--config JSON`` and one flag per key (a flag wins over the JSON).
+def add_slice(parser: argparse.ArgumentParser, keys: Keys, *,
+              config_only: tuple[str, ...] = ()) -> Callable[[argparse.Namespace], dict[str, dict]]:
+    """Give ``parser`` the options of a slice: ``--config JSON`` and one flag per key (a flag wins over the JSON), but
+    for the keys of ``config_only`` (whose flag name the command gives another meaning, e.g. a path it writes).
     Returns ``read(args) -> {block: {key: value}}``, each value checked against the schema (``parser.error`` names
     a bad or unknown key)."""
     group = parser.add_argument_group("settings", "params.yaml keys; a key neither given nor in --config takes its "
@@ -106,8 +108,10 @@ def add_slice(parser: argparse.ArgumentParser, keys: Keys) -> Callable[[argparse
                 continue
             spec = _schema_at(f"{block}.{key}")
             description = " ".join(str(spec.get("description", "")).split()).replace("%", "%%")
-            dests[block, key] = f"slice__{block}__{key}"
             default = f" (default: {json.dumps(spec['default'])})" if "default" in spec else ""
+            if key in config_only:
+                continue
+            dests[block, key] = f"slice__{block}__{key}"
             group.add_argument(flag, dest=dests[block, key], default=None, help=f"{block}.{key}: {description}{default}",
                                **{"metavar": key.upper(), **_flag(spec)})
 

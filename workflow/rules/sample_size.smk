@@ -2,14 +2,11 @@
 # dataset's items (default: the paired set, whose features the zoo's rules extract anyway; presets/
 # sample_size.yaml: a 100,000-item world), each model pair and (offline) each model against the world
 # kernel, mutual k-NN and CKNNA at k fixed and k/N fixed and linear CKA, each with its permutation null.
+from prh.studies.sample_size.run import CONFIG as SS_CONFIG
+
 SS = config["sample_size"]
 SS_DATASET = SS["dataset"][SUITE] or SUITE_CFG["paired_dataset"]
 SS_VISION, SS_LANGUAGE = SS["vision_models"][SUITE], SS["language_models"][SUITE]
-# the sweep's settings: the block without the rules' own keys, plus the world's kernel (offline)
-SS_CONFIG = {
-    **{k: v for k, v in SS.items() if k not in ("dataset", "vision_models", "language_models")},
-    "kernel": config["world"]["kernel"],
-}
 
 
 rule sample_size:
@@ -29,7 +26,7 @@ rule sample_size:
         names=" ".join(SS_VISION + SS_LANGUAGE),
         language=" ".join(SS_LANGUAGE),
         scenes=scenes_arg,
-        config=json_param(SS_CONFIG),
+        config=slice_arg(config, SS_CONFIG),
         seed=config["seed"],
         device=config["device"],
     shell:

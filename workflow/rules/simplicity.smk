@@ -2,12 +2,11 @@
 # random networks, products of Gaussian matrices and trained deep linear networks.
 # One job per experiment, each with only its slice of the `simplicity:` block (editing
 # one experiment's size reruns only it); one job summarises them in metrics.json.
-SIMPLICITY_CFG = config["simplicity"]
 # experiment -> the keys of the block it reads
 SIMPLICITY_SLICES = {
-    "random_nets": {"width": SIMPLICITY_CFG["width"], "random_nets": SIMPLICITY_CFG["random_nets"]},
-    "products": {"products": SIMPLICITY_CFG["products"]},
-    "trained": {"width": SIMPLICITY_CFG["width"], "trained": SIMPLICITY_CFG["trained"]},
+    "random_nets": ("width", "random_nets"),
+    "products": ("products",),
+    "trained": ("width", "trained"),
 }
 # Its files by key (its manifest.yaml); one wildcard rule writes the experiments' (<experiment>.json beside metrics.json:
 # a manifest name that differs leaves simplicity_metrics an input no rule makes, and the parse fails)
@@ -27,7 +26,7 @@ rule simplicity_experiment:
     resources:
         **JOB_SIZES["simplicity_experiment"],
     params:
-        config=lambda w: json_param(SIMPLICITY_SLICES[w.experiment]),
+        config=lambda w: slice_arg(config, {"simplicity": SIMPLICITY_SLICES[w.experiment]}),
         seed=config["seed"],
         flag=lambda w: w.experiment.replace("_", "-"),  # --random-nets, --products, --trained: the file it writes
     shell:

@@ -25,7 +25,7 @@ for _part in TRANSFER_SLICES:
             **JOB_SIZES["transfer"],
         params:
             part=_part,
-            config=json_param({k: config["transfer"][k] for k in TRANSFER_SLICES[_part]}),
+            config=slice_arg(config, {"transfer": TRANSFER_SLICES[_part]}),
             seed=config["seed"],
             device=config["device"],
             # --<name> {output.<name>}: each file at the path the rule names

@@ -39,9 +39,16 @@ import itertools
 import numpy as np
 
 from prh.claims import verdict
-from prh.io import add_path_options, json_object, named_paths, write_json
+from prh.io import add_path_options, named_paths, write_json
+from prh.slices import add_slice, block_keys
 
-__all__ = ["OUTPUTS", "pairs_of", "claims", "run_sample_size", "main"]
+__all__ = ["CONFIG", "OUTPUTS", "pairs_of", "claims", "run_sample_size", "main"]
+
+# The params.yaml keys the sweep reads (its rule's one --config argument, prh.slices): the sample_size block but the
+# keys the rule itself reads (which items and models), and offline the world's kernel
+CONFIG = {"sample_size": tuple(k for k in block_keys("sample_size") if k not in ("dataset", "vision_models",
+                                                                                  "language_models")),
+          "world": ("kernel",)}
 
 OUTPUTS = ("sweep", "metrics")
 KERNEL = "world_kernel"
@@ -204,11 +211,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--features", nargs="+", required=True, help="features of one dataset (N x L x D safetensors)")
     p.add_argument("--language", nargs="*", default=[], help="which of --names are language models")
     p.add_argument("--scenes", default=None, help="scenes.jsonl of that dataset (offline: adds the world kernel)")
-    p.add_argument("--config", type=json_object, required=True, help="params.yaml sample_size block as JSON")
     p.add_argument("--seed", type=int, default=0, help="seed of the subsets and the permutation nulls")
     p.add_argument("--device", default="cpu", help="where the neighbour searches run: cpu | cuda | auto")
     add_path_options(p, OUTPUTS, help="{name} JSON written")
+    settings = add_slice(p, CONFIG)
     a = p.parse_args(argv)
-    m = run_sample_size(names=a.names, features=a.features, language=a.language, config=a.config, out=vars(a),
+    config = settings(a)
+    m = run_sample_size(names=a.names, features=a.features, language=a.language, out=vars(a),
+                        config={**config["sample_size"], "kernel": config["world"]["kernel"]},
                         scenes=a.scenes, seed=a.seed, device=a.device)
     print({k: v["verdict"] for k, v in m["claims"].items()})

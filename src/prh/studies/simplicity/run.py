@@ -43,9 +43,10 @@ import torch
 from tqdm.auto import tqdm
 
 from prh.config import schema_defaults
-from prh.io import json_object, write_json
+from prh.io import write_json
 from prh.metrics import effective_rank
 from prh.metrics.calibration import cell_seed
+from prh.slices import add_slice
 from prh.stats import depth_trend
 from prh.errors import UsageError
 
@@ -390,11 +391,12 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="prh run-simplicity", description=__doc__.splitlines()[0])
     for name in FILES:  # one path per file: a part writes its own; metrics reads the other three
         p.add_argument(f"--{name.replace('_', '-')}", dest=name, help=f"{name}.json (--part {name} writes it)")
-    p.add_argument("--config", type=json_object, default="{}", help="JSON of params.yaml's `simplicity:` block (missing keys: defaults)")
     p.add_argument("--seed", type=int, default=0, help="master seed")
     p.add_argument("--part", nargs="+", default=list(FILES), choices=list(FILES),
                    help="which experiments to run (each writes its JSON); metrics summarises their JSONs")
+    # the params.yaml simplicity block; an experiment's settings (--random-nets etc. are its paths) only in --config
+    settings = add_slice(p, {"simplicity": tuple(DEFAULTS)}, config_only=PARTS)
     args = p.parse_args(argv)
-    out = run_simplicity(vars(args), seed=args.seed, config=args.config, parts=tuple(args.part))
+    out = run_simplicity(vars(args), seed=args.seed, config=settings(args)["simplicity"], parts=tuple(args.part))
     if args.part[-1] == "metrics":
         print(json.dumps(out, indent=1))

@@ -24,7 +24,7 @@ import numpy as np
 
 from prh.claims import verdict
 from prh.config import schema_defaults
-from prh.io import json_object, write_json
+from prh.io import write_json
 from prh.errors import UsageError
 
 __all__ = ["DEFAULTS", "SLICES", "PARTS", "FILES", "run_transfer", "transfer_claims", "claims", "main"]
@@ -290,16 +290,19 @@ def transfer_claims(paths: dict) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
+    from prh.slices import add_slice
+
     parser = argparse.ArgumentParser(prog="prh run-transfer", description=__doc__.split("\n\n")[0])
     for name in (f for files in FILES.values() for f in files):  # one path per file (claims reads the parts')
         parser.add_argument(f"--{name.replace('_', '-')}", dest=name, help=f"{name}.json")
-    parser.add_argument("--config", type=json_object, default="{}", help="JSON object: the params.yaml `transfer:` block")
     parser.add_argument("--seed", type=int, default=0, help="master seed")
     parser.add_argument("--device", default="cpu", help="cpu | cuda | auto (Fig 2 / Fig 7 networks)")
     parser.add_argument("--part", nargs="+", default=list(PARTS), choices=list(PARTS),
                         help="which parts to run (claims reads the others' JSON files)")
+    # the transfer block (a part's rule hands over only its part's keys, SLICES; the rest keep their defaults)
+    settings = add_slice(parser, {"transfer": tuple(DEFAULTS)})
     args = parser.parse_args(argv)
-    out = run_transfer(paths=vars(args), config=args.config, seed=args.seed, device=args.device,
+    out = run_transfer(paths=vars(args), config=settings(args)["transfer"], seed=args.seed, device=args.device,
                        parts=tuple(args.part))
     if args.part[-1] == "claims":
         print(f"transfer: {out['claims_reproduced']}/{out['claims_total']} claims reproduced; wrote {args.metrics}")
