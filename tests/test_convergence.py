@@ -149,7 +149,7 @@ def test_fig2_states_which_of_the_papers_models_are_present(tmp_path):
     out = tmp_path / "exp"
     args = [f"--{k.replace('_', '-')}={v}" for k, v in _out(out).items()]
     main(["--probes", _write(tmp_path / "p.json", probes), "--vision-alignment", vis, "--cross-alignment", cross,
-          "--language", lang, "--config", json.dumps({"bins": [0, 1, 3]}), "--coverage", json.dumps(cov), *args])
+          "--language", lang, "--bins", "0", "1", "3", "--coverage", json.dumps(cov), *args])
     for name in ("competence", "metrics"):
         assert json.loads((out / f"{name}.json").read_text())["coverage"] == cov
     paths = draw_from(out, ["convergence_fig02_competence_alignment"], tmp_path / "fig")
@@ -183,7 +183,7 @@ def test_platonic_reference(tmp_path):
 
     prh_main(["run-platonic", "--vision-features", *paths_in, "--vision-scenes", scenes_path, "--language-features",
               *paths_in, "--paired-scenes", scenes_path, "--probes", probes, "--language", lang, "--config",
-              json.dumps({"topk": 5, "quantile": 1.0}), "--platonic", str(tmp_path / "cli" / "p.json"),
+              json.dumps({"convergence": {"topk": 5, "quantile": 1.0}}), "--platonic", str(tmp_path / "cli" / "p.json"),
               "--metrics", str(tmp_path / "cli" / "m.json")])
     assert sorted(p.name for p in (tmp_path / "cli").iterdir()) == ["m.json", "p.json"]
     assert json.loads((tmp_path / "cli" / "p.json").read_text()) == data
@@ -246,7 +246,7 @@ def test_null_summary_hand_example():
     assert null_summary({"x_names": ["a"], "y_names": ["v"], "scores": [[0.1]]}) is None
 
 
-def test_run_convergence_with_the_preregistered_test(tmp_path):
+def test_run_convergence_with_the_preregistered_test(tmp_path, capsys):
     from prh.cli import main as prh_main
 
     names = ["a", "b", "c", "d"]
@@ -268,7 +268,7 @@ def test_run_convergence_with_the_preregistered_test(tmp_path):
     args = ["run-convergence", "--probes", _write(tmp_path / "probes.json", PROBES), "--vision-alignment", vis,
             "--cross-alignment", _write(tmp_path / "lv.json", cross), "--language", lang,
             *(a for name, path in _out(tmp_path / "exp").items() for a in (f"--{name.replace('_', '-')}", path)),
-            "--config", json.dumps({"bins": [0, 1, 3], "preregistered": {"permutations": 999}}),
+            "--bins", "0", "1", "3", "--config", json.dumps({"convergence": {"preregistered": {"permutations": 999}}}),
             "--preregistered-competence", _write(tmp_path / "comp.json", competence),
             "--preregistered-vision-models", "a", "b"]
     prh_main(args)
@@ -289,9 +289,11 @@ def test_run_convergence_with_the_preregistered_test(tmp_path):
     assert json.loads((tmp_path / "exp" / "metrics.json").read_text())["language_vision_preregistered"]["verdict"] == "inconclusive"
     with pytest.raises(SystemExit, match="both"):  # a user error: one line, no traceback
         prh_main(args[:-3])
-    with pytest.raises(ValueError, match=r"config.preregistered has unknown keys \['permutation'\]"):
-        prh_main([*args[:args.index("--config") + 1], json.dumps({"preregistered": {"permutation": 9}}),
+    with pytest.raises(SystemExit):  # the schema's check of the slice, naming the key
+        prh_main([*args[:args.index("--config") + 1], json.dumps({"convergence": {"preregistered": {"permutation": 9}}}),
                   *args[args.index("--config") + 2:]])
+    assert "convergence.preregistered: Additional properties are not allowed ('permutation' was unexpected)" in \
+        capsys.readouterr().err
     _write(tmp_path / "comp.json", competence["models"])
     with pytest.raises(ValueError, match="gate_passed"):
         prh_main(args)

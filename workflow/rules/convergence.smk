@@ -8,13 +8,13 @@ import json
 import shlex
 
 from prh.config import language_runs
+from prh.studies.convergence.design import CONFIG as CONV_SLICES
 from prh.studies.convergence.design import RELATIONAL_CONFIG, fig2_coverage
-from prh.studies.convergence.design import SLICES as CONV_SLICES
 
 CONV_OUT = study_outputs("convergence")  # its files, by key (its manifest.yaml)
-CONV_CFG = {**config["convergence"], "bins": config["convergence"]["bins"][SUITE]}  # bins are per suite
+CONV_CFG = config["convergence"]
 # each command's keys of the block (prh.studies.convergence.design.SLICES): editing one reruns only its rule
-CONV_CONFIG = {command: json_param({k: CONV_CFG[k] for k in keys}) for command, keys in CONV_SLICES.items()}
+CONV_CONFIG = {command: slice_arg(config, keys) for command, keys in CONV_SLICES.items()}
 CONV_VSET, CONV_LSET = SUITE_CFG["vision_models"], SUITE_CFG["language_models"]
 # Fig 2's own vision set (paper: prh_fig2_vision, the loadable part of the paper's 78); Fig 3 keeps CONV_VSET
 CONV_FIG2_VSET = config["convergence"]["vision_models"][SUITE] or CONV_VSET
@@ -105,6 +105,7 @@ rule convergence:
     params:
         families=json_param({m: MODELS[m].get("family", m) for m in model_set(CONV_FIG2_VSET) + model_set(CONV_VSET)}),
         config=CONV_CONFIG["run-convergence"],
+        bins=CONV_CFG["bins"][SUITE],  # per suite
         # offline: the pre-registered one-point-per-LM test over the vision set named in params
         # and the amendment of 2026-11-26 beside it: one point per training run (prh.config.language_runs);
         # paper: Fig 2's coverage of the paper's 78 models (CONV_COVERAGE)
@@ -119,7 +120,7 @@ rule convergence:
         "OMP_NUM_THREADS={threads} prh run-convergence --probes {input.probes} --vision-alignment {input.vision}"
         " --cross-alignment {input.cross} --language {input.language} --families {params.families}"
         " --competence {output.competence} --model-map {output.model_map} --language-vision {output.language_vision}"
-        " --metrics {output.metrics} --config {params.config} {params.preregistered} > {log} 2>&1"
+        " --metrics {output.metrics} --config {params.config} --bins {params.bins} {params.preregistered} > {log} 2>&1"
 
 
 TARGETS += [
@@ -189,12 +190,11 @@ if SUITE == "offline":
             **JOB_SIZES["convergence_platonic"],
         params:
             config=CONV_CONFIG["run-platonic"],
-            kernel=json_param(config["world"]["kernel"]),
         shell:
             "OMP_NUM_THREADS={threads} prh run-platonic --vision-features {input.vision}"
             " --vision-scenes {input.vision_scenes} --language-features {input.language}"
             " --paired-scenes {input.paired_scenes} --probes {input.probes} --language {input.bpb}"
-            " --platonic {output.platonic} --metrics {output.platonic_metrics} --config {params.config} --kernel {params.kernel}"
+            " --platonic {output.platonic} --metrics {output.platonic_metrics} --config {params.config}"
             " > {log} 2>&1"
 
     TARGETS += [

@@ -8,7 +8,7 @@ command reads (tests/test_convergence.py checks that each key is read by a slice
 
 from __future__ import annotations
 
-__all__ = ["SLICES", "RELATIONAL_CONFIG", "WORKFLOW_KEYS", "COMPOSITION", "fig2_coverage"]
+__all__ = ["SLICES", "CONFIG", "RELATIONAL_CONFIG", "WORKFLOW_KEYS", "COMPOSITION", "fig2_coverage"]
 
 # command -> the keys of the `convergence` block it reads (workflow/schemas/convergence.schema.yaml documents each)
 SLICES = {
@@ -16,6 +16,10 @@ SLICES = {
     "run-platonic": ("topk", "quantile", "platonic_sensitivity"),
 }
 # keys only the rules read (which models and datasets the jobs take)
+# each command's slice (its rule's one --config argument, prh.slices): run-convergence's bins are per suite, so its
+# rule passes the suite's edges as --bins; run-platonic also reads the world's kernel
+CONFIG = {"run-convergence": {"convergence": tuple(k for k in SLICES["run-convergence"] if k != "bins")},
+          "run-platonic": {"convergence": SLICES["run-platonic"], "world": ("kernel",)}}
 WORKFLOW_KEYS = ("vision_models", "vtab_tasks", "relational")  # relational: zoo_language.smk reads it
 # the relational test's keys of convergence.relational (prh relational-test; its rule's --config, prh.slices)
 RELATIONAL_CONFIG = {"convergence.relational": ("alpha", "effect", "seed")}

@@ -340,6 +340,11 @@ def run_platonic(*, vision_features: list[str], vision_scenes: str, language_fea
 
 
 def main(argv: list[str] | None = None) -> None:
+    import json
+
+    from prh.slices import add_slice
+    from prh.studies.convergence.design import CONFIG
+
     parser = argparse.ArgumentParser(prog="prh run-convergence", description="PRH Figs 2 and 3: competence, model map, language-vision.")
     parser.add_argument("--probes", required=True, help="`prh probe` JSON of the vision models")
     parser.add_argument("--vision-alignment", required=True, help="vision__vision mutual_knn alignment JSON")
@@ -347,7 +352,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--language", required=True, help="JSON with models.<m>.bpb (results/experiments/zoo/language.json)")
     parser.add_argument("--families", type=json_object, default="{}", help="JSON: vision model -> family")
     add_path_options(parser, OUTPUTS["run-convergence"], help="{name}.json written")
-    parser.add_argument("--config", type=json_object, default="{}", help="JSON of the params.yaml convergence block")
+    parser.add_argument("--bins", nargs="+", type=json.loads, required=True,
+                        help="edges of the competence bins in tasks solved: the suite's convergence.bins")
+    settings = add_slice(parser, CONFIG["run-convergence"])
     parser.add_argument("--preregistered-competence", default=None,
                         help='JSON {"gate_passed": bool|null, "models": {lm: {predictor: value}}, '
                              'optional "language_models": [lm, ...]}: adds the pre-registered one-point-per-LM test')
@@ -362,7 +369,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     metrics = run_convergence(probes=args.probes, vision_alignment=args.vision_alignment,
                               cross_alignment=args.cross_alignment, language=args.language,
-                              families=args.families, out=vars(args), config=args.config,
+                              families=args.families, out=vars(args),
+                              config={**settings(args)["convergence"], "bins": args.bins},
                               preregistered_competence=args.preregistered_competence,
                               preregistered_vision_models=args.preregistered_vision_models,
                               amended_runs=args.amended_runs, coverage=args.coverage)
@@ -370,6 +378,9 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def platonic_main(argv: list[str] | None = None) -> None:
+    from prh.slices import add_slice
+    from prh.studies.convergence.design import CONFIG
+
     parser = argparse.ArgumentParser(prog="prh run-platonic", description="Alignment with the world kernel.")
     parser.add_argument("--vision-features", nargs="+", required=True, help="vision-set feature files")
     parser.add_argument("--vision-scenes", required=True, help="scenes.jsonl of the vision set")
@@ -378,11 +389,10 @@ def platonic_main(argv: list[str] | None = None) -> None:
     parser.add_argument("--probes", required=True, help="`prh probe` JSON of the vision models")
     parser.add_argument("--language", required=True, help="JSON with models.<m>.bpb")
     add_path_options(parser, OUTPUTS["run-platonic"], help="{name} JSON written")
-    parser.add_argument("--config", type=json_object, default="{}", help="JSON of the params.yaml convergence block")
-    parser.add_argument("--kernel", type=json_object, default="{}",
-                        help="JSON of the params.yaml world.kernel block (defaults fill the rest)")
+    settings = add_slice(parser, CONFIG["run-platonic"])  # topk, quantile, sensitivity; the world's kernel
     args = parser.parse_args(argv)
+    config = settings(args)
     print(run_platonic(vision_features=args.vision_features, vision_scenes=args.vision_scenes,
                        language_features=args.language_features, paired_scenes=args.paired_scenes,
-                       probes=args.probes, language=args.language, out=vars(args), config=args.config,
-                       kernel=args.kernel))
+                       probes=args.probes, language=args.language, out=vars(args),
+                       config=config["convergence"], kernel=config["world"]["kernel"]))
