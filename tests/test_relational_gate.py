@@ -115,7 +115,7 @@ def test_the_follow_test_is_the_exact_poisson_binomial_tail():
     assert follow_test([1] * 7 + [0] * 13, [1 / 9] * 20) == pytest.approx(binom.sf(6, 20, 1 / 9))
 
 
-def test_a_tiny_model_runs_through_the_command(tmp_path):
+def test_a_tiny_model_runs_through_the_command(tmp_path, capsys):
     """A few training steps on relational text: the real likelihood path, end to end; the numbers are in range."""
     from prh.models.language_zoo import main as train_main
     from prh.models.language_zoo import tokenizer_main
@@ -135,5 +135,8 @@ def test_a_tiny_model_runs_through_the_command(tmp_path):
     assert r["gate"]["n_pairs"] == 8 and 0 <= r["gate"]["followed"] <= 8 and 0 < r["gate"]["p"] <= 1
     from prh.errors import UsageError
 
-    with pytest.raises(UsageError, match="n-items"):
+    with pytest.raises(UsageError, match="batch-size"):
+        relational_main(["--data", str(held), "--models", "x", "--names", "x", "--batch-size", "0", "--out", str(out)])
+    with pytest.raises(SystemExit):  # the schema's minimum of convergence.relational.n_items
         relational_main(["--data", str(held), "--models", "x", "--names", "x", "--n-items", "0", "--out", str(out)])
+    assert "convergence.relational.n_items: 0 is less than the minimum of 1" in capsys.readouterr().err

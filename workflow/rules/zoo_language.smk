@@ -7,6 +7,8 @@
 # exact entropy floor.
 import os
 
+from prh.evaluation.relational import CONFIG as RELATIONAL_SCORE_CONFIG
+
 # Training runs (zoo.language entries); a run with `checkpoints` yields one model per checkpoint,
 # <run>_<steps> (prh.config.run_models). ZOO_LANGUAGE: every language zoo model by name.
 ZOO_RUNS = (config.get("zoo") or {}).get("language") or {}
@@ -219,11 +221,10 @@ if SUITE == "offline" and REL_MODELS:
             data=lambda w, input: os.path.dirname(input.scenes),
             names=" ".join(REL_MODELS),
             models=" ".join(model_dir(m) for m in REL_MODELS),
-            settings=f"--n-items {REL_CFG['n_items']} --n-pairs {REL_CFG['n_pairs']} --alpha {REL_CFG['gate_alpha']}"
-            f" --seed {REL_CFG['seed']}",
+            config=slice_arg(config, RELATIONAL_SCORE_CONFIG),
         shell:
             "prh score-relational --data {params.data} --models {params.models} --names {params.names}"
-            " {params.settings} --out {output} > {log} 2>&1"
+            " --config {params.config} --out {output} > {log} 2>&1"
 
     # the secondary predictor (reported, not in the verdict): held-out bits per byte of the same models
     use rule lm_eval as lm_eval_relational with:

@@ -39,8 +39,11 @@ import numpy as np
 
 from prh.data.relational import DIRECTIONS, extreme, extreme_question
 
-__all__ = ["LEVEL", "relational_items", "swap_positions", "intervention_pairs", "score_items", "relational_accuracy",
+__all__ = ["CONFIG", "LEVEL", "relational_items", "swap_positions", "intervention_pairs", "score_items", "relational_accuracy",
            "follow_test", "relational_gate", "run_relational", "main"]
+
+# the params.yaml keys `prh score-relational` reads (its rule's one --config argument, prh.slices)
+CONFIG = {"convergence.relational": ("n_items", "n_pairs", "gate_alpha", "seed")}
 
 LEVEL = 5  # coordinates: the context states every centre, so every comparison is decided by the text
 
@@ -197,23 +200,23 @@ def run_relational(*, data: str, names: list[str], models: list[str], out: str, 
 
 
 def main(argv: list[str] | None = None) -> None:
+    from prh.slices import add_slice
+
     p = argparse.ArgumentParser(prog="prh score-relational", description=__doc__.splitlines()[0])
     p.add_argument("--data", required=True, help="held-out shapes dataset (scenes.jsonl), e.g. results/data/shapes_eval")
     p.add_argument("--models", nargs="+", required=True, help="causal LM directories (save_pretrained)")
     p.add_argument("--names", nargs="+", required=True, help="one name per model")
-    p.add_argument("--n-items", type=int, default=400, help="relational multiple-choice items (the predictor)")
-    p.add_argument("--n-pairs", type=int, default=200, help="intervention pairs of the gate")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--alpha", type=float, default=0.05, help="one-sided level of each model's gate test")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"])
     p.add_argument("--out", required=True)
+    settings = add_slice(p, CONFIG)  # items, intervention pairs, the gate's level, seed
     a = p.parse_args(argv)
-    from prh.errors import UsageError
+    c = settings(a)["convergence.relational"]
+    if a.batch_size < 1:
+        from prh.errors import UsageError
 
-    if min(a.n_items, a.n_pairs, a.batch_size) < 1 or a.seed < 0 or not 0 < a.alpha < 1:
-        raise UsageError(f"--n-items {a.n_items}, --n-pairs {a.n_pairs} and --batch-size {a.batch_size} must be >= 1, "
-                         f"--seed {a.seed} >= 0 and --alpha {a.alpha} in (0, 1)")
-    r = run_relational(data=a.data, names=a.names, models=a.models, out=a.out, n_items=a.n_items, n_pairs=a.n_pairs,
-                       seed=a.seed, alpha=a.alpha, batch_size=a.batch_size, device=a.device)
+        raise UsageError(f"--batch-size {a.batch_size} must be >= 1")
+    r = run_relational(data=a.data, names=a.names, models=a.models, out=a.out, n_items=c["n_items"],
+                       n_pairs=c["n_pairs"], seed=c["seed"], alpha=c["gate_alpha"], batch_size=a.batch_size,
+                       device=a.device)
     print(f"{a.out}: {len(r['models'])} models; {r['n_passed']} pass the relational gate")

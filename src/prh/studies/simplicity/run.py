@@ -52,8 +52,7 @@ from prh.errors import UsageError
 
 __all__ = ["DEFAULTS", "PARTS", "FILES", "random_net_ranks", "gaussian_product_ranks", "make_task", "train_deep_linear", "run_random_nets", "run_products", "run_trained", "simplicity_metrics", "run_simplicity", "main"]
 
-# The `simplicity:` block's defaults: workflow/schemas/simplicity.schema.yaml documents each key.
-DEFAULTS = schema_defaults("simplicity")
+DEFAULTS = schema_defaults("simplicity")  # the `simplicity:` block's (workflow/schemas/simplicity.schema.yaml)
 MOMENTUM, BETAS, EPS = 0.9, (0.9, 0.999), 1e-8
 
 
@@ -394,8 +393,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--seed", type=int, default=0, help="master seed")
     p.add_argument("--part", nargs="+", default=list(FILES), choices=list(FILES),
                    help="which experiments to run (each writes its JSON); metrics summarises their JSONs")
-    # the params.yaml simplicity block; an experiment's settings (--random-nets etc. are its paths) only in --config
-    settings = add_slice(p, {"simplicity": tuple(DEFAULTS)}, config_only=PARTS)
+    settings = add_slice(p, {"simplicity": tuple(DEFAULTS)}, config_only=PARTS)  # --random-nets etc. are paths
     args = p.parse_args(argv)
     out = run_simplicity(vars(args), seed=args.seed, config=settings(args)["simplicity"], parts=tuple(args.part))
     if args.part[-1] == "metrics":
