@@ -180,7 +180,7 @@ def test_items_are_deterministic_and_independent_of_n(tmp_path):
 
 def test_cli_writes_a_valid_dataset_dir_and_sample_sheet(tmp_path, capsys):
     out = tmp_path / "data" / "shapes_tiny"
-    prh(["make-shapes", "--out", str(out), "--n", "12", "--seed", "3", "--world", json.dumps(SMALL)])
+    prh(["make-shapes", "--out", str(out), "--n", "12", "--seed", "3", "--config", json.dumps({"world": SMALL})])
     ds = shapes.load_dataset(out, verify=True)
     assert len(ds) == 12 and ds.images.shape == (12, 32, 32, 3) and ds.images.dtype == np.uint8
     assert ds.meta["count"] == 12 and ds.meta["params"]["seed"] == 3 and ds.meta["levels"] == list(LEVELS)
@@ -195,8 +195,8 @@ def test_cli_writes_a_valid_dataset_dir_and_sample_sheet(tmp_path, capsys):
     with pytest.raises(ValueError, match="sha256"):
         shapes.load_dataset(out, verify=True)
     with pytest.raises(SystemExit):
-        prh(["make-shapes", "--out", str(out), "--n", "2", "--seed", "0", "--world", "{image_size: 32"])
-    assert "argument --world: not valid JSON" in capsys.readouterr().err
+        prh(["make-shapes", "--out", str(out), "--n", "2", "--seed", "0", "--config", "{image_size: 32"])
+    assert "argument --config: not valid JSON" in capsys.readouterr().err
 
     fig = tmp_path / "figures" / "world_sample_sheet.pdf"
     prh(["plot", "world_sample_sheet", "--input", f"data={out / 'images.npy'}", "--out", str(fig)])

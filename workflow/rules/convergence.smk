@@ -9,6 +9,7 @@ import shlex
 
 from prh.config import language_runs
 from prh.studies.convergence.design import CONFIG as CONV_SLICES
+from prh.evaluation.world_gate import CONFIG as WORLD_GATE_CONFIG
 from prh.studies.convergence.design import RELATIONAL_CONFIG, fig2_coverage
 
 CONV_OUT = study_outputs("convergence")  # its files, by key (its manifest.yaml)
@@ -162,13 +163,12 @@ if SUITE == "offline":
             data=lambda w, input: os.path.dirname(input.scenes),
             feats_dir=lambda w, input: os.path.dirname(input.feats[0]),
             runs=json_param(GATE_RUNS),
-            gate=json_param(config["convergence"]["amended"]["gate"]),
-            world=json_param(config["world"]),
+            config=slice_arg(config, WORLD_GATE_CONFIG),
             skip="--skip-embedding" if config["alignment"]["skip_language_embedding"]["offline"] else "",
             seed=config["seed"],
         shell:
-            "prh world-gate --data {params.data} --features-dir {params.feats_dir} --runs {params.runs} --gate {params.gate}"
-            " --world {params.world} --seed {params.seed} {params.skip} --out {output} > {log} 2>&1"
+            "prh world-gate --data {params.data} --features-dir {params.feats_dir} --runs {params.runs}"
+            " --config {params.config} --seed {params.seed} {params.skip} --out {output} > {log} 2>&1"
 
     TARGETS += [rules.world_gate.output[0]] if GATE_RUNS else []
 

@@ -1,15 +1,10 @@
 # The shapes world (PRH section 4.1): one dataset dir per `kind: shapes` dataset of
 # params.yaml (images, captions at every density, latent scenes, meta), and the
 # sample sheet that shows the world in the report.
-import json
-import os
-import re
-import shlex
+from prh.data.shapes import DATA_CONFIG as WORLD_DATA
 
 SHAPES_DATASETS = [name for name, d in config["datasets"].items() if d["kind"] == "shapes"]
 SHAPES_DATASET = one_of(SHAPES_DATASETS)  # the wildcard constraint of a rule per shapes dataset
-# The kernel settings do not change the data, so they are left out: editing them reruns no dataset.
-WORLD_DATA = {k: v for k, v in config["world"].items() if k != "kernel"}
 SAMPLE_SHEET_DATASET = config["suites"].get("offline", {}).get("paired_dataset")
 
 
@@ -28,9 +23,9 @@ rule shapes_dataset:
         out=lambda w: f"{R}/data/{w.dataset}",
         n=lambda w: config["datasets"][w.dataset]["n"],
         seed=lambda w: config["datasets"][w.dataset]["seed"],
-        world=json_param(WORLD_DATA),
+        config=slice_arg(config, WORLD_DATA),  # the kernel changes no data: editing it reruns no dataset
     shell:
-        "prh make-shapes --out {params.out} --n {params.n} --seed {params.seed} --world {params.world} > {log} 2>&1"
+        "prh make-shapes --out {params.out} --n {params.n} --seed {params.seed} --config {params.config} > {log} 2>&1"
 
 
 if SUITE == "offline" and SAMPLE_SHEET_DATASET in SHAPES_DATASETS:

@@ -7,6 +7,7 @@
 # exact entropy floor.
 import os
 
+from prh.evaluation.lm_eval import CONFIG as LM_EVAL_CONFIG
 from prh.evaluation.relational import CONFIG as RELATIONAL_SCORE_CONFIG
 
 # Training runs (zoo.language entries); a run with `checkpoints` yields one model per checkpoint,
@@ -139,7 +140,7 @@ LM_EVAL_PARAMS = dict(
     data=lambda w, input: os.path.dirname(input.captions),
     train=lambda w, input: os.path.dirname(input.train[0]),
     max_items=LM_EVAL_ITEMS,
-    world=json_param(config["world"]),
+    config=slice_arg(config, LM_EVAL_CONFIG),
 )
 
 
@@ -161,7 +162,7 @@ rule lm_eval:
         models=" ".join(model_dir(m) for m in ZOO_CAUSAL),
     shell:
         "prh eval-lm --data {params.data} --train-data {params.train} --names {params.names}"
-        " --models {params.models} --world {params.world} --max-items {params.max_items} --out {output}"
+        " --models {params.models} --config {params.config} --max-items {params.max_items} --out {output}"
         " --threads {threads} > {log} 2>&1"
 
 

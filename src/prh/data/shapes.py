@@ -18,10 +18,9 @@ lie in distinct cells >= 33 - 2 ``position_jitter`` percent (19) apart, objects 
 largest first (so one is at most partly hidden). A large object in a border cell may
 be cut by the image edge (by up to a quarter of its width at the default jitter).
 
-    prh make-shapes --out results/data/shapes_eval --n 1024 --seed 2 --world '{"image_size": 64}'
+    prh make-shapes --out results/data/shapes_eval --n 1024 --seed 2 --image-size 64
 
-Images are N x H x W x 3 uint8; coordinates are fractions of the image side,
-x to the right and y downwards.
+Images are N x H x W x 3 uint8; coordinates are fractions of the image side, x to the right and y downwards.
 """
 
 from __future__ import annotations
@@ -36,12 +35,14 @@ import numpy as np
 
 from prh.config import schema_defaults
 from prh.errors import UsageError
+from prh.slices import add_slice
 from prh.data.captions import LEVELS, caption
 from prh.data.vocabulary import BACKGROUNDS, COLORS, MAX_OBJECTS, SHAPES, SIZES
-from prh.io import json_object, read_json, read_jsonl, sha256_file, write_json, write_jsonl, write_npy
+from prh.io import read_json, read_jsonl, sha256_file, write_json, write_jsonl, write_npy
 
-# The `world:` block's defaults: workflow/schemas/world.schema.yaml documents each key.
-WORLD_DEFAULTS = schema_defaults("world")
+WORLD_DEFAULTS = schema_defaults("world")  # the `world:` block's (workflow/schemas/world.schema.yaml documents each)
+# the world keys make-shapes reads (its rule's --config, prh.slices): all but the kernel, which changes no data
+DATA_CONFIG = {"world": tuple(k for k in WORLD_DEFAULTS if k != "kernel")}
 
 
 # Grid cell centres in whole percents of the image side (17, 50, 83), per axis.
@@ -393,7 +394,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", required=True, help="dataset dir, e.g. results/data/shapes_eval")
     parser.add_argument("--n", type=int, required=True, help="number of items")
     parser.add_argument("--seed", type=int, required=True, help="seed of the scene sampler")
-    parser.add_argument("--world", type=json_object, default="{}", help="JSON of the params.yaml world block (defaults fill the rest)")
+    settings = add_slice(parser, DATA_CONFIG)
     args = parser.parse_args(argv)
-    out = build_dataset(args.out, n=args.n, seed=args.seed, world=args.world)
+    out = build_dataset(args.out, n=args.n, seed=args.seed, world=settings(args)["world"])
     print(f"wrote {args.n} items to {out}")

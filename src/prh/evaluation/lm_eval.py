@@ -34,8 +34,12 @@ from pathlib import Path
 
 import numpy as np
 
-from prh.io import json_object, read_json, write_json
+from prh.io import read_json, write_json
 from prh.errors import UsageError
+from prh.slices import add_slice, block_keys
+
+# the params.yaml keys `prh eval-lm` reads: the world block, whose generator sets the entropy floor (prh.slices)
+CONFIG = {"world": block_keys("world")}
 
 
 def unigram_bits(*, tokenizer, train_texts: list[str], texts: list[str]) -> np.ndarray:
@@ -134,13 +138,13 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="prh eval-lm", description=__doc__.splitlines()[0])
     parser.add_argument("--data", required=True, help="held-out shapes dataset directory")
     parser.add_argument("--train-data", required=True, help="training shapes dataset (unigram baseline)")
-    parser.add_argument("--world", type=json_object, default="{}", help="JSON of the params.yaml world block (the floor)")
     parser.add_argument("--names", nargs="+", required=True, help="model names")
     parser.add_argument("--models", nargs="+", required=True, help="checkpoint directories, same order")
     parser.add_argument("--out", required=True, help="output JSON")
     parser.add_argument("--max-items", type=int, default=None, help="score only the first N items")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    settings = add_slice(parser, CONFIG)
     args = parser.parse_args(argv)
-    run_lm_eval(out=args.out, data=args.data, train_data=args.train_data, world=args.world, names=args.names, models=args.models,
+    run_lm_eval(out=args.out, data=args.data, train_data=args.train_data, world=settings(args)["world"], names=args.names, models=args.models,
                 max_items=args.max_items, batch_size=args.batch_size, threads=args.threads)

@@ -45,8 +45,12 @@ import copy
 import numpy as np
 
 from prh.io import json_object, load_features, write_json
+from prh.slices import add_slice, block_keys
 
-__all__ = ["INTERVENTIONS", "forward_rate", "mcnemar_greater", "min_discordant", "world_gate", "main"]
+__all__ = ["CONFIG", "INTERVENTIONS", "forward_rate", "mcnemar_greater", "min_discordant", "world_gate", "main"]
+
+# the params.yaml keys `prh world-gate` reads (its rule's one --config argument, prh.slices)
+CONFIG = {"convergence.amended": ("gate",), "world": block_keys("world")}
 
 
 def _recolour(scene, rng):
@@ -234,16 +238,16 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--features-dir", required=True, help="folder of <model>.safetensors features of --data")
     p.add_argument("--runs", type=json_object, required=True,
                    help='JSON {run: {"final": model, "untrained": model, "seed": its seed}} (prh.config.language_runs)')
-    p.add_argument("--gate", type=json_object, required=True, help="params.yaml convergence.amended.gate as JSON")
-    p.add_argument("--world", type=json_object, default=None, help="params.yaml world block as JSON (default: defaults)")
     p.add_argument("--seed", type=int, default=0, help="seed of the split and of the generator draws")
     p.add_argument("--skip-embedding", action="store_true", help="probe layers 1..L (alignment.skip_language_embedding)")
     p.add_argument("--out", required=True)
+    settings = add_slice(p, CONFIG)  # the amended gate's settings; the world, whose generator it draws from
     a = p.parse_args(argv)
+    config = settings(a)
     names = sorted({m for r in a.runs.values() for m in (r["final"], r["untrained"])})
     feats = {n: load_features(Path(a.features_dir) / f"{n}.safetensors").float().numpy() for n in names}
-    result = world_gate(scenes=load_dataset(a.data).scenes, features=feats, runs=a.runs, gate=a.gate, seed=a.seed,
-                        world=a.world, skip_embedding=a.skip_embedding)
+    result = world_gate(scenes=load_dataset(a.data).scenes, features=feats, runs=a.runs,
+                        gate=config["convergence.amended"]["gate"], seed=a.seed, world=config["world"], skip_embedding=a.skip_embedding)
     write_json(a.out, result)
     print(f"kept {result['kept']}; {result['n_passed']} of {result['n_judged']} judged models pass (of {result['n_models']}); "
           f"gate passed: {result['passed']} (as first written: {result['passed_as_written']})")

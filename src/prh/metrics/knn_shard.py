@@ -138,27 +138,29 @@ def merge_shards(paths, out) -> dict:
 
 
 def main_shard(argv: list[str] | None = None) -> None:
+    from prh.slices import add_slice
+
     p = argparse.ArgumentParser(prog="prh knn-shard", description="one row shard of a model's exact k-NN lists "
                                 "(every layer, against all N items); `prh knn-merge` joins the shards")
     p.add_argument("--features", required=True, help="features file (safetensors, N x L x D)")
     p.add_argument("--shard", type=int, required=True, help="this shard, 0 .. shards-1 (e.g. $SLURM_ARRAY_TASK_ID)")
     p.add_argument("--shards", type=int, required=True)
-    p.add_argument("--topk", type=int, default=10)
-    p.add_argument("--quantile", type=float, default=0.95, help="clamp quantile of |x| (alignment's; 1: none)")
     p.add_argument("--block-rows", type=int, default=None,
                    help="rows per block, the same for every shard (default: 2^24 // N)")
     p.add_argument("--precision", default="fp32", choices=("fp32", "bf16", "tf32"))
     p.add_argument("--n-items", type=int, default=None, help="the first n items only")
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's, OMP_NUM_THREADS)")
     p.add_argument("--out", required=True)
+    settings = add_slice(p, {"alignment": ("topk", "quantile")})  # the alignment tables' k and clamp
     a = p.parse_args(argv)
     if a.threads:
         from prh.device import set_threads
 
         set_threads(a.threads)
-    meta = knn_shard(a.features, a.out, shard=a.shard, shards=a.shards, topk=a.topk, quantile=a.quantile,
-                     block_rows=a.block_rows, precision=a.precision, n_items=a.n_items)
-    print(f"{a.out}: rows {meta['start']}..{meta['stop'] - 1} of {meta['n']}, {meta['layers']} layer(s), k = {a.topk}")
+    c = settings(a)["alignment"]
+    meta = knn_shard(a.features, a.out, shard=a.shard, shards=a.shards, **c, block_rows=a.block_rows,
+                     precision=a.precision, n_items=a.n_items)
+    print(f"{a.out}: rows {meta['start']}..{meta['stop'] - 1} of {meta['n']}, {meta['layers']} layer(s), k = {c['topk']}")
 
 
 def main_merge(argv: list[str] | None = None) -> None:
