@@ -81,7 +81,7 @@ def parsers(parser: argparse.ArgumentParser, prefix: tuple[str, ...] = ()):
 def is_path(action: argparse.Action) -> bool:
     if action.dest in NOT_PATHS or action.choices or action.type in (int, float) or action.nargs == 0:
         return False
-    if getattr(action.type, "__name__", "") in ("json_object", "loads", "_override"):
+    if getattr(action.type, "__name__", "") in ("json_object", "slice_json", "loads", "_override"):
         return False
     metavar = str(action.metavar or "")
     return (action.dest in PATH_NAMES or "PATH" in metavar or "JSON" in metavar or "LEDGER" in metavar

@@ -246,7 +246,7 @@ def test_null_summary_hand_example():
     assert null_summary({"x_names": ["a"], "y_names": ["v"], "scores": [[0.1]]}) is None
 
 
-def test_run_convergence_with_the_preregistered_test(tmp_path, capsys):
+def test_run_convergence_with_the_preregistered_test(tmp_path):
     from prh.cli import main as prh_main
 
     names = ["a", "b", "c", "d"]
@@ -289,11 +289,11 @@ def test_run_convergence_with_the_preregistered_test(tmp_path, capsys):
     assert json.loads((tmp_path / "exp" / "metrics.json").read_text())["language_vision_preregistered"]["verdict"] == "inconclusive"
     with pytest.raises(SystemExit, match="both"):  # a user error: one line, no traceback
         prh_main(args[:-3])
-    with pytest.raises(SystemExit):  # the schema's check of the slice, naming the key
+    with pytest.raises(SystemExit) as err:  # the schema's check of the slice, naming the key: one line
         prh_main([*args[:args.index("--config") + 1], json.dumps({"convergence": {"preregistered": {"permutation": 9}}}),
                   *args[args.index("--config") + 2:]])
     assert "convergence.preregistered: Additional properties are not allowed ('permutation' was unexpected)" in \
-        capsys.readouterr().err
+        str(err.value.code)
     _write(tmp_path / "comp.json", competence["models"])
     with pytest.raises(ValueError, match="gate_passed"):
         prh_main(args)

@@ -49,20 +49,35 @@ def test_what_a_rule_passes_reads_back_as_the_same_values():
 
 
 @pytest.mark.parametrize(("argv", "message"), [
-    (["--config", '{"alignment": {"topk": 0}}'], "alignment.topk: 0 is less than the minimum of 1"),
+    (["--config", '{"alignment": {"topk": 0}}'], "invalid settings: alignment.topk: 0 is less than the minimum of 1"),
     (["--quantile", "1.5"], "alignment.quantile: 1.5 is greater than the maximum of 1"),
     (["--config", '{"alignment": {"cca_dim": 3}}'], "alignment.cca_dim is not read by this command"),
     (["--config", '{"world": {"seed": 3}}'], "world.seed is not read by this command; it reads alignment.topk"),
+    (["--topk", str(10 ** 30)], f"alignment.topk: {10 ** 30} is beyond 64-bit integers"),
+    (["--quantile", "nan"], "alignment.quantile: nan is not a finite number"),
+    (["--config", '{"metric_agreement": {"batch_sizes": [10, Infinity]}}'],
+     "metric_agreement.batch_sizes: inf is not a finite number"),
+])
+def test_a_bad_or_unknown_key_is_one_error_naming_it(argv, message):
+    """One line, through the commands' user errors (``prh <command>: ...``), whichever sub-command reads it."""
+    from prh.errors import UsageError
+
+    parser, read = _parser()
+    with pytest.raises(UsageError) as err:
+        read(parser.parse_args(argv))
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(("argv", "message"), [
     (["--config", '{"alignment": 3}'], "must map each params.yaml block to its keys"),
     (["--config", "{topk: 3}"], "not valid JSON"),
     (["--dtype", "float16"], "invalid choice: 'float16'"),
 ])
-def test_a_bad_or_unknown_key_is_one_error_naming_it(argv, message, capsys):
-    parser, read = _parser()
+def test_what_argparse_refuses_is_its_usage_error(argv, message, capsys):
+    parser, _ = _parser()
     with pytest.raises(SystemExit) as err:
-        read(parser.parse_args(argv))
-    assert err.value.code == 2
-    assert message in capsys.readouterr().err
+        parser.parse_args(argv)
+    assert err.value.code == 2 and message in capsys.readouterr().err
 
 
 def test_the_flags_come_from_the_schema():

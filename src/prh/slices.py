@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import shlex
 from collections.abc import Callable, Mapping
 
 from prh.config import SCHEMA, load_schema, schema_defaults, schema_validator
+from prh.errors import UsageError
 
 __all__ = ["add_slice", "block_keys", "slice_arg", "slice_values"]
 
@@ -94,11 +96,11 @@ def add_slice(parser: argparse.ArgumentParser, keys: Keys, *,
               config_only: tuple[str, ...] = ()) -> Callable[[argparse.Namespace], dict[str, dict]]:
     """Give ``parser`` the options of a slice: ``--config JSON`` and one flag per key (a flag wins over the JSON), but
     for the keys of ``config_only`` (whose flag name the command gives another meaning, e.g. a path it writes).
-    Returns ``read(args) -> {block: {key: value}}``, each value checked against the schema (``parser.error`` names
-    a bad or unknown key)."""
+    Returns ``read(args) -> {block: {key: value}}``, each value checked against the schema (a ``UsageError`` names a bad
+    or unknown key: one line, ``prh <command>: ...``)."""
     group = parser.add_argument_group("settings", "params.yaml keys; a key neither given nor in --config takes its "
                                                   "schema default (workflow/schemas)")
-    group.add_argument("--config", type=_json_object, default={}, metavar="JSON",
+    group.add_argument("--config", type=slice_json, default={}, metavar="JSON",
                        help="the slice a rule hands over: " + json.dumps({b: list(k) for b, k in keys.items()}))
     dests = {}
     for block, names in keys.items():
@@ -120,8 +122,8 @@ def add_slice(parser: argparse.ArgumentParser, keys: Keys, *,
         for block in given:
             extra = sorted(set(given[block]) - set(keys.get(block, ()))) if isinstance(given[block], dict) else None
             if block not in keys or extra:
-                parser.error(f"--config: {block}.{', '.join(extra or ['*'])} is not read by this command; it reads "
-                             + ", ".join(f"{b}.{k}" for b, names in keys.items() for k in names))
+                raise UsageError(f"--config: {block}.{', '.join(extra or ['*'])} is not read by this command; it reads "
+                                 + ", ".join(f"{b}.{k}" for b, names in keys.items() for k in names))
         values = {}
         for block, names in keys.items():
             first, *rest = block.split(".")
@@ -136,7 +138,9 @@ def add_slice(parser: argparse.ArgumentParser, keys: Keys, *,
                 elif key in defaults:
                     values[block][key] = defaults[key]
                 else:
-                    parser.error(f"{block}.{key} has no default: give --{key.replace('_', '-')} or put it in --config")
+                    raise UsageError(f"{block}.{key} has no default: give --{key.replace('_', '-')} or put it in --config")
+                if problem := _unrepresentable(values[block][key]):
+                    raise UsageError(f"{block}.{key}: {problem}")
         nested: dict = {}  # the values where they sit in params.yaml, for the schema
         for block, given_values in values.items():
             node = nested
@@ -148,13 +152,27 @@ def add_slice(parser: argparse.ArgumentParser, keys: Keys, *,
                     for e in schema_validator(fill_defaults=False).iter_errors(nested)
                     if any(tuple(e.absolute_path)[:len(path)] == path for path in read_paths)]
         if problems:
-            parser.error("invalid settings: " + "; ".join(sorted(problems)))
+            raise UsageError("invalid settings: " + "; ".join(sorted(problems)))
         return values
 
     return read
 
 
-def _json_object(text: str) -> dict:
+def _unrepresentable(value) -> str | None:
+    """What makes a value no setting can take (a JSON schema has no word for either): an integer beyond 64 bits
+    (numpy and torch overflow on it, or allocate for it), a float that is not finite."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int) and not -2 ** 63 <= value < 2 ** 63:
+        return f"{value} is beyond 64-bit integers"
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{value} is not a finite number"
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+    return next((problem for item in items if (problem := _unrepresentable(item))), None)
+
+
+def slice_json(text: str) -> dict:
+    """argparse ``type=`` of ``--config``: a JSON object of blocks, each an object of its keys."""
     from prh.io import json_object
 
     value = json_object(text)

@@ -32,6 +32,7 @@ import numpy as np
 from scipy.spatial.distance import pdist, squareform
 
 from prh.config import schema_defaults
+from prh.errors import CorruptFileError, UsageError
 from prh.io import check_output, json_object, read_json, write_json
 from prh.studies.color.design import CONFIG
 from prh.studies.color.pmi import (
@@ -84,12 +85,16 @@ def naming_terms(path: str, *, min_count: int = 100) -> dict:
     CIELAB); words named fewer than ``min_count`` times are dropped.
     """
     rows: dict[str, list] = {}
-    with open(path, newline="") as fh:
-        for r in csv.DictReader(fh):
-            rows.setdefault(r["word"].strip().lower(), []).append([float(r["L"]), float(r["a"]), float(r["b"])])
+    try:
+        with open(path, newline="") as fh:
+            for r in csv.DictReader(fh):
+                rows.setdefault(r["word"].strip().lower(), []).append([float(r["L"]), float(r["a"]), float(r["b"])])
+    except (UnicodeDecodeError, csv.Error, KeyError, ValueError, AttributeError) as err:  # not the word,L,a,b CSV
+        raise CorruptFileError(path, "naming-data CSV (columns word,L,a,b)", err,
+                               remedy="give color.language.terms_file the Lindsey & Brown CSV, or null") from err
     kept = {w: np.mean(v, axis=0).tolist() for w, v in rows.items() if len(v) >= min_count}
     if len(kept) < 4:
-        raise ValueError(f"terms_file={path!r}: only {len(kept)} words named >= {min_count} times; lower min_term_count")
+        raise UsageError(f"terms_file={path!r}: only {len(kept)} words named >= {min_count} times; lower min_term_count")
     return kept
 
 

@@ -214,7 +214,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the subsets and the permutation nulls")
     p.add_argument("--device", default="cpu", help="where the neighbour searches run: cpu | cuda | auto")
     add_path_options(p, OUTPUTS, help="{name} JSON written")
-    settings = add_slice(p, CONFIG)
+    settings = add_slice(p, CONFIG, config_only=("metrics",))  # --metrics is the path of metrics.json
     a = p.parse_args(argv)
     config = settings(a)
     m = run_sample_size(names=a.names, features=a.features, language=a.language, out=vars(a),
