@@ -153,7 +153,9 @@ def add_slice(parser: argparse.ArgumentParser, keys: Keys, *,
                     if any(tuple(e.absolute_path)[:len(path)] == path for path in read_paths)]
         if problems:
             raise UsageError("invalid settings: " + "; ".join(sorted(problems)))
-        return values
+        # each block's keys in sorted order, as the JSON a rule hands over holds them (results that record a
+        # setting keep one order, whether it came from the rule, a flag or a default)
+        return {block: dict(sorted(block_values.items())) for block, block_values in values.items()}
 
     return read
 

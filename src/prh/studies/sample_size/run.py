@@ -218,6 +218,6 @@ def main(argv: list[str] | None = None) -> None:
     a = p.parse_args(argv)
     config = settings(a)
     m = run_sample_size(names=a.names, features=a.features, language=a.language, out=vars(a),
-                        config={**config["sample_size"], "kernel": config["world"]["kernel"]},
+                        config=dict(sorted({**config["sample_size"], "kernel": config["world"]["kernel"]}.items())),
                         scenes=a.scenes, seed=a.seed, device=a.device)
     print({k: v["verdict"] for k, v in m["claims"].items()})
