@@ -8,21 +8,8 @@ from functools import partial
 from prh.cluster import runtime_rule
 from prh.evaluation.lm_score import SAMPLE_CONFIG, SCORE_CONFIG
 
-# the schema's defaults, so a config that skipped validation still renders every flag
-HUB_DEFAULTS = dict(
-    revision=None,
-    config=None,
-    split="train",
-    image_column="image",
-    text_column=None,
-    label_column=None,
-    n=None,
-    seed=0,
-    image_size=224,
-)
-HUB_DEFAULTS.update(carve=None, data_files=None)  # a split carved from another; the repo files read
 HUB_DATASET_FILES = {"images": "images.npy", "captions": "captions.jsonl", "labels": "labels.npy", "meta": "meta.json"}
-HUB_DATASETS = {name: {**HUB_DEFAULTS, **spec} for name, spec in config["datasets"].items() if spec["kind"] == "hub"}
+HUB_DATASETS = {name: spec for name, spec in config["datasets"].items() if spec["kind"] == "hub"}  # schema-filled
 LM_SAMPLE = f"{R}/data/openwebtext_sample"
 # The causal LMs whose score the paper suite's figures plot: the suite's language set, PRH's test set and Fig 4's set
 _FIG4_LMS = (config.get("downstream") or {}).get("language_models", {}).get("paper")
