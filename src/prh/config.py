@@ -105,7 +105,8 @@ def schema_validator(schema_path: str | Path = SCHEMA, *, fill_defaults: bool = 
 
     schema = load_schema(schema_path)
     validator_cls = jsonschema.validators.validator_for(schema)
-    return (_with_defaults(validator_cls) if fill_defaults else validator_cls)(schema, registry=Registry(retrieve=retrieve))
+    cls = _with_defaults(validator_cls) if fill_defaults else validator_cls
+    return cls(schema, registry=Registry(retrieve=retrieve))
 
 
 def validate_schema(cfg: dict, schema_path: str | Path = SCHEMA, *, layers: list[tuple[str, dict]] | None = None) -> dict:

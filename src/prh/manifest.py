@@ -25,7 +25,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["Figure", "ClaimSpec", "Study", "EXPERIMENTS", "STUDIES_DIR", "load_study", "output_paths", "study_names", "study_commands"]
+__all__ = ["Figure", "ClaimSpec", "Study", "EXPERIMENTS", "STUDIES_DIR", "load_study", "output_paths", "study_names",
+           "study_commands"]
 
 EXPERIMENTS = "results/experiments"
 STUDIES_DIR = Path(__file__).resolve().parent / "studies"  # one package per study, each with its manifest.yaml
@@ -117,7 +118,8 @@ def _claim(study: str, doc: dict) -> ClaimSpec:
 def _output(study: str, outputs: dict[str, str], key: str, where: str) -> str:
     """The file of output ``key`` (a trailing ``?``, optional, stays on the file name)."""
     if key.rstrip("?") not in outputs:
-        raise ValueError(f"study {study}: {where} names output {key.rstrip('?')!r}; its outputs are {', '.join(outputs)}")
+        raise ValueError(f"study {study}: {where} names output {key.rstrip('?')!r}; "
+                         f"its outputs are {', '.join(outputs)}")
     return outputs[key.rstrip("?")] + ("?" if key.endswith("?") else "")
 
 
@@ -137,7 +139,8 @@ def load_study(path) -> Study:
                f"{name}/{f['caption']}",
                f["category"], name, f.get("kwargs", {}), tuple(f.get("formats", ("pdf", "png"))), f.get("preset"))
         for f in doc.get("figures") or ())
-    verdict_inputs = {k: _output(name, outputs, v, "verdict_inputs") for k, v in (doc.get("verdict_inputs") or {}).items()}
+    verdict_inputs = {k: _output(name, outputs, v, "verdict_inputs")
+                      for k, v in (doc.get("verdict_inputs") or {}).items()}
     return Study(name=name, title=doc["title"], source=doc["source"], outputs=outputs,
                  figures=figures, commands=tuple(c["name"] for c in doc["commands"]),
                  claims=tuple(_claim(name, c) for c in doc.get("claims") or ()),

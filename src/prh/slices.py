@@ -1,12 +1,12 @@
 """Config slices: the params.yaml keys a command reads, handed over once.
 
-A command declares the keys it reads, by block (``CONFIG = {"alignment": ("topk", "quantile")}``; a nested block by its
-dotted path, ``"downstream.harness"``), in a module the workflow can import without torch. Its rule hands them over as one JSON argument, ``--config
-'{"alignment": {"quantile": 0.95, "topk": 10}}'`` (:func:`slice_arg`), and the command reads them back with the
-function :func:`add_slice` returns: a key the JSON leaves out takes its schema default, any key can also be set by its
-own flag (``--topk 5``, for a run by hand), and the values are checked against the schema, so a bad one is a single
-error naming its key. The schema stays the one declaration of a key (type, range, default, help): the flags are
-generated from it, never typed again in the command.
+A command declares the keys it reads, by block (``CONFIG = {"alignment": ("topk", "quantile")}``; a nested block by
+its dotted path, ``"downstream.harness"``), in a module the workflow can import without torch. Its rule hands them
+over as one JSON argument, ``--config '{"alignment": {"quantile": 0.95, "topk": 10}}'`` (:func:`slice_arg`), and the
+command reads them back with the function :func:`add_slice` returns: a key the JSON leaves out takes its schema
+default, any key can also be set by its own flag (``--topk 5``, for a run by hand), and the values are checked against
+the schema, so a bad one is a single error naming its key. The schema stays the one declaration of a key (type, range,
+default, help): the flags are generated from it, never typed again in the command.
 """
 
 from __future__ import annotations
@@ -114,8 +114,8 @@ def add_slice(parser: argparse.ArgumentParser, keys: Keys, *,
             if key in config_only:
                 continue
             dests[block, key] = f"slice__{block}__{key}"
-            group.add_argument(flag, dest=dests[block, key], default=None, help=f"{block}.{key}: {description}{default}",
-                               **{"metavar": key.upper(), **_flag(spec)})
+            group.add_argument(flag, dest=dests[block, key], default=None,
+                               help=f"{block}.{key}: {description}{default}", **{"metavar": key.upper(), **_flag(spec)})
 
     def read(args: argparse.Namespace) -> dict[str, dict]:
         given = args.config
@@ -138,7 +138,8 @@ def add_slice(parser: argparse.ArgumentParser, keys: Keys, *,
                 elif key in defaults:
                     values[block][key] = defaults[key]
                 else:
-                    raise UsageError(f"{block}.{key} has no default: give --{key.replace('_', '-')} or put it in --config")
+                    raise UsageError(f"{block}.{key} has no default: give --{key.replace('_', '-')} "
+                                     "or put it in --config")
                 if problem := _unrepresentable(values[block][key]):
                     raise UsageError(f"{block}.{key}: {problem}")
         nested: dict = {}  # the values where they sit in params.yaml, for the schema

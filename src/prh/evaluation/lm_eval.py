@@ -146,5 +146,6 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     settings = add_slice(parser, CONFIG)
     args = parser.parse_args(argv)
-    run_lm_eval(out=args.out, data=args.data, train_data=args.train_data, world=settings(args)["world"], names=args.names, models=args.models,
+    run_lm_eval(out=args.out, data=args.data, train_data=args.train_data, world=settings(args)["world"],
+                names=args.names, models=args.models,
                 max_items=args.max_items, batch_size=args.batch_size, threads=args.threads)

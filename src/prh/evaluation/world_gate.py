@@ -247,7 +247,8 @@ def main(argv: list[str] | None = None) -> None:
     names = sorted({m for r in a.runs.values() for m in (r["final"], r["untrained"])})
     feats = {n: load_features(Path(a.features_dir) / f"{n}.safetensors").float().numpy() for n in names}
     result = world_gate(scenes=load_dataset(a.data).scenes, features=feats, runs=a.runs,
-                        gate=config["convergence.amended"]["gate"], seed=a.seed, world=config["world"], skip_embedding=a.skip_embedding)
+                        gate=config["convergence.amended"]["gate"], seed=a.seed, world=config["world"],
+                        skip_embedding=a.skip_embedding)
     write_json(a.out, result)
     print(f"kept {result['kept']}; {result['n_passed']} of {result['n_judged']} judged models pass (of {result['n_models']}); "
           f"gate passed: {result['passed']} (as first written: {result['passed_as_written']})")

@@ -160,7 +160,8 @@ def main_shard(argv: list[str] | None = None) -> None:
     c = settings(a)["alignment"]
     meta = knn_shard(a.features, a.out, shard=a.shard, shards=a.shards, **c, block_rows=a.block_rows,
                      precision=a.precision, n_items=a.n_items)
-    print(f"{a.out}: rows {meta['start']}..{meta['stop'] - 1} of {meta['n']}, {meta['layers']} layer(s), k = {c['topk']}")
+    print(f"{a.out}: rows {meta['start']}..{meta['stop'] - 1} of {meta['n']}, {meta['layers']} layer(s), "
+          f"k = {c['topk']}")
 
 
 def main_merge(argv: list[str] | None = None) -> None:

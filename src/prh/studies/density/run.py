@@ -174,7 +174,8 @@ def main(argv: list[str] | None = None) -> None:
     add_path_options(parser, OUTPUTS, help="{name} JSON written")
     settings = add_slice(parser, CONFIG)
     a = parser.parse_args(argv)
-    print(run_density(**settings(a)["alignment"], captions=a.captions, language_names=a.language_names, language_features=a.language_features,
+    print(run_density(**settings(a)["alignment"],
+                      captions=a.captions, language_names=a.language_names, language_features=a.language_features,
                       vision_names=a.vision_names, vision_features=a.vision_features, out=vars(a),
                       scenes=a.scenes, levels=a.levels,
                       threads=a.threads, device=a.device))
