@@ -104,7 +104,7 @@ def test_cli_averages_samples_and_k1_equals_the_single_caption_run(models, tmp_p
     data = _dataset(tmp_path / "data", SAMPLES)
     out = tmp_path / "mean.safetensors"
     main(["extract-language", "--model", str(models["gpt2"]), "--data", str(data), "--out", str(out),
-          "--text-field", "samples", "--average-samples", "--batch-size", "2", "--no-progress"])
+          "--text-field", "samples", "--average-samples", "--language-batch-size", "2", "--no-progress"])
     feats, meta = load_features(out, with_meta=True)
     model, tok = load_language_model(models["gpt2"])
     torch.testing.assert_close(feats, extract_language_features(model, tok, FLAT, batch_size=2,
@@ -121,7 +121,7 @@ def test_cli_averages_samples_and_k1_equals_the_single_caption_run(models, tmp_p
     for name, flags in (("k1", ["--text-field", "samples", "--average-samples"]), ("text", [])):
         path = tmp_path / f"{name}.safetensors"
         main(["extract-language", "--model", str(models["gpt2"]), "--data", str(data1), "--out", str(path),
-              "--batch-size", "2", "--no-progress", *flags])
+              "--language-batch-size", "2", "--no-progress", *flags])
         runs[name] = load_features(path, with_meta=True)
     assert torch.equal(runs["k1"][0], runs["text"][0])
     assert runs["k1"][1]["bpb_per_item"] == runs["text"][1]["bpb_per_item"]

@@ -309,7 +309,7 @@ def test_cli_writes_features_and_meta_per_contract(lm_dirs, tmp_path, images):
     zoo = save_vision_zoo("vit", tmp_path / "models" / "vit_t")
 
     out_v = tmp_path / "features" / "tiny" / "vit_t.safetensors"
-    main(["extract-vision", "--model", str(zoo), "--data", str(data), "--out", str(out_v), "--batch-size", "2",
+    main(["extract-vision", "--model", str(zoo), "--data", str(data), "--out", str(out_v), "--vision-batch-size", "2",
           "--no-progress"])
     feats, meta = load_features(out_v, with_meta=True)
     assert feats.shape == (5, 2, 16) and meta["model"] == "vit_t" and meta["pooling"] == "cls"
@@ -336,7 +336,7 @@ def test_one_job_writes_every_text_index_as_separate_jobs_would(lm_dirs, tmp_pat
     data = tmp_path / "data" / "tiny"
     write_jsonl(data / "captions.jsonl", [{"id": i, "texts": [TEXTS[i][:9], TEXTS[i], "a b"]} for i in range(5)])
     common = ["--model", str(lm_dirs["llama"]), "--data", str(data), "--name", "llama", "--text-field", "texts",
-              "--no-bpb", "--no-progress", "--batch-size", "2"]
+              "--no-bpb", "--no-progress", "--language-batch-size", "2"]
     together = [tmp_path / "one" / f"density{level}" / "llama.safetensors" for level in range(3)]
     main(["extract-language", *common, "--text-index", "0", "1", "2", "--out", *map(str, together)])
     for level, path in enumerate(together):

@@ -250,7 +250,7 @@ def test_extraction_streams_the_images_by_item_block_and_equals_the_in_memory_on
     assert isinstance(_read_images(tmp_path / "data"), np.memmap)
     ckpt = save_vision_zoo("resnet", tmp_path / "resnet")
     main(["extract-vision", "--model", str(ckpt), "--data", str(tmp_path / "data"), "--out", str(tmp_path / "f.safetensors"),
-          "--device", "cpu", "--no-progress", "--batch-size", "3"])
+          "--device", "cpu", "--no-progress", "--vision-batch-size", "3"])
     model, pre = load_vision_model(ckpt)
     kw = {k: pre[k] for k in ("pooling", "mean", "std", "input_size", "interpolation", "crop_pct")}
     torch.testing.assert_close(load_features(tmp_path / "f.safetensors"),

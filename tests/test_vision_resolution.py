@@ -145,17 +145,18 @@ def test_vision_dtype_defaults_to_tf32_which_is_float32_on_a_cpu(originals, tmp_
     products on CUDA only: the precision study's bf16, 8x coarser, moved vision mutual k-NN by at most 0.0054); the
     rule passes it, and on a CPU it gives float32's numbers bit for bit, recorded as such in the meta."""
     from prh import extract
+    from prh.config import EXTRACT_CONFIG
 
     assert schema_defaults("features")["vision_dtype"] == "tf32"
     assert check_config(load(ROOT / "params.yaml"))["features"]["vision_dtype"] == "tf32"  # (the schema's, filled)
     rule = (ROOT / "workflow" / "rules" / "features.smk").read_text().split("rule extract_language")[0]
-    assert "--dtype {params.dtype}" in rule and 'FEAT["vision_dtype"]' in rule
+    assert "--config {params.config}" in rule and "vision_dtype" in EXTRACT_CONFIG["vision"]["features"]
     root, _ = originals
     materialize_hub_dataset(tmp_path / "data", repo=str(root), text_column="text", image_size=RESIZE)
     model = _tiny_vit(tmp_path / "vit")
     feats = {}
     for dtype in ("tf32", "float32"):
-        extract.vision_main(["--model", str(model), "--data", str(tmp_path / "data"), "--dtype", dtype,
+        extract.vision_main(["--model", str(model), "--data", str(tmp_path / "data"), "--vision-dtype", dtype,
                              "--out", str(tmp_path / f"{dtype}.safetensors"), "--no-progress", "--device", "cpu"])
         feats[dtype] = load_file(str(tmp_path / f"{dtype}.safetensors"))["feats"]
         meta = read_json(tmp_path / f"{dtype}.json")

@@ -356,6 +356,15 @@ def all_datasets(cfg: dict) -> dict[str, dict]:
     return dict(cfg.get("datasets") or {})
 
 
+# The keys of the `features` block each extraction command reads (its rules' one --config argument, prh.slices); here,
+# not in prh.extract, because the workflow reads them while it parses and prh.extract imports torch
+EXTRACT_CONFIG = {
+    "vision": {"features": ("vision_batch_size", "vision_dtype", "gpu_memory_budget_gb")},
+    "language": {"features": ("language_batch_size", "language_pooling", "prompt_template", "max_batch_tokens",
+                              "gpu_memory_budget_gb")},
+}
+
+
 def vtab_tasks(cfg: dict) -> dict[str, tuple[str, str]]:
     """VTAB task -> (train, test) dataset names of Fig 2's probes: ``convergence.vtab_tasks`` when it lists
     tasks, else every ``vtab_<task>_train`` dataset with its ``_test``, in params order."""

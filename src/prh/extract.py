@@ -38,7 +38,7 @@ from prh.features import (
     resize_side,
 )
 from prh.errors import FeaturesError, UsageError
-from prh.io import json_object, none_or, read_json, read_jsonl, save_features
+from prh.io import json_object, read_json, read_jsonl, save_features
 from prh.metrics.sanity import check_features
 from prh.models import loaders
 
@@ -255,11 +255,7 @@ def _jobs(text_index, out) -> tuple[list, list]:
     return list(text_index), outs
 
 
-def _budget(text: str):
-    return text if text == "auto" else float(text)
-
-
-def _common_args(parser: argparse.ArgumentParser, *, several_outs: bool = False, dtypes=()) -> None:
+def _common_args(parser: argparse.ArgumentParser, *, several_outs: bool = False) -> None:
     parser.add_argument("--model", required=True, help="zoo checkpoint dir or hub name")
     parser.add_argument("--revision", default=None, help="hub revision (commit hash); ignored for a dir")
     parser.add_argument("--data", required=True, help="dataset dir, e.g. results/data/shapes_eval")
@@ -268,37 +264,37 @@ def _common_args(parser: argparse.ArgumentParser, *, several_outs: bool = False,
                              + ("; one per --text-index when several are given" if several_outs else ""))
     parser.add_argument("--name", default=None, help="model name recorded in the meta (default: dir name)")
     parser.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"])
-    parser.add_argument("--dtype", default="auto", choices=["auto", *DTYPES, *dtypes])
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--layers", default="all", choices=list(LAYERS),
                         help="all: every block | last: the last one only (a linear probe's only input)")
 
 
 def vision_main(argv: list[str] | None = None) -> None:
+    from prh.config import EXTRACT_CONFIG
+    from prh.slices import add_slice
+
     parser = argparse.ArgumentParser(prog="prh extract-vision", description="per-block pooled vision features")
-    _common_args(parser, dtypes=["tf32"])  # tf32: float32 weights, TF32 products on CUDA (features.vision_dtype)
-    parser.add_argument("--batch-size", type=int, default=FEATURE_DEFAULTS["vision_batch_size"])
-    parser.add_argument("--gpu-memory-budget-gb", type=none_or(_budget), default=None,
-                        help="on CUDA, size batches from this many GB of activations ('auto': 80%% of free GPU "
-                             "memory; default: --batch-size)")
+    _common_args(parser)
     parser.add_argument("--checkpoint", type=json_object, default=None,
                         help="JSON of a model on no hub (prh.models.checkpoints.resolve_checkpoint: a plain-URL "
                              "checkpoint, SHA-256 pinned, or a seeded random one); --model is then its label")
-    # the reference runs vision models in float32 (features.vision_dtype)
-    parser.set_defaults(dtype=FEATURE_DEFAULTS["vision_dtype"])
+    # batch size, dtype (tf32: float32 weights, TF32 products on CUDA) and, on CUDA, the activations' memory budget
+    settings = add_slice(parser, EXTRACT_CONFIG["vision"])
     a = parser.parse_args(argv)
+    c = settings(a)["features"]
     extract_vision_dataset(model=a.model, data=a.data, out=a.out, name=a.name, revision=a.revision,
-                           batch_size=a.batch_size, device=a.device, dtype=a.dtype, progress=not a.no_progress,
-                           layers=a.layers, gpu_memory_budget_gb=a.gpu_memory_budget_gb, checkpoint=a.checkpoint)
+                           batch_size=c["vision_batch_size"], device=a.device, dtype=c["vision_dtype"],
+                           progress=not a.no_progress, layers=a.layers, gpu_memory_budget_gb=c["gpu_memory_budget_gb"],
+                           checkpoint=a.checkpoint)
 
 
 def language_main(argv: list[str] | None = None) -> None:
+    from prh.config import EXTRACT_CONFIG
+    from prh.slices import add_slice
+
     parser = argparse.ArgumentParser(prog="prh extract-language", description="per-layer pooled language features")
     _common_args(parser, several_outs=True)
-    parser.add_argument("--batch-size", type=int, default=FEATURE_DEFAULTS["language_batch_size"])
-    parser.add_argument("--pooling", default=FEATURE_DEFAULTS["language_pooling"], choices=["mean", "last"])
-    parser.add_argument("--prompt-template", default=None,
-                        help="'prh' (appendix C.2 prompt) or a format string containing {caption}")
+    parser.add_argument("--dtype", default="auto", choices=["auto", *DTYPES], help="the model's weights (auto: its own)")
     parser.add_argument("--text-field", default="text", help="captions.jsonl key holding the text")
     parser.add_argument("--text-index", type=int, nargs="+", default=None,
                         help="index into the field when it is a list; several (with as many --out paths): "
@@ -309,17 +305,16 @@ def language_main(argv: list[str] | None = None) -> None:
     parser.add_argument("--device-map", default=None, help="'auto' to spread a large model over devices")
     parser.add_argument("--load-in-4bit", action="store_true", help="4-bit weights (bitsandbytes)")
     parser.add_argument("--no-bpb", action="store_true", help="skip bits-per-byte for causal LMs")
-    parser.add_argument("--max-batch-tokens", type=int, default=None,
-                        help="cap items x longest tokens per batch (bounds memory); default: no cap")
-    parser.add_argument("--gpu-memory-budget-gb", type=none_or(_budget), default=None,
-                        help="cap a batch's estimated activations at this many GB ('auto': 80%% of free GPU "
-                             "memory after loading; default: no cap)")
+    # batch size, pooling, prompt template, and the caps of a batch (tokens; on CUDA, the activations' memory)
+    settings = add_slice(parser, EXTRACT_CONFIG["language"])
     a = parser.parse_args(argv)
+    c = settings(a)["features"]
     one = a.text_index is None or len(a.text_index) == 1  # one index (or none): one output, as before
     extract_language_dataset(model=a.model, data=a.data, out=a.out[0] if one and len(a.out) == 1 else a.out,
                              name=a.name, revision=a.revision,
-                             pooling=a.pooling, prompt_template=a.prompt_template, text_field=a.text_field,
-                             text_index=a.text_index[0] if one and a.text_index else a.text_index, average_samples=a.average_samples, batch_size=a.batch_size, device=a.device, dtype=a.dtype,
+                             pooling=c["language_pooling"], prompt_template=c["prompt_template"],
+                             text_field=a.text_field,
+                             text_index=a.text_index[0] if one and a.text_index else a.text_index, average_samples=a.average_samples, batch_size=c["language_batch_size"], device=a.device, dtype=a.dtype,
                              device_map=a.device_map, load_in_4bit=a.load_in_4bit, bpb=not a.no_bpb,
-                             max_batch_tokens=a.max_batch_tokens, progress=not a.no_progress, layers=a.layers,
-                             gpu_memory_budget_gb=a.gpu_memory_budget_gb)
+                             max_batch_tokens=c["max_batch_tokens"], progress=not a.no_progress, layers=a.layers,
+                             gpu_memory_budget_gb=c["gpu_memory_budget_gb"])

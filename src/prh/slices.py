@@ -82,7 +82,7 @@ def _flag(spec: dict) -> dict:
         return {"nargs": "+", "type": _TYPES.get(spec.get("items", {}).get("type"), _scalar)}
     if kind in _TYPES:
         return {"type": _TYPES[kind], **({"choices": spec["enum"], "metavar": None} if "enum" in spec else {})}
-    return {"type": json.loads, "metavar": "JSON"}
+    return {"type": _scalar}  # an object, or one of several types (a number or "auto"): JSON, else the text
 
 
 def _scalar(text: str):

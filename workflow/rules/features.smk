@@ -7,10 +7,9 @@
 import os
 import shlex
 
-from prh.config import vtab_tasks
+from prh.config import EXTRACT_CONFIG, vtab_tasks
 from prh.models.checkpoints import checkpoint_models, resolve_checkpoint
 
-FEAT = config["features"]  # defaults filled in by the schema
 # VTAB task -> (train, test) dataset names (convergence.smk's probes): convergence.vtab_tasks, or every
 # vtab_<task>_train with its _test (prh.config.vtab_tasks; prh.checks.check_references named any task without both)
 VTAB_TASKS = vtab_tasks(config)
@@ -45,15 +44,9 @@ REVISION_ARG.update({m: f"--checkpoint {json_param(resolve_checkpoint(config, m)
 EXTRACT_RUNTIME = {
     m: 20 if s["source"] == "zoo" else int(30 + 4 * (float(s.get("n_params") or 0) / 1e9)) for m, s in MODELS.items()
 }
-# Optional flags of extract-language (a lambda passes them, so the template's {caption} is not read as a wildcard)
-LANGUAGE_OPTIONS = " ".join(
-    ([f"--prompt-template {shlex.quote(FEAT['prompt_template'])}"] if FEAT.get("prompt_template") else [])
-    + ([f"--max-batch-tokens {int(FEAT['max_batch_tokens'])}"] if FEAT.get("max_batch_tokens") else [])
-    + ([f"--gpu-memory-budget-gb {FEAT['gpu_memory_budget_gb']}"] if FEAT.get("gpu_memory_budget_gb") else [])
-    # the paper suite reads bits per byte from lm_score's OpenWebText sample, never from the features: no second
-    # full-vocabulary pass per LM over the captions
-    + (["--no-bpb"] if SUITE == "paper" else [])
-)
+# The paper suite reads bits per byte from lm_score's OpenWebText sample, never from the features: no second
+# full-vocabulary pass per LM over the captions
+LANGUAGE_OPTIONS = "--no-bpb" if SUITE == "paper" else ""
 # Shapes datasets (offline) store several independently drawn densest captions per scene (captions.jsonl
 # `samples`, world.caption_samples): a scene's features are the mean over them. Hub datasets have one
 # caption per item (`text`). Density features (density.smk) replace these options: one caption per level.
@@ -73,20 +66,20 @@ EXTRACT_PARAMS = {
         model=lambda w: MODEL_ARG[w.model],
         revision=lambda w: REVISION_ARG[w.model],
         data=lambda w, input: os.path.dirname(input.data),
-        batch_size=FEAT[f"{mod}_batch_size"],
         device=config["device"],
     )
     for mod in ("vision", "language")
 }
+# Its keys of the features block (batch size, dtype or pooling, ...), through a lambda: Snakemake would read the
+# prompt template's {caption} in a plain string as a wildcard
+EXTRACT_SLICES = {mod: slice_arg(config, keys) for mod, keys in EXTRACT_CONFIG.items()}
 EXTRACT_PARAMS["vision"].update(
+    config=lambda w: EXTRACT_SLICES["vision"],
     layers=lambda w: "last" if w.dataset in PROBE_ONLY_DATASETS else "all",  # a linear probe is the only reader
-    dtype=FEAT["vision_dtype"],  # float32 as the reference (schema default)
-    # on CUDA, batches sized from the memory budget; a CPU keeps vision_batch_size
-    budget=f"--gpu-memory-budget-gb {FEAT['gpu_memory_budget_gb']}" if FEAT.get("gpu_memory_budget_gb") else "",
 )
 EXTRACT_PARAMS["language"].update(
+    config=lambda w: EXTRACT_SLICES["language"],
     devices=lambda w: device_map_arg(w.model),
-    pooling=FEAT["language_pooling"],
     options=lambda w: f"{LANGUAGE_OPTIONS} {CAPTION_ARGS.get(w.dataset, '')}".strip(),
 )
 
@@ -114,8 +107,8 @@ rule extract_vision:
         **EXTRACT_PARAMS["vision"],
     shell:
         "prh --gpus {resources.gpu} extract-vision --model {params.model:q} {params.revision} --data {params.data}"
-        " --out {output.feats} --name {wildcards.model} --batch-size {params.batch_size}"
-        " --layers {params.layers} --device {params.device} --dtype {params.dtype} {params.budget} > {log} 2>&1"
+        " --out {output.feats} --name {wildcards.model} --config {params.config}"
+        " --layers {params.layers} --device {params.device} > {log} 2>&1"
 
 
 rule extract_language:
@@ -139,6 +132,6 @@ rule extract_language:
         **EXTRACT_PARAMS["language"],
     shell:
         "prh --gpus {resources.gpu} extract-language --model {params.model:q} {params.revision} --data {params.data}"
-        " --out {output.feats} --name {wildcards.model} --batch-size {params.batch_size}"
-        " --pooling {params.pooling} {params.options} --device {params.device} {params.devices}"
+        " --out {output.feats} --name {wildcards.model} --config {params.config}"
+        " {params.options} --device {params.device} {params.devices}"
         " > {log} 2>&1"
