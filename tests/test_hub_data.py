@@ -177,3 +177,17 @@ def test_offline_copy_prepared_for_other_data_files_gives_the_clear_error(tmp_pa
     msg = r.stderr.strip().splitlines()[-1]
     assert "is not in the Hugging Face datasets cache" in msg and "Couldn't find cache" in msg, r.stderr[-2000:]
     assert "Traceback" not in r.stderr and not (tmp_path / "kitti").exists()
+
+
+def test_fetch_dataset_defaults_are_the_hub_entry_schema_defaults(repo_root):
+    """The command's defaults are read from the schema, which fills every hub entry of params.yaml the same way."""
+    from prh.checks import check_config
+    from prh.config import load
+    from prh.data.hub_datasets import hub_entry_defaults
+
+    d = hub_entry_defaults()
+    assert (d["split"], d["image_column"], d["seed"], d["image_size"]) == ("train", "image", 0, 224)
+    cfg = load(repo_root / "params.yaml")
+    name = next(n for n, s in cfg["datasets"].items() if s["kind"] == "hub" and "label_column" not in s)
+    filled = check_config(cfg)["datasets"][name]
+    assert all(filled[k] == v for k, v in d.items() if k not in cfg["datasets"][name])

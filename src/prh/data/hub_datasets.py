@@ -303,18 +303,29 @@ def materialize_hub_dataset(
     return meta
 
 
+def hub_entry_defaults() -> dict:
+    """The defaults of a `kind: hub` entry of params.yaml's datasets (workflow/schemas/datasets.schema.yaml): the one
+    home of fetch-dataset's defaults too."""
+    from prh.config import SCHEMA, load_schema
+
+    dataset = load_schema(SCHEMA.parent / "datasets.schema.yaml")["$defs"]["dataset"]
+    hub = next(c["then"]["properties"] for c in dataset["allOf"] if c["if"]["properties"]["kind"].get("const") == "hub")
+    return {key: spec["default"] for key, spec in hub.items() if "default" in spec}
+
+
 def main(argv: list[str] | None = None) -> None:
+    d = hub_entry_defaults()
     p = argparse.ArgumentParser(prog="prh fetch-dataset", description=__doc__.splitlines()[0])
     p.add_argument("--repo", required=True, help="hub dataset repo (owner/name) or a local folder")
     p.add_argument("--revision", type=none_or(str), default=None, help="branch, tag or commit SHA")
     p.add_argument("--config", type=none_or(str), default=None, help="dataset config (subset) name")
-    p.add_argument("--split", default="train")
-    p.add_argument("--image-column", default="image")
+    p.add_argument("--split", default=d["split"])
+    p.add_argument("--image-column", default=d["image_column"])
     p.add_argument("--text-column", type=none_or(str), default=None)
     p.add_argument("--label-column", type=none_or(str), default=None)
     p.add_argument("--n", type=none_or(int), default=None, help="cap on the count (seeded subsample)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--image-size", type=int, default=224)
+    p.add_argument("--seed", type=int, default=d["seed"])
+    p.add_argument("--image-size", type=int, default=d["image_size"])
     p.add_argument("--carve", type=none_or(json_object), default=None,
                    help='carve the split from another: {"from": "test", "parts": {"train": 0.5, "test": 0.5}, "seed": 0}')
     p.add_argument("--data-files", type=none_or(json_object), default=None,

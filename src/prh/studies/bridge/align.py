@@ -73,8 +73,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--vision-model", default=None, help="or name the vision model (paper suite)")
     p.add_argument("--vision-features", nargs="+", default=None,
                    help="<model>.safetensors of the candidate vision models (the strongest one is read)")
-    p.add_argument("--topk", type=int, default=10)
-    p.add_argument("--quantile", type=float, default=0.95)
+    # the suite's bridge.<suite>.config (its rule passes them; no default here: the schema is the one home of defaults)
+    p.add_argument("--topk", type=int, required=True, help="k of mutual k-NN")
+    p.add_argument("--quantile", type=float, required=True, help="feature clamp quantile before alignment")
     p.add_argument("--out", required=True)
     args = vars(p.parse_args(argv))
     args["features"] = args.pop("arms")
