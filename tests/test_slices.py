@@ -101,3 +101,23 @@ def test_a_command_s_keys_are_flags_only_through_its_slice(command):
     with pytest.raises(SystemExit) as err:
         prh_main([command, "--help"])
     assert err.value.code == 0
+
+
+def test_a_key_of_several_types_reads_as_json_else_as_text():
+    from prh.slices import _flag
+
+    several = _flag({"type": ["integer", "string"]})["type"]  # e.g. a bridge arm's blocks: k or "all"
+    assert several("3") == 3 and several("all") == "all"
+    assert _flag({"type": "array", "items": {"type": ["integer", "string"]}})["type"]("N-1") == "N-1"
+    assert _flag({"type": ["integer", "null"]})["type"] is int
+    assert _flag({"type": "array", "items": {"type": "integer"}}) == {"nargs": "+", "type": int}
+
+
+def test_nested_settings_come_back_sorted_at_every_level_whoever_set_them():
+    """A rule's JSON is sorted at every level; a default filled from the schema comes back in the same order."""
+    parser = argparse.ArgumentParser()
+    read = add_slice(parser, {"world": ("kernel",)})
+    kernel = read(parser.parse_args([]))["world"]["kernel"]
+    assert list(kernel) == sorted(kernel) and kernel == schema_defaults("world")["kernel"]
+    (argument,) = shlex.split(slice_arg({"world": {"kernel": kernel}}, {"world": ("kernel",)}))
+    assert json.dumps(read(parser.parse_args(["--config", argument]))) == json.dumps(read(parser.parse_args([])))

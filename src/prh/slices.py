@@ -74,12 +74,13 @@ def block_keys(block: str) -> tuple[str, ...]:
 
 def _flag(spec: dict) -> dict:
     """argparse keywords of a flag for a key of this schema: its type, choices and description."""
-    kinds = spec.get("type") if isinstance(spec.get("type"), list) else [spec.get("type")]
-    kind = next((k for k in kinds if k != "null"), None)
+    kinds = [k for k in (spec.get("type") if isinstance(spec.get("type"), list) else [spec.get("type")]) if k != "null"]
+    kind = kinds[0] if len(kinds) == 1 else None  # several types (an integer or "all"): read as JSON, else as text
     if kind == "boolean":
         return {"action": argparse.BooleanOptionalAction, "metavar": None}
     if kind == "array":  # items of one plain type, or of several (e.g. 10 20 N-1): each read as JSON, else as text
-        return {"nargs": "+", "type": _TYPES.get(spec.get("items", {}).get("type"), _scalar)}
+        items = spec.get("items", {}).get("type")
+        return {"nargs": "+", "type": _TYPES[items] if isinstance(items, str) and items in _TYPES else _scalar}
     if kind in _TYPES:
         return {"type": _TYPES[kind], **({"choices": spec["enum"], "metavar": None} if "enum" in spec else {})}
     return {"type": _scalar}  # an object, or one of several types (a number or "auto"): JSON, else the text
@@ -154,11 +155,15 @@ def add_slice(parser: argparse.ArgumentParser, keys: Keys, *,
                     if any(tuple(e.absolute_path)[:len(path)] == path for path in read_paths)]
         if problems:
             raise UsageError("invalid settings: " + "; ".join(sorted(problems)))
-        # each block's keys in sorted order, as the JSON a rule hands over holds them (results that record a
+        # keys in sorted order at every level, as the JSON a rule hands over holds them (results that record a
         # setting keep one order, whether it came from the rule, a flag or a default)
-        return {block: dict(sorted(block_values.items())) for block, block_values in values.items()}
+        return {block: _sorted(block_values) for block, block_values in values.items()}
 
     return read
+
+
+def _sorted(value):
+    return {k: _sorted(v) for k, v in sorted(value.items())} if isinstance(value, dict) else value
 
 
 def _unrepresentable(value) -> str | None:

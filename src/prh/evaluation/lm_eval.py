@@ -21,7 +21,7 @@ is the share of the learnable bits a model captured: 0 for a unigram, 1 at the f
 Reported numbers are totals over captions (sum of bits / sum of bytes).
 
     prh eval-lm --data results/data/shapes_eval --train-data results/data/shapes_train \\
-        --names gpt2_s_r0_100 --models results/models/gpt2_s_r0_100 --world '{}' \\
+        --names gpt2_s_r0_100 --models results/models/gpt2_s_r0_100 \\
         --out results/experiments/zoo/language.json
 """
 

@@ -15,11 +15,11 @@ SLICES = {
     "run-convergence": ("solve_fraction", "bins", "seed", "min_umap_models", "n_neighbors", "preregistered", "amended"),
     "run-platonic": ("topk", "quantile", "platonic_sensitivity"),
 }
-# keys only the rules read (which models and datasets the jobs take)
 # each command's slice (its rule's one --config argument, prh.slices): run-convergence's bins are per suite, so its
 # rule passes the suite's edges as --bins; run-platonic also reads the world's kernel
 CONFIG = {"run-convergence": {"convergence": tuple(k for k in SLICES["run-convergence"] if k != "bins")},
           "run-platonic": {"convergence": SLICES["run-platonic"], "world": ("kernel",)}}
+# keys only the rules read (which models and datasets the jobs take)
 WORKFLOW_KEYS = ("vision_models", "vtab_tasks", "relational")  # relational: zoo_language.smk reads it
 # the relational test's keys of convergence.relational (prh relational-test; its rule's --config, prh.slices)
 RELATIONAL_CONFIG = {"convergence.relational": ("alpha", "effect", "seed")}

@@ -21,7 +21,7 @@
         --cross-alignment results/alignment/shapes_eval/mutual_knn/zoo_language__zoo_vision.json \\
         --language results/experiments/zoo/language.json --families '{"resnet_xs_sup": "supervised"}' \\
         --competence competence.json --model-map model_map.json --language-vision language_vision.json \\
-        --metrics metrics.json --config '{"solve_fraction": 0.8}' \\
+        --metrics metrics.json --bins 0 1 3 6 --solve-fraction 0.8 \\
         --preregistered-competence results/experiments/zoo/competence.json --preregistered-vision-models ...
     prh run-platonic --vision-features results/features/shapes_vision/*.safetensors --vision-scenes ... \\
         --language-features ... --paired-scenes results/data/shapes_eval/scenes.jsonl --probes ... --language ... \\
