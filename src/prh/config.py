@@ -211,17 +211,25 @@ def entry_fields(schema_file: str, schema_dir: str | Path = SCHEMA.parent) -> di
     return schema["additionalProperties"]["properties"]
 
 
+def resolve_ref(schema: dict, root: dict, schema_dir: Path = SCHEMA.parent) -> tuple[dict, dict]:
+    """``schema`` with its ``$ref`` followed (a sibling file, or "#/$defs/..." inside ``root``, the file it sits in),
+    and the file the result sits in."""
+    ref = schema.get("$ref")
+    if not ref:
+        return schema, root
+    rest = {k: v for k, v in schema.items() if k != "$ref"}
+    if ref.startswith("#/"):
+        target = root
+        for part in ref[2:].split("/"):
+            target = target[part]
+    else:
+        target = root = load_schema(Path(schema_dir) / ref)
+    return {**target, **rest}, root
+
+
 def _defaults_of(schema: dict, schema_dir: Path, root: dict):
     """The defaults under ``schema``; ``root`` is the file it sits in (for "#/$defs/..." references)."""
-    if "$ref" in schema:
-        ref, rest = schema["$ref"], {k: v for k, v in schema.items() if k != "$ref"}
-        if ref.startswith("#/"):
-            target = root
-            for part in ref[2:].split("/"):
-                target = target[part]
-        else:
-            target = root = load_schema(schema_dir / ref)
-        schema = {**target, **rest}
+    schema, root = resolve_ref(schema, root, schema_dir)
     if schema.get("type") == "object" and "properties" in schema:
         filled = {key: _defaults_of(sub, schema_dir, root) for key, sub in schema["properties"].items()}
         return {key: value for key, value in filled.items() if value is not _NO_DEFAULT}

@@ -17,7 +17,7 @@ import math
 import shlex
 from collections.abc import Callable, Mapping
 
-from prh.config import SCHEMA, load_schema, schema_defaults, schema_validator
+from prh.config import SCHEMA, load_schema, resolve_ref, schema_defaults, schema_validator
 from prh.errors import UsageError
 
 __all__ = ["add_slice", "block_keys", "slice_arg", "slice_values"]
@@ -43,18 +43,6 @@ def slice_arg(cfg: Mapping, keys: Keys) -> str:
     return shlex.quote(json.dumps(slice_values(cfg, keys), sort_keys=True))
 
 
-def _resolved(schema: dict, root: dict) -> tuple[dict, dict]:
-    """``schema`` with its ``$ref`` followed (a sibling file, or ``#/...`` inside ``root``), and the file it is in."""
-    ref = schema.get("$ref")
-    if not ref:
-        return schema, root
-    rest = {k: v for k, v in schema.items() if k != "$ref"}
-    if ref.startswith("#/"):
-        return {**_walk(root, ref[2:].replace("/", ".")), **rest}, root
-    root = load_schema(SCHEMA.parent / ref)
-    return {**root, **rest}, root
-
-
 def _schema_at(path: str) -> dict:
     """The schema of the params.yaml key at a dotted ``path``, every ``$ref`` followed."""
     schema = root = load_schema(SCHEMA)
@@ -63,7 +51,7 @@ def _schema_at(path: str) -> dict:
         if part not in schema.get("properties", {}):
             raise ValueError(f"params.yaml block {'.'.join(parts[:i]) or '(top level)'} has no key {part!r} "
                              f"(its schema: {', '.join(schema.get('properties', {}))})")
-        schema, root = _resolved(schema["properties"][part], root)
+        schema, root = resolve_ref(schema["properties"][part], root)
     return schema
 
 

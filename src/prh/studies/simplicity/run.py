@@ -46,7 +46,7 @@ from prh.config import schema_defaults
 from prh.io import write_json
 from prh.metrics import effective_rank
 from prh.metrics.calibration import cell_seed
-from prh.slices import add_slice
+from prh.slices import add_slice, block_keys
 from prh.stats import depth_trend
 from prh.errors import UsageError
 
@@ -393,7 +393,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--seed", type=int, default=0, help="master seed")
     p.add_argument("--part", nargs="+", default=list(FILES), choices=list(FILES),
                    help="which experiments to run (each writes its JSON); metrics summarises their JSONs")
-    settings = add_slice(p, {"simplicity": tuple(DEFAULTS)}, config_only=PARTS)  # --random-nets etc. are paths
+    settings = add_slice(p, {"simplicity": block_keys("simplicity")}, config_only=PARTS)  # --random-nets: a path
     args = p.parse_args(argv)
     out = run_simplicity(vars(args), seed=args.seed, config=settings(args)["simplicity"], parts=tuple(args.part))
     if args.part[-1] == "metrics":

@@ -290,7 +290,7 @@ def transfer_claims(paths: dict) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from prh.slices import add_slice
+    from prh.slices import add_slice, block_keys
 
     parser = argparse.ArgumentParser(prog="prh run-transfer", description=__doc__.split("\n\n")[0])
     for name in (f for files in FILES.values() for f in files):  # one path per file (claims reads the parts')
@@ -300,7 +300,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--part", nargs="+", default=list(PARTS), choices=list(PARTS),
                         help="which parts to run (claims reads the others' JSON files)")
     # the transfer block (a part's rule hands over only its part's keys, SLICES; the rest keep their defaults)
-    settings = add_slice(parser, {"transfer": tuple(DEFAULTS)})
+    settings = add_slice(parser, {"transfer": block_keys("transfer")})
     args = parser.parse_args(argv)
     out = run_transfer(paths=vars(args), config=settings(args)["transfer"], seed=args.seed, device=args.device,
                        parts=tuple(args.part))
